@@ -1,0 +1,5 @@
+# -DGPUNODE_SANITIZE=ON: AddressSanitizer + UndefinedBehaviorSanitizer for every target.
+if(GPUNODE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

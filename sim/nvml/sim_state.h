@@ -1,0 +1,96 @@
+// Process-wide state of the simulated NVML/libcuda library (libgpunode-simnvml.so).
+//
+// The profile comes from the file (or built-in profile name) in the environment variable
+// GPUNODE_SIM_PROFILE, read when NVML's reference count goes from 0 to 1 (and by cuInit /
+// cuDriverGetVersion when NVML is not initialised). While loaded, the file is re-read when its
+// mtime, size or inode changes, checked at most every GPUNODE_SIM_RELOAD_MS milliseconds
+// (default 50) on API calls, so a test or a demo can edit a running node. A re-read that fails
+// to parse keeps the previous profile (and says so on stderr).
+//
+// Every entry point takes SimState::mu for its whole duration, except nvmlEventSetWait_v2, which
+// drops it while sleeping.
+#ifndef GPUNODE_SIM_NVML_SIM_STATE_H_
+#define GPUNODE_SIM_NVML_SIM_STATE_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/support/profile.h"
+#include "src/gpu/nvml_abi.h"
+
+// The opaque handle types of the ABI, defined here. Handles live for the life of the process
+// (their addresses stay valid across nvmlShutdown and profile reloads).
+struct nvmlDevice_st {
+  unsigned gpu;
+  int mig;  // -1: the full GPU; else the slot of nvmlDeviceGetMigDeviceHandleByIndex
+};
+
+struct nvmlEventSet_st {
+  struct Registration {
+    unsigned gpu = 0;
+    unsigned long long mask = 0;
+    size_t delivered = 0;  // events of this GPU already consumed by this set
+    bool lost_reported = false;
+  };
+  std::vector<Registration> regs;
+};
+
+namespace gpunode::sim {
+
+class SimState {
+ public:
+  static SimState& Get();  // never destroyed
+
+  std::mutex mu;
+
+  // All of the below require `mu`.
+
+  // Reads the profile named by GPUNODE_SIM_PROFILE afresh. Failure: NVML_ERROR_LIBRARY_NOT_FOUND
+  // (with one message on stderr per process).
+  nvmlReturn_t Load();
+  bool loaded() const { return profile_ != nullptr; }
+  // Re-reads the profile file if it changed (rate-limited unless `force`).
+  void MaybeReload(bool force = false);
+  const NodeProfile& profile() const { return *profile_; }
+
+  nvmlDevice_t Handle(unsigned gpu, int mig);
+  bool ValidHandle(nvmlDevice_t device) const { return handle_set_.count(device) > 0; }
+
+  int nvml_refcount = 0;
+  bool cuda_initialized = false;
+  std::set<nvmlEventSet_t> event_sets;
+
+ private:
+  SimState() = default;
+  void Warn(const std::string& message);
+
+  std::unique_ptr<NodeProfile> profile_;
+  std::string file_path_;  // empty for built-in profiles (no reload)
+  struct FileSignature {
+    int64_t mtime_ns = -1;
+    int64_t size = -1;
+    uint64_t inode = 0;
+    bool operator==(const FileSignature&) const = default;
+  };
+  FileSignature signature_;
+  std::chrono::steady_clock::time_point last_check_;
+  std::chrono::milliseconds reload_interval_{50};
+  std::deque<nvmlDevice_st> handles_;
+  std::map<std::pair<unsigned, int>, nvmlDevice_t> handle_index_;
+  std::set<nvmlDevice_t> handle_set_;
+  std::set<std::string> warned_;
+};
+
+}  // namespace gpunode::sim
+
+#endif  // GPUNODE_SIM_NVML_SIM_STATE_H_

@@ -1,0 +1,365 @@
+// WriteHostRoot: the fixture host-root generator (see profile.h for the contract).
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "sim/support/profile.h"
+#include "sim/support/str.h"
+#include "src/base/version.h"
+
+namespace gpunode::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TreeWriter {
+ public:
+  explicit TreeWriter(std::string dir) : dir_(std::move(dir)) {}
+
+  // `rel` is a host path ("/proc/modules" or "proc/modules"); ".." and empty components are
+  // rejected so nothing lands outside the root.
+  StatusOr<std::string> Resolve(std::string_view rel) const {
+    std::string out = dir_;
+    bool any = false;
+    for (absl::string_view piece :
+         absl::StrSplit(absl::string_view(rel.data(), rel.size()), '/', absl::SkipEmpty())) {
+      std::string_view part(piece.data(), piece.size());
+      if (part == "..") {
+        return absl::InvalidArgumentError(str::Cat("host path ", rel, ": escapes the host root"));
+      }
+      if (part == ".") continue;
+      str::Append(&out, "/", part);
+      any = true;
+    }
+    if (!any) return absl::InvalidArgumentError(str::Cat("host path \"", rel, "\": empty"));
+    return out;
+  }
+
+  Status MakeDirs(const std::string& path) {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "mkdir", path);
+    return absl::OkStatus();
+  }
+
+  Status Dir(std::string_view rel) {
+    GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
+    return MakeDirs(path);
+  }
+
+  Status File(std::string_view rel, std::string_view content) {
+    GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
+    GPUNODE_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+    std::error_code ec;
+    if (fs::is_symlink(path, ec)) fs::remove(path, ec);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) return ErrnoToStatus(errno, "write", path);
+    size_t n = content.empty() ? 0 : std::fwrite(content.data(), 1, content.size(), f);
+    int err = errno;
+    if (std::fclose(f) != 0 || n != content.size())
+      return ErrnoToStatus(err ? err : EIO, "write", path);
+    return absl::OkStatus();
+  }
+
+  // A relative symlink at `rel` pointing to `target` (may dangle).
+  Status Link(std::string_view rel, const std::string& target) {
+    GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
+    GPUNODE_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    fs::create_symlink(target, path, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "symlink", path);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string dir_;
+};
+
+std::string LinkSpeed(unsigned gen) {
+  switch (gen) {
+    case 1:
+      return "2.5 GT/s PCIe";
+    case 2:
+      return "5.0 GT/s PCIe";
+    case 3:
+      return "8.0 GT/s PCIe";
+    case 4:
+      return "16.0 GT/s PCIe";
+    case 5:
+      return "32.0 GT/s PCIe";
+    case 6:
+      return "64.0 GT/s PCIe";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string KernelVersionFile(const KernelModule& m) {
+  if (m.flavor == ModuleFlavor::kOpen) {
+    return str::Cat("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  ", m.version,
+                    "  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Sep 25 19:44:05 UTC 2025\n"
+                    "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) \n");
+  }
+  return str::Cat("NVRM version: NVIDIA UNIX x86_64 Kernel Module  ", m.version,
+                  "  Sun May 12 19:39:15 UTC 2024\n"
+                  "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14) \n");
+}
+
+std::string InformationFile(const Gpu& g, const KernelModule& m, unsigned irq) {
+  std::string s = str::Cat("Model: \t\t ", g.name, "\n", "IRQ:   \t\t ", irq, "\n", "GPU UUID: \t ",
+                           g.uuid, "\n", "Video BIOS: \t ", g.vbios, "\n", "Bus Type: \t PCIe\n",
+                           "DMA Size: \t 52 bits\n", "DMA Mask: \t 0xfffffffffffff\n",
+                           "Bus Location: \t ", g.bus_id, "\n", "Device Minor: \t ", g.minor, "\n");
+  if (m.flavor == ModuleFlavor::kOpen) str::Append(&s, "GPU Firmware: \t ", m.version, "\n");
+  str::Append(&s, "GPU Excluded:\t No\n");
+  return s;
+}
+
+std::string ModulesFile(const NodeProfile& p) {
+  std::string s;
+  if (p.host.module.loaded) {
+    const char* taint = p.host.module.flavor == ModuleFlavor::kOpen ? "(OE)" : "(PO)";
+    str::Append(&s, "nvidia_uvm 2076672 0 - Live 0x0000000000000000 ", taint, "\n");
+    str::Append(&s, "nvidia_drm 135168 0 - Live 0x0000000000000000 ", taint, "\n");
+    str::Append(&s, "nvidia_modeset 1638400 1 nvidia_drm, Live 0x0000000000000000 ", taint, "\n");
+    str::Append(&s, "nvidia 104071168 3 nvidia_uvm,nvidia_modeset, Live 0x0000000000000000 ", taint,
+                "\n");
+  }
+  if (p.host.nouveau_loaded) {
+    str::Append(&s, "nouveau 3096576 0 - Live 0x0000000000000000\n");
+    str::Append(&s, "drm_ttm_helper 16384 1 nouveau, Live 0x0000000000000000\n");
+  }
+  str::Append(&s,
+              "overlay 212992 12 - Live 0x0000000000000000\n"
+              "br_netfilter 32768 0 - Live 0x0000000000000000\n"
+              "nvme 61440 2 - Live 0x0000000000000000\n"
+              "nvme_core 217088 3 nvme, Live 0x0000000000000000\n"
+              "ext4 1105920 1 - Live 0x0000000000000000\n");
+  return s;
+}
+
+std::string Hex(unsigned v, int digits) { return absl::StrFormat("0x%0*x\n", digits, v); }
+
+// One PCI function under sys/devices, linked from sys/bus/pci/devices (as on a real host).
+Status WritePciFunction(TreeWriter& w, const std::string& bus_id, unsigned vendor, unsigned device,
+                        unsigned class_code, unsigned subsys_vendor, unsigned subsys_device,
+                        int numa_node, const std::string& driver, const PcieLink* link) {
+  unsigned d = 0, b = 0, dev = 0, f = 0;
+  ParseBusId(bus_id, &d, &b, &dev, &f);
+  const std::string rel_dir = absl::StrFormat("sys/devices/pci%04x:%02x/%s", d, b, bus_id);
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/vendor", Hex(vendor, 4)));
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/device", Hex(device, 4)));
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/class", Hex(class_code, 6)));
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/subsystem_vendor", Hex(subsys_vendor, 4)));
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/subsystem_device", Hex(subsys_device, 4)));
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/numa_node", str::Cat(numa_node, "\n")));
+  if (link != nullptr) {
+    GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/current_link_speed", LinkSpeed(link->gen) + "\n"));
+    GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/current_link_width", str::Cat(link->width, "\n")));
+    GPUNODE_RETURN_IF_ERROR(
+        w.File(rel_dir + "/max_link_speed", LinkSpeed(link->gpu_max_gen) + "\n"));
+    GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/max_link_width", str::Cat(link->max_width, "\n")));
+  }
+  if (!driver.empty()) {
+    // From sys/devices/pciDDDD:BB/<bus_id>: ../../../ is sys/.
+    GPUNODE_RETURN_IF_ERROR(w.Link(rel_dir + "/driver", "../../../bus/pci/drivers/" + driver));
+    GPUNODE_RETURN_IF_ERROR(w.Link(str::Cat("sys/bus/pci/drivers/", driver, "/", bus_id),
+                                   str::Cat("../../../../", rel_dir.substr(4))));
+  }
+  return w.Link("sys/bus/pci/devices/" + bus_id, "../../../" + rel_dir.substr(4));
+}
+
+std::string CudaVersionJson(const CudaToolkit& tk) {
+  nlohmann::ordered_json j;
+  j["cuda"] = {{"name", "CUDA SDK"}, {"version", tk.version}};
+  j["cuda_cudart"] = {{"name", "CUDA Runtime (cudart)"}, {"version", tk.nvcc_version}};
+  j["cuda_nvcc"] = {{"name", "CUDA NVCC"}, {"version", tk.nvcc_version}};
+  j["cuda_nvrtc"] = {{"name", "CUDA NVRTC"}, {"version", tk.nvcc_version}};
+  return j.dump(3) + "\n";
+}
+
+std::string XidText(uint64_t xid) {
+  switch (xid) {
+    case 13:
+      return "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Illegal Instruction Encoding";
+    case 31:
+      return "Ch 00000008, intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ "
+             "0x7f1a_00000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ";
+    case 43:
+      return "Ch 00000010";
+    case 48:
+      return "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
+             "at partition 0, subpartition 0.";
+    case 63:
+      return "Row Remapper: New row marked for remapping, reset gpu to activate.";
+    case 64:
+      return "Row Remapper: Failed to remap row, reset gpu to activate.";
+    case 74:
+      return "NVLink: fatal error detected on link 3";
+    case 79:
+      return "GPU has fallen off the bus.";
+    case 94:
+      return "Contained: SM (0x1). RST: No, D-RST: No";
+    case 95:
+      return "Uncontained: FBHUB. RST: Yes, D-RST: No";
+    case 119:
+      return "Timeout after 6s of waiting for RPC response from GPU0 GSP! Expected function 76 "
+             "(GSP_RM_CONTROL).";
+    default:
+      return "Ch 00000000";
+  }
+}
+
+// The kernel log: the module's load line and one NVRM line per XID event of the profile.
+std::string KernelLog(const NodeProfile& p) {
+  std::string s;
+  const std::string prefix = str::Cat("Nov 30 08:00:00 ", p.host.hostname, " kernel: ");
+  if (p.host.module.loaded) {
+    str::Append(&s, prefix, "[    4.183245] nvidia: loading out-of-tree module taints kernel.\n");
+    str::Append(
+        &s, prefix, "[    4.297611] ",
+        KernelVersionFile(p.host.module).substr(0, KernelVersionFile(p.host.module).find('\n')),
+        "\n");
+  }
+  double t = 8123.456789;
+  for (const Gpu& g : p.gpus) {
+    for (const Event& e : g.events) {
+      if (e.type != EventType::kXid) continue;
+      std::string pci = g.bus_id.substr(0, g.bus_id.size() - 2);  // "0000:3a:00"
+      str::Append(&s, prefix, absl::StrFormat("[%12.6f] ", t), "NVRM: Xid (PCI:", pci,
+                  "): ", e.data, ", pid='<unknown>', name=<unknown>, ", XidText(e.data), "\n");
+      t += 0.000412;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
+  if (dir.empty()) return absl::InvalidArgumentError("host root: empty directory name");
+  TreeWriter w(dir);
+  // Validate every user-named path before writing anything.
+  for (const auto& [path, content] : p.host.files)
+    GPUNODE_RETURN_IF_ERROR(w.Resolve(path).status());
+  for (const auto& path : p.host.empty_files) GPUNODE_RETURN_IF_ERROR(w.Resolve(path).status());
+
+  GPUNODE_RETURN_IF_ERROR(w.File("etc/hostname", p.host.hostname + "\n"));
+  GPUNODE_RETURN_IF_ERROR(w.File("proc/sys/kernel/osrelease", p.host.kernel_release + "\n"));
+  GPUNODE_RETURN_IF_ERROR(w.File("proc/modules", ModulesFile(p)));
+  GPUNODE_RETURN_IF_ERROR(w.File("var/log/kern.log", KernelLog(p)));
+  GPUNODE_RETURN_IF_ERROR(w.Dir("sys/bus/pci/drivers"));
+  GPUNODE_RETURN_IF_ERROR(w.Dir("dev"));
+
+  const KernelModule& m = p.host.module;
+  std::string gpu_driver;
+  if (m.loaded) {
+    gpu_driver = "nvidia";
+    GPUNODE_RETURN_IF_ERROR(w.File("proc/driver/nvidia/version", KernelVersionFile(m)));
+    GPUNODE_RETURN_IF_ERROR(w.File("sys/module/nvidia/version", m.version + "\n"));
+    GPUNODE_RETURN_IF_ERROR(w.File("sys/module/nvidia/initstate", "live\n"));
+    GPUNODE_RETURN_IF_ERROR(w.File("sys/module/nvidia_uvm/initstate", "live\n"));
+    GPUNODE_RETURN_IF_ERROR(w.Dir("sys/bus/pci/drivers/nvidia"));
+    GPUNODE_RETURN_IF_ERROR(w.Dir("proc/driver/nvidia/gpus"));
+    unsigned irq = 598;
+    for (const Gpu& g : p.gpus) {
+      if (!g.on_pci_bus) continue;
+      GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("proc/driver/nvidia/gpus/", g.bus_id, "/information"),
+                                     InformationFile(g, m, irq++)));
+    }
+    for (const Gpu& g : p.gpus) {
+      GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("dev/nvidia", g.minor), ""));
+    }
+    for (const char* node :
+         {"dev/nvidiactl", "dev/nvidia-uvm", "dev/nvidia-uvm-tools", "dev/nvidia-modeset"}) {
+      GPUNODE_RETURN_IF_ERROR(w.File(node, ""));
+    }
+    unsigned cap = 1;
+    bool any_mig = false;
+    for (const Gpu& g : p.gpus) {
+      if (!g.mig.enabled) continue;
+      if (!any_mig) {
+        any_mig = true;
+        GPUNODE_RETURN_IF_ERROR(w.File("dev/nvidia-caps/nvidia-cap1", ""));  // mig config
+        GPUNODE_RETURN_IF_ERROR(w.File("dev/nvidia-caps/nvidia-cap2", ""));  // mig monitor
+        cap = 3;
+      }
+      for (size_t i = 0; i < g.mig.devices.size(); ++i) {
+        // One capability for the GPU instance and one for the compute instance.
+        GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("dev/nvidia-caps/nvidia-cap", cap++), ""));
+        GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("dev/nvidia-caps/nvidia-cap", cap++), ""));
+      }
+    }
+  } else if (p.host.nouveau_loaded) {
+    gpu_driver = "nouveau";
+  }
+  if (p.host.nouveau_loaded) {
+    GPUNODE_RETURN_IF_ERROR(w.File("sys/module/nouveau/initstate", "live\n"));
+    GPUNODE_RETURN_IF_ERROR(w.Dir("sys/bus/pci/drivers/nouveau"));
+  }
+
+  // PCI functions: the GPUs, the profile's other functions, and two ordinary non-NVIDIA
+  // devices so that readers must filter by vendor.
+  std::set<std::string> used;
+  for (const Gpu& g : p.gpus) {
+    if (!g.on_pci_bus) continue;
+    used.insert(g.bus_id);
+    GPUNODE_RETURN_IF_ERROR(WritePciFunction(w, g.bus_id, 0x10de, g.device_id, 0x030200,
+                                             g.subsystem_id & 0xffff, g.subsystem_id >> 16,
+                                             g.numa_node, gpu_driver, &g.pcie));
+  }
+  for (const PciFunction& f : p.host.pci_devices) {
+    used.insert(f.bus_id);
+    std::string driver = f.driver;
+    if (driver == "nvidia" && !m.loaded) driver.clear();
+    GPUNODE_RETURN_IF_ERROR(WritePciFunction(w, f.bus_id, f.vendor, f.device, f.class_code,
+                                             f.vendor, 0, f.numa_node, driver, nullptr));
+  }
+  if (!used.count("0000:00:00.0")) {  // Intel host bridge
+    GPUNODE_RETURN_IF_ERROR(WritePciFunction(w, "0000:00:00.0", 0x8086, 0x09a2, 0x060000, 0x8086,
+                                             0x0000, p.host.numa_nodes > 1 ? 0 : -1, "", nullptr));
+  }
+  if (!used.count("0000:01:00.0")) {  // Intel E810 Ethernet
+    GPUNODE_RETURN_IF_ERROR(WritePciFunction(w, "0000:01:00.0", 0x8086, 0x1592, 0x020000, 0x8086,
+                                             0x0002, p.host.numa_nodes > 1 ? 0 : -1, "ice",
+                                             nullptr));
+  }
+
+  // NUMA nodes.
+  const int cpus_per_node = 56;
+  for (int n = 0; n < p.host.numa_nodes; ++n) {
+    GPUNODE_RETURN_IF_ERROR(
+        w.File(str::Cat("sys/devices/system/node/node", n, "/cpulist"),
+               str::Cat(n * cpus_per_node, "-", (n + 1) * cpus_per_node - 1, "\n")));
+  }
+  const std::string online =
+      p.host.numa_nodes > 1 ? str::Cat("0-", p.host.numa_nodes - 1, "\n") : "0\n";
+  GPUNODE_RETURN_IF_ERROR(w.File("sys/devices/system/node/online", online));
+  GPUNODE_RETURN_IF_ERROR(w.File("sys/devices/system/node/possible", online));
+
+  if (p.host.cuda_toolkit) {
+    const CudaToolkit& tk = *p.host.cuda_toolkit;
+    auto v = Version::Parse(tk.version);
+    const std::string versioned =
+        v.ok() ? str::Cat("cuda-", v->major(), ".", v->minor()) : "cuda-" + tk.version;
+    GPUNODE_RETURN_IF_ERROR(
+        w.File(str::Cat("usr/local/", versioned, "/version.json"), CudaVersionJson(tk)));
+    GPUNODE_RETURN_IF_ERROR(w.Link("usr/local/cuda", versioned));
+  }
+
+  // The driver's utilities come with its user-space libraries (an empty stand-in binary).
+  if (p.host.nvidia_utils && !p.driver.version.empty()) {
+    GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", ""));
+  }
+  for (const auto& [path, content] : p.host.files) GPUNODE_RETURN_IF_ERROR(w.File(path, content));
+  for (const auto& path : p.host.empty_files) GPUNODE_RETURN_IF_ERROR(w.File(path, ""));
+  return absl::OkStatus();
+}
+
+}  // namespace gpunode::sim

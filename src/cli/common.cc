@@ -1,0 +1,175 @@
+#include "src/cli/common.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "sim/support/profile.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpunode::cli {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// The simulated NVML library: $GPUNODE_SIM_LIBRARY, else beside the binary (build tree), else
+// ../lib/gpunode/ (installed layout).
+StatusOr<std::string> FindSimLibrary() {
+  if (std::string env = Env("GPUNODE_SIM_LIBRARY"); !env.empty()) {
+    if (::access(env.c_str(), R_OK) != 0) {
+      return absl::NotFoundError(absl::StrCat("GPUNODE_SIM_LIBRARY=", env, ": no such file"));
+    }
+    return env;
+  }
+  std::string dir = ExecutableDir();
+  for (const std::string& candidate :
+       {dir + "/libgpunode-simnvml.so", dir + "/../lib/gpunode/libgpunode-simnvml.so"}) {
+    if (::access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "the simulated NVML library libgpunode-simnvml.so is not beside ", dir,
+      "/gpunode nor in ../lib/gpunode; set GPUNODE_SIM_LIBRARY to its path"));
+}
+
+void EmitYaml(YAML::Emitter& out, const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object:
+      out << YAML::BeginMap;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        out << YAML::Key << it.key() << YAML::Value;
+        EmitYaml(out, it.value());
+      }
+      out << YAML::EndMap;
+      break;
+    case nlohmann::json::value_t::array:
+      out << YAML::BeginSeq;
+      for (const auto& e : j) EmitYaml(out, e);
+      out << YAML::EndSeq;
+      break;
+    case nlohmann::json::value_t::string:
+      out << YAML::DoubleQuoted << j.get<std::string>();
+      break;
+    case nlohmann::json::value_t::boolean:
+      out << (j.get<bool>() ? "true" : "false");
+      break;
+    case nlohmann::json::value_t::null:
+      out << YAML::Null;
+      break;
+    default:
+      out << j.dump();
+  }
+}
+
+}  // namespace
+
+NodeSession::~NodeSession() {
+  if (!temp_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir_, ec);
+  }
+}
+
+StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& options) {
+  std::unique_ptr<NodeSession> s(new NodeSession());
+  std::string simulate = options.simulate.empty() ? Env("GPUNODE_SIMULATE") : options.simulate;
+  if (!simulate.empty()) {
+    if (options.host_root != "/") {
+      return absl::InvalidArgumentError(
+          "--simulate and --host-root cannot be combined: a simulated node brings its own host root");
+    }
+    GPUNODE_ASSIGN_OR_RETURN(sim::ProfileSource source, sim::ResolveProfile(simulate));
+    GPUNODE_ASSIGN_OR_RETURN(sim::NodeProfile profile,
+                             sim::ParseProfile(source.text, source.file_path.empty()
+                                                                ? source.name + " (built-in)"
+                                                                : source.file_path));
+    GPUNODE_ASSIGN_OR_RETURN(std::string library, FindSimLibrary());
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gpunode-sim-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return ErrnoToStatus(errno, "create temporary directory", tmpl);
+    }
+    s->temp_dir_ = tmpl;
+    std::string profile_path = source.file_path;
+    if (profile_path.empty()) {
+      // A built-in profile: the simulated library reads it from a file like any other.
+      profile_path = tmpl + "/profile.yaml";
+      std::ofstream out(profile_path);
+      out << source.text;
+      if (!out) return absl::InternalError(absl::StrCat("write ", profile_path, ": failed"));
+    } else {
+      profile_path = std::filesystem::absolute(profile_path).string();
+    }
+    std::string root = tmpl + "/root";
+    GPUNODE_RETURN_IF_ERROR(Annotate(sim::WriteHostRoot(profile, root), "simulate " + source.name));
+    ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
+    GPUNODE_ASSIGN_OR_RETURN(HostFs fs, HostFs::Open(root));
+    s->fs_.emplace(std::move(fs));
+    s->probe_options_.nvml_library = library;
+    s->probe_options_.cuda_library = library;
+    s->simulated_ = source.name;
+    return s;
+  }
+  GPUNODE_ASSIGN_OR_RETURN(HostFs fs, HostFs::Open(options.host_root));
+  s->fs_.emplace(std::move(fs));
+  std::string nvml = options.nvml_library.empty() ? Env("GPUNODE_NVML_LIBRARY") : options.nvml_library;
+  std::string cuda = options.cuda_library.empty() ? Env("GPUNODE_CUDA_LIBRARY") : options.cuda_library;
+  if (!nvml.empty()) s->probe_options_.nvml_library = nvml;
+  if (!cuda.empty()) s->probe_options_.cuda_library = cuda;
+  return s;
+}
+
+StatusOr<NodeInventory> NodeSession::Inventory() const {
+  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, ProbeNode(*fs_, probe_options_));
+  inv.simulated_profile = simulated_;
+  return inv;
+}
+
+StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yaml) {
+  if (text == "table" || text == "text" || text.empty()) return OutputFormat::kTable;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "yaml" && allow_yaml) return OutputFormat::kYaml;
+  return absl::InvalidArgumentError(absl::StrCat("-o/--output \"", text, "\" is not one of table, json",
+                                                 allow_yaml ? ", yaml" : ""));
+}
+
+bool UseColor(const GlobalOptions& options) {
+  if (options.color == "always") return true;
+  if (options.color == "never") return false;
+  if (!Env("NO_COLOR").empty() || Env("TERM") == "dumb") return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+void PrintDocument(const nlohmann::json& doc, OutputFormat format) {
+  if (format == OutputFormat::kYaml) {
+    YAML::Emitter out;
+    EmitYaml(out, doc);
+    std::cout << out.c_str() << "\n";
+  } else {
+    std::cout << doc.dump(2) << "\n";
+  }
+}
+
+void PrintError(const std::string& message) {
+  bool color = ::isatty(STDERR_FILENO) == 1 && Env("NO_COLOR").empty();
+  std::cerr << (color ? "\033[31merror:\033[0m " : "error: ") << message << "\n";
+}
+
+void PrintError(const Status& status) { PrintError(std::string(status.message())); }
+
+}  // namespace gpunode::cli

@@ -1,0 +1,77 @@
+// Shared plumbing of the subcommands: global options, opening the node (real or simulated),
+// output formats and exit codes. src/cli is the only code that prints to the terminal.
+#ifndef GPUNODE_CLI_COMMON_H_
+#define GPUNODE_CLI_COMMON_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
+#include "src/base/host_fs.h"
+#include "src/base/status.h"
+#include "src/node/inventory.h"
+#include "src/node/probe.h"
+
+namespace gpunode::cli {
+
+// Exit codes shared by all commands (doctor and compat add 1 and 2 for their verdicts).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 3;  // bad flags, malformed input, unusable files
+
+enum class OutputFormat { kTable, kJson, kYaml };
+
+struct GlobalOptions {
+  std::string host_root = "/";
+  std::string simulate;     // profile name or file; also GPUNODE_SIMULATE
+  std::string output = "table";
+  std::string color = "auto";  // auto | always | never
+  std::string nvml_library;    // override; also GPUNODE_NVML_LIBRARY
+  std::string cuda_library;    // override; also GPUNODE_CUDA_LIBRARY
+};
+
+// The node a command works on, opened once: the host (through --host-root) or, under
+// --simulate, a generated host root plus the simulated NVML library. Owns the temporary
+// simulation directory and removes it on destruction.
+class NodeSession {
+ public:
+  ~NodeSession();
+  NodeSession(const NodeSession&) = delete;
+  NodeSession& operator=(const NodeSession&) = delete;
+
+  static StatusOr<std::unique_ptr<NodeSession>> Open(const GlobalOptions& options);
+
+  const HostFs& fs() const { return *fs_; }
+  const ProbeOptions& probe_options() const { return probe_options_; }
+  ProbeOptions& probe_options() { return probe_options_; }
+  // Name of the simulated profile, if simulating.
+  const std::optional<std::string>& simulated() const { return simulated_; }
+  // Runs every probe.
+  StatusOr<NodeInventory> Inventory() const;
+
+ private:
+  NodeSession() = default;
+  std::optional<HostFs> fs_;
+  ProbeOptions probe_options_;
+  std::optional<std::string> simulated_;
+  std::string temp_dir_;  // removed on destruction
+};
+
+StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yaml = true);
+bool UseColor(const GlobalOptions& options);
+
+// Prints a JSON document as JSON (2-space indent) or YAML on stdout.
+void PrintDocument(const nlohmann::json& doc, OutputFormat format);
+// "error: <message>" on stderr, in red on a TTY.
+void PrintError(const Status& status);
+void PrintError(const std::string& message);
+
+// Registers subcommands. Each returns the exit code through `*exit_code` when it runs.
+void AddDoctorCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+
+}  // namespace gpunode::cli
+
+#endif  // GPUNODE_CLI_COMMON_H_

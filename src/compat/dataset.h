@@ -1,0 +1,201 @@
+// The compatibility data set (data/compat.yaml): NVIDIA's CUDA / driver / GPU / framework rules
+// as typed, validated data. The rules engine (engine.h) only reads this; it never parses text.
+//
+// Contract of the loaders: a file that is not valid YAML, has an unknown key, misses a required
+// key, holds a malformed version or cites an unknown source id is rejected with InvalidArgument;
+// the message names the file, the line and the key path ("toolkits[3].driver"). No exception
+// escapes (yaml-cpp's are caught here).
+#ifndef GPUNODE_COMPAT_DATASET_H_
+#define GPUNODE_COMPAT_DATASET_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "src/base/status.h"
+#include "src/base/version.h"
+
+namespace gpunode::compat {
+
+// How much a fact can be trusted (see the header of data/compat.yaml).
+enum class Confidence { kOfficial, kDerived, kThirdParty, kUnconfirmed };
+absl::string_view ConfidenceName(Confidence c);
+
+// Where a fact comes from. `source` is the raw field: source ids separated by "; ", each
+// optionally followed by " - detail".
+struct Provenance {
+  std::string source;
+  Confidence confidence = Confidence::kOfficial;
+  std::string note;
+};
+
+// A CUDA toolkit release and the driver it ships with (Table 3, "toolkit driver").
+struct Toolkit {
+  Version cuda;                      // "12.4.1"; "10.1" covers 10.1.x; "13.4" a whole minor
+  std::string release;               // "12.4 Update 1"
+  std::optional<Version> driver;     // absent where the row was not captured
+  std::optional<int> paired_branch;  // set where only the branch is known (13.4 -> 615)
+  Provenance provenance;
+};
+
+// Minor-version compatibility of one CUDA major; `floor` absent = none (10.x).
+struct MinorCompat {
+  int cuda_major = 0;
+  std::optional<Version> floor;
+  std::optional<int> min_branch;
+  Provenance provenance;
+};
+
+struct DriverBranch {
+  int branch = 0;
+  std::optional<Version> max_cuda;  // highest CUDA this branch runs natively
+  std::optional<int> max_cuda_major;
+  std::string type;  // "LTSB", "PB", "NFB", ... or empty
+  std::string eol;
+  Provenance provenance;
+};
+
+enum class FcCell { kSupported, kUnsupported, kPaired };
+
+struct FcPackage {
+  std::string package;         // "cuda-compat-12-4"
+  Version cuda;                // 12.4
+  std::vector<FcCell> support; // one cell per ForwardCompat::columns
+};
+
+struct ForwardCompat {
+  std::vector<std::string> eligible_segments;  // "datacenter", "embedded"
+  std::vector<int> columns;                    // driver branches
+  std::vector<FcPackage> packages;
+  Provenance provenance;
+};
+
+// An architecture generation for a set of compute capabilities.
+struct Architecture {
+  std::string name;
+  std::vector<Version> cc;
+  Version first_cuda;
+  std::optional<int> last_cuda_major;  // absent = still supported
+  std::optional<int> first_branch;     // lowest driver branch that drives it, if known
+  std::optional<int> last_branch;      // last driver branch that drives it, if it ended
+  Provenance provenance;
+};
+
+struct GpuModel {
+  std::string name;     // "H100 SXM5 80GB"
+  std::string arch;     // "Hopper"
+  Version cc;           // 9.0
+  std::string segment;  // datacenter | workstation | consumer | embedded
+  std::vector<uint16_t> pci_ids;
+  std::vector<std::string> aliases;
+  Provenance provenance;
+};
+
+struct TorchRelease {
+  Version torch;  // minor release, "2.5"
+  std::vector<std::string> wheels;  // "cu118", ...
+  std::string pypi_default;
+  Provenance provenance;
+};
+
+// The GPU targets of one torch wheel variant.
+struct TorchArchList {
+  std::vector<Version> torch;  // "2.6.0" (exact) or "2.12" (any 2.12.x)
+  std::string wheel;           // "cu126"
+  std::optional<Version> sass_min, sass_max;  // sass_range
+  std::vector<Version> sass;
+  std::vector<Version> ptx;
+  Provenance provenance;
+};
+
+struct TorchGpuFloor {
+  std::vector<Version> cc;
+  Version min_torch;
+  Version min_cuda;
+  Provenance provenance;
+};
+
+struct TensorflowBuild {
+  std::vector<Version> tf;
+  Version cuda;
+  std::string cudnn;
+  Provenance provenance;
+};
+
+struct JaxBuild {
+  std::string extra;  // "cuda12"
+  Version cuda;
+  Version min_cc;
+  Provenance provenance;
+};
+
+struct VllmImage {
+  std::string tag;
+  Version cuda;
+  Provenance provenance;
+};
+
+struct ImageFamily {
+  std::string family;                     // "nvidia/cuda"
+  std::vector<std::string> repositories;  // "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda"
+  std::string parser;  // cuda | pytorch | ngc-month | triton-month | vllm | tensorflow
+  bool ships_cuda_compat = false;
+  Provenance provenance;
+};
+
+// A monthly NGC tag -> CUDA mapping (nvcr.io/nvidia/pytorch, nvcr.io/nvidia/tritonserver).
+struct MonthCuda {
+  std::string variant;  // "py3", "vllm-python-py3", "trtllm-python-py3"
+  std::vector<std::string> tags;  // "24.05"
+  Version cuda;
+  Provenance provenance;
+};
+
+struct CompatData {
+  std::string origin;  // "built-in data set" or the file path
+  std::map<std::string, std::string> sources;
+  std::vector<Toolkit> toolkits;
+  std::vector<MinorCompat> minor_compat;
+  std::vector<DriverBranch> branches;
+  ForwardCompat forward_compat;
+  std::vector<Architecture> architectures;
+  std::vector<GpuModel> gpus;
+  std::vector<TorchRelease> torch_releases;
+  std::vector<TorchArchList> torch_arch_lists;
+  std::vector<TorchGpuFloor> torch_gpu_floors;
+  std::vector<TensorflowBuild> tensorflow;
+  std::vector<JaxBuild> jax;
+  std::optional<Version> vllm_min_cc;
+  std::string vllm_min_cc_source;
+  std::vector<VllmImage> vllm_images;
+  std::vector<ImageFamily> image_families;
+  std::vector<MonthCuda> ngc_pytorch;
+  std::vector<MonthCuda> tritonserver;
+
+  // Lookups (nullptr / empty when absent).
+  const DriverBranch* FindBranch(int branch) const;
+  const MinorCompat* FindMinorCompat(int cuda_major) const;
+  const Architecture* FindArchitecture(const Version& cc) const;
+  // Toolkit rows of the minor release of `cuda` (12.4.1 -> every 12.4.x row).
+  std::vector<const Toolkit*> ToolkitsOfMinor(const Version& cuda) const;
+  const FcPackage* FindFcPackage(const Version& cuda) const;  // by major.minor
+  // Index of `branch` in forward_compat.columns, or -1.
+  int FcColumn(int branch) const;
+  // Source ids cited by a `source` field, in order, without duplicates.
+  static std::vector<std::string> SourceIds(absl::string_view source_field);
+};
+
+// Parses and validates a data set. `origin` names it in errors (a path or "built-in data set").
+StatusOr<CompatData> ParseCompatData(absl::string_view yaml_text, absl::string_view origin);
+// The data set compiled into the binary.
+StatusOr<CompatData> LoadBuiltin();
+// A data set file (--data FILE).
+StatusOr<CompatData> LoadFile(const std::string& path);
+
+}  // namespace gpunode::compat
+
+#endif  // GPUNODE_COMPAT_DATASET_H_

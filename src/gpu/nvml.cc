@@ -1,0 +1,264 @@
+#include "src/gpu/nvml.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpunode {
+namespace {
+
+constexpr absl::string_view kNvmlPayload = "gpunode.dev/nvml-return";
+
+struct Symbol {
+  const char* name;
+  std::initializer_list<const char*> fallbacks;  // older names with the same signature and ABI
+  bool required;
+};
+
+// Entry points without which nothing works; everything else may be missing in an older driver
+// and then reads as "not supported".
+bool IsRequired(absl::string_view name) {
+  return name == "nvmlInit_v2" || name == "nvmlShutdown" || name == "nvmlErrorString" ||
+         name == "nvmlSystemGetDriverVersion" || name == "nvmlDeviceGetCount_v2" ||
+         name == "nvmlDeviceGetHandleByIndex_v2";
+}
+
+// Same-ABI older names, tried in order when the newest is absent. (The _v1 forms of the process
+// and PCI queries have other struct layouts and are deliberately not listed.)
+std::vector<const char*> Fallbacks(absl::string_view name) {
+  if (name == "nvmlInit_v2") return {"nvmlInit"};
+  if (name == "nvmlDeviceGetCount_v2") return {"nvmlDeviceGetCount"};
+  if (name == "nvmlDeviceGetHandleByIndex_v2") return {"nvmlDeviceGetHandleByIndex"};
+  if (name == "nvmlDeviceGetPciInfo_v3") return {"nvmlDeviceGetPciInfo_v2"};
+  if (name == "nvmlDeviceGetComputeRunningProcesses_v3") return {"nvmlDeviceGetComputeRunningProcesses_v2"};
+  if (name == "nvmlSystemGetCudaDriverVersion_v2") return {"nvmlSystemGetCudaDriverVersion"};
+  if (name == "nvmlDeviceGetAttributes_v2") return {"nvmlDeviceGetAttributes"};
+  if (name == "nvmlEventSetWait_v2") return {"nvmlEventSetWait"};
+  if (name == "nvmlDeviceGetNvLinkRemotePciInfo_v2") return {"nvmlDeviceGetNvLinkRemotePciInfo"};
+  return {};
+}
+
+absl::StatusCode CodeFor(nvmlReturn_t ret) {
+  switch (ret) {
+    case NVML_SUCCESS:
+      return absl::StatusCode::kOk;
+    case NVML_ERROR_NOT_SUPPORTED:
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED:
+    case NVML_ERROR_FREQ_NOT_SUPPORTED:
+    case NVML_ERROR_DEPRECATED:
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return absl::StatusCode::kUnimplemented;
+    case NVML_ERROR_NO_PERMISSION:
+      return absl::StatusCode::kPermissionDenied;
+    case NVML_ERROR_UNINITIALIZED:
+    case NVML_ERROR_ALREADY_INITIALIZED:
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+    case NVML_ERROR_RESET_REQUIRED:
+    case NVML_ERROR_INSUFFICIENT_POWER:
+    case NVML_ERROR_IN_USE:
+    case NVML_ERROR_INVALID_STATE:
+      return absl::StatusCode::kFailedPrecondition;
+    case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_NOT_READY:
+      return absl::StatusCode::kUnavailable;
+    case NVML_ERROR_NOT_FOUND:
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+    case NVML_ERROR_GPU_NOT_FOUND:
+    case NVML_ERROR_NO_DATA:
+      return absl::StatusCode::kNotFound;
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return absl::StatusCode::kInvalidArgument;
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return absl::StatusCode::kOutOfRange;
+    case NVML_ERROR_TIMEOUT:
+      return absl::StatusCode::kDeadlineExceeded;
+    case NVML_ERROR_MEMORY:
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return absl::StatusCode::kResourceExhausted;
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return absl::StatusCode::kDataLoss;
+    case NVML_ERROR_IRQ_ISSUE:
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return absl::StatusCode::kInternal;
+    default:
+      return absl::StatusCode::kUnknown;
+  }
+}
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string TrimBuffer(const char* buf, size_t size) {
+  return std::string(buf, strnlen(buf, size));
+}
+
+}  // namespace
+
+absl::string_view NvmlReturnName(nvmlReturn_t ret) {
+  switch (ret) {
+#define GPUNODE_NVML_CASE(x) case x: return #x;
+    GPUNODE_NVML_CASE(NVML_SUCCESS)
+    GPUNODE_NVML_CASE(NVML_ERROR_UNINITIALIZED)
+    GPUNODE_NVML_CASE(NVML_ERROR_INVALID_ARGUMENT)
+    GPUNODE_NVML_CASE(NVML_ERROR_NOT_SUPPORTED)
+    GPUNODE_NVML_CASE(NVML_ERROR_NO_PERMISSION)
+    GPUNODE_NVML_CASE(NVML_ERROR_ALREADY_INITIALIZED)
+    GPUNODE_NVML_CASE(NVML_ERROR_NOT_FOUND)
+    GPUNODE_NVML_CASE(NVML_ERROR_INSUFFICIENT_SIZE)
+    GPUNODE_NVML_CASE(NVML_ERROR_INSUFFICIENT_POWER)
+    GPUNODE_NVML_CASE(NVML_ERROR_DRIVER_NOT_LOADED)
+    GPUNODE_NVML_CASE(NVML_ERROR_TIMEOUT)
+    GPUNODE_NVML_CASE(NVML_ERROR_IRQ_ISSUE)
+    GPUNODE_NVML_CASE(NVML_ERROR_LIBRARY_NOT_FOUND)
+    GPUNODE_NVML_CASE(NVML_ERROR_FUNCTION_NOT_FOUND)
+    GPUNODE_NVML_CASE(NVML_ERROR_CORRUPTED_INFOROM)
+    GPUNODE_NVML_CASE(NVML_ERROR_GPU_IS_LOST)
+    GPUNODE_NVML_CASE(NVML_ERROR_RESET_REQUIRED)
+    GPUNODE_NVML_CASE(NVML_ERROR_OPERATING_SYSTEM)
+    GPUNODE_NVML_CASE(NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    GPUNODE_NVML_CASE(NVML_ERROR_IN_USE)
+    GPUNODE_NVML_CASE(NVML_ERROR_MEMORY)
+    GPUNODE_NVML_CASE(NVML_ERROR_NO_DATA)
+    GPUNODE_NVML_CASE(NVML_ERROR_VGPU_ECC_NOT_SUPPORTED)
+    GPUNODE_NVML_CASE(NVML_ERROR_INSUFFICIENT_RESOURCES)
+    GPUNODE_NVML_CASE(NVML_ERROR_FREQ_NOT_SUPPORTED)
+    GPUNODE_NVML_CASE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    GPUNODE_NVML_CASE(NVML_ERROR_DEPRECATED)
+    GPUNODE_NVML_CASE(NVML_ERROR_NOT_READY)
+    GPUNODE_NVML_CASE(NVML_ERROR_GPU_NOT_FOUND)
+    GPUNODE_NVML_CASE(NVML_ERROR_INVALID_STATE)
+    GPUNODE_NVML_CASE(NVML_ERROR_UNKNOWN)
+#undef GPUNODE_NVML_CASE
+  }
+  return "NVML_ERROR_UNRECOGNIZED";
+}
+
+bool NvmlIsUnsupported(nvmlReturn_t ret) {
+  return CodeFor(ret) == absl::StatusCode::kUnimplemented;
+}
+
+Status NvmlReturnToStatus(nvmlReturn_t ret, absl::string_view op, const char* nvml_text) {
+  if (ret == NVML_SUCCESS) return absl::OkStatus();
+  std::string msg = absl::StrCat(op, ": ");
+  if (nvml_text != nullptr && *nvml_text != '\0') {
+    absl::StrAppend(&msg, nvml_text, " (", NvmlReturnName(ret), ")");
+  } else {
+    absl::StrAppend(&msg, NvmlReturnName(ret), " (", static_cast<int>(ret), ")");
+  }
+  Status status(CodeFor(ret), msg);
+  status.SetPayload(kNvmlPayload, absl::Cord(std::to_string(static_cast<int>(ret))));
+  return status;
+}
+
+std::optional<nvmlReturn_t> NvmlReturnOf(const Status& status) {
+  auto payload = status.GetPayload(kNvmlPayload);
+  if (!payload) return std::nullopt;
+  int value = 0;
+  if (!absl::SimpleAtoi(std::string(*payload), &value)) return std::nullopt;
+  return static_cast<nvmlReturn_t>(value);
+}
+
+StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path) {
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary());
+  lib->path_ = path;
+  dlerror();
+  lib->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->handle_ == nullptr) {
+    const char* err = dlerror();
+    Status status = absl::NotFoundError(
+        absl::StrCat("load ", path, ": ", err ? err : "unknown dlopen error"));
+    status.SetPayload(kNvmlPayload,
+                      absl::Cord(std::to_string(static_cast<int>(NVML_ERROR_LIBRARY_NOT_FOUND))));
+    return status;
+  }
+  // Resolve every entry of the table, newest name first.
+#define GPUNODE_NVML_RESOLVE(ret, name, params)                                          \
+  {                                                                                      \
+    void* sym = dlsym(lib->handle_, #name);                                              \
+    if (sym == nullptr) {                                                                \
+      for (const char* alt : Fallbacks(#name)) {                                         \
+        sym = dlsym(lib->handle_, alt);                                                  \
+        if (sym != nullptr) {                                                            \
+          lib->fallbacks_.emplace_back(#name, alt);                                      \
+          break;                                                                         \
+        }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
+    if (sym == nullptr && IsRequired(#name)) {                                           \
+      return absl::UnimplementedError(absl::StrCat("load ", path, ": symbol " #name      \
+                                                   " is missing; this NVML is too old")); \
+    }                                                                                    \
+    lib->fn_.name = reinterpret_cast<decltype(lib->fn_.name)>(sym);                      \
+  }
+  GPUNODE_NVML_FUNCTIONS(GPUNODE_NVML_RESOLVE)
+#undef GPUNODE_NVML_RESOLVE
+  lib->load_ms_ = MsSince(start);
+
+  auto init_start = std::chrono::steady_clock::now();
+  nvmlReturn_t ret = lib->fn_.nvmlInit_v2();
+  lib->init_ms_ = MsSince(init_start);
+  if (ret != NVML_SUCCESS) return lib->Check(ret, "nvmlInit_v2");
+  lib->initialized_ = true;
+  return lib;
+}
+
+NvmlLibrary::~NvmlLibrary() {
+  if (initialized_ && fn_.nvmlShutdown != nullptr) fn_.nvmlShutdown();
+}
+
+Status NvmlLibrary::Check(nvmlReturn_t ret, absl::string_view op) const {
+  if (ret == NVML_SUCCESS) return absl::OkStatus();
+  const char* text = fn_.nvmlErrorString != nullptr ? fn_.nvmlErrorString(ret) : nullptr;
+  return NvmlReturnToStatus(ret, op, text);
+}
+
+StatusOr<Version> NvmlLibrary::DriverVersion() const {
+  char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlSystemGetDriverVersion(buf, sizeof buf), "nvmlSystemGetDriverVersion"));
+  return Version::Parse(TrimBuffer(buf, sizeof buf), "NVML driver version");
+}
+
+StatusOr<Version> NvmlLibrary::NvmlVersion() const {
+  if (fn_.nvmlSystemGetNVMLVersion == nullptr) {
+    return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlSystemGetNVMLVersion");
+  }
+  char buf[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = {};
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlSystemGetNVMLVersion(buf, sizeof buf), "nvmlSystemGetNVMLVersion"));
+  return Version::Parse(TrimBuffer(buf, sizeof buf), "NVML version");
+}
+
+StatusOr<Version> NvmlLibrary::CudaDriverVersion() const {
+  if (fn_.nvmlSystemGetCudaDriverVersion_v2 == nullptr) {
+    return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlSystemGetCudaDriverVersion_v2");
+  }
+  int v = 0;
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlSystemGetCudaDriverVersion_v2(&v), "nvmlSystemGetCudaDriverVersion_v2"));
+  return Version::FromCudaInt(v);
+}
+
+StatusOr<unsigned> NvmlLibrary::DeviceCount() const {
+  unsigned count = 0;
+  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceGetCount_v2(&count), "nvmlDeviceGetCount_v2"));
+  return count;
+}
+
+StatusOr<nvmlDevice_t> NvmlLibrary::DeviceHandle(unsigned index) const {
+  nvmlDevice_t dev = nullptr;
+  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceGetHandleByIndex_v2(index, &dev),
+                                absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", index, ")")));
+  return dev;
+}
+
+}  // namespace gpunode

@@ -1,0 +1,242 @@
+// The part of NVML's C ABI that gpunode uses, declared by us so that building needs no CUDA
+// toolkit and no NVIDIA header. Values and layouts follow NVIDIA's nvml.h (CUDA 12/13 era);
+// test/gpu/nvml_abi_check.cc static_asserts them against a real nvml.h where one is present
+// (run on the GPU machine). Both the loader (src/gpu/nvml.cc) and the simulated library
+// (sim/) include this file, so the simulator speaks exactly the ABI the loader expects.
+#ifndef GPUNODE_GPU_NVML_ABI_H_
+#define GPUNODE_GPU_NVML_ABI_H_
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_OPERATING_SYSTEM = 17,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_MEMORY = 20,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+  NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_INVALID_STATE = 29,
+  NVML_ERROR_UNKNOWN = 999
+} nvmlReturn_t;
+
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+typedef enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
+
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
+#define NVML_NVLINK_MAX_LINKS 18
+
+// nvmlDeviceGetPciInfo_v3 fills this layout.
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;     // (device id << 16) | vendor id, e.g. 0x233510DE
+  unsigned int pciSubSystemId;  // (subsystem device << 16) | subsystem vendor
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "00000000:18:00.0"
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlMemory_v2_st {
+  unsigned int version;  // nvmlMemory_v2
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_v2_t;
+#define NVML_STRUCT_VERSION(size, ver) ((unsigned int)(size) | ((unsigned int)(ver) << 24U))
+#define nvmlMemory_v2 NVML_STRUCT_VERSION(sizeof(nvmlMemory_v2_t), 2)
+
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+// nvmlDeviceGetComputeRunningProcesses_v3 / _v2 element.
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct nvmlDeviceAttributes_st {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the XID for NVML_EVENT_TYPE_XID_CRITICAL_ERROR
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
+#define nvmlEventTypePState 0x0000000000000004LL
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define nvmlEventTypeClock 0x0000000000000010LL
+
+typedef enum {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+
+typedef enum { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 } nvmlMemoryErrorType_t;
+typedef enum { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 } nvmlEccCounterType_t;
+typedef enum { NVML_TEMPERATURE_GPU = 0 } nvmlTemperatureSensors_t;
+typedef enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 } nvmlClockType_t;
+
+#define NVML_DEVICE_MIG_DISABLE 0
+#define NVML_DEVICE_MIG_ENABLE 1
+
+// Every NVML entry point gpunode resolves, as X(return, name, params). The loader builds its
+// function table from this list; the simulator implements each one. Entries marked optional
+// in src/gpu/nvml.cc may be missing from older drivers.
+#define GPUNODE_NVML_FUNCTIONS(X)                                                                 \
+  X(nvmlReturn_t, nvmlInit_v2, (void))                                                            \
+  X(nvmlReturn_t, nvmlShutdown, (void))                                                           \
+  X(const char*, nvmlErrorString, (nvmlReturn_t result))                                          \
+  X(nvmlReturn_t, nvmlSystemGetDriverVersion, (char* version, unsigned int length))              \
+  X(nvmlReturn_t, nvmlSystemGetNVMLVersion, (char* version, unsigned int length))                \
+  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2, (int* cudaDriverVersion))                    \
+  X(nvmlReturn_t, nvmlDeviceGetCount_v2, (unsigned int* deviceCount))                             \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned int index, nvmlDevice_t* device))      \
+  X(nvmlReturn_t, nvmlDeviceGetName, (nvmlDevice_t device, char* name, unsigned int length))     \
+  X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))     \
+  X(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t* pci))             \
+  X(nvmlReturn_t, nvmlDeviceGetMinorNumber, (nvmlDevice_t device, unsigned int* minorNumber))     \
+  X(nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int* index))                 \
+  X(nvmlReturn_t, nvmlDeviceGetVbiosVersion,                                                      \
+    (nvmlDevice_t device, char* version, unsigned int length))                                    \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))           \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))     \
+  X(nvmlReturn_t, nvmlDeviceGetPersistenceMode, (nvmlDevice_t device, nvmlEnableState_t* mode))  \
+  X(nvmlReturn_t, nvmlDeviceGetEccMode,                                                           \
+    (nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending))                \
+  X(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                                    \
+    (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,      \
+     unsigned long long* eccCounts))                                                              \
+  X(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,                                         \
+    (nvmlDevice_t device, nvmlEnableState_t* isPending))                                          \
+  X(nvmlReturn_t, nvmlDeviceGetRemappedRows,                                                      \
+    (nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows, unsigned int* isPending, \
+     unsigned int* failureOccurred))                                                              \
+  X(nvmlReturn_t, nvmlDeviceGetCurrPcieLinkGeneration, (nvmlDevice_t device, unsigned int* gen)) \
+  X(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkGeneration, (nvmlDevice_t device, unsigned int* gen))  \
+  X(nvmlReturn_t, nvmlDeviceGetGpuMaxPcieLinkGeneration,                                          \
+    (nvmlDevice_t device, unsigned int* gen))                                                     \
+  X(nvmlReturn_t, nvmlDeviceGetCurrPcieLinkWidth, (nvmlDevice_t device, unsigned int* width))    \
+  X(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkWidth, (nvmlDevice_t device, unsigned int* width))     \
+  X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                       \
+    (nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp))                   \
+  X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int* milliwatts))      \
+  X(nvmlReturn_t, nvmlDeviceGetPowerManagementLimit,                                              \
+    (nvmlDevice_t device, unsigned int* milliwatts))                                              \
+  X(nvmlReturn_t, nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int* milliwatts)) \
+  X(nvmlReturn_t, nvmlDeviceGetTotalEnergyConsumption,                                            \
+    (nvmlDevice_t device, unsigned long long* millijoules))                                       \
+  X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                  \
+    (nvmlDevice_t device, nvmlUtilization_t* utilization))                                        \
+  X(nvmlReturn_t, nvmlDeviceGetClockInfo,                                                         \
+    (nvmlDevice_t device, nvmlClockType_t type, unsigned int* clockMHz))                          \
+  X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                             \
+    (nvmlDevice_t device, int* major, int* minor))                                                \
+  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                                        \
+    (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos))                     \
+  X(nvmlReturn_t, nvmlDeviceGetMigMode,                                                           \
+    (nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode))                  \
+  X(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t device, unsigned int* count))    \
+  X(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,                                            \
+    (nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice))                           \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceId, (nvmlDevice_t device, unsigned int* id))           \
+  X(nvmlReturn_t, nvmlDeviceGetComputeInstanceId, (nvmlDevice_t device, unsigned int* id))       \
+  X(nvmlReturn_t, nvmlDeviceGetAttributes_v2,                                                     \
+    (nvmlDevice_t device, nvmlDeviceAttributes_t* attributes))                                    \
+  X(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor,                                            \
+    (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t* pathInfo))               \
+  X(nvmlReturn_t, nvmlDeviceGetNvLinkState,                                                       \
+    (nvmlDevice_t device, unsigned int link, nvmlEnableState_t* isActive))                        \
+  X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                            \
+    (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci))                                 \
+  X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set))                                     \
+  X(nvmlReturn_t, nvmlDeviceRegisterEvents,                                                       \
+    (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                     \
+  X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                               \
+    (nvmlDevice_t device, unsigned long long* eventTypes))                                        \
+  X(nvmlReturn_t, nvmlEventSetWait_v2,                                                            \
+    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
+  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
+
+// libcuda: the driver API calls gpunode makes (CUresult is an int enum).
+typedef int CUresult;
+#define GPUNODE_CUDA_SUCCESS 0
+#define GPUNODE_CUDA_ERROR_NOT_INITIALIZED 3
+#define GPUNODE_CUDA_ERROR_INSUFFICIENT_DRIVER 35
+#define GPUNODE_CUDA_ERROR_NO_DEVICE 100
+#define GPUNODE_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
+#define GPUNODE_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE 804
+
+#define GPUNODE_CUDA_FUNCTIONS(X)                                  \
+  X(CUresult, cuInit, (unsigned int flags))                        \
+  X(CUresult, cuDriverGetVersion, (int* driverVersion))            \
+  X(CUresult, cuDeviceGetCount, (int* count))                      \
+  X(CUresult, cuGetErrorName, (CUresult error, const char** pStr)) \
+  X(CUresult, cuGetErrorString, (CUresult error, const char** pStr))
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // GPUNODE_GPU_NVML_ABI_H_

@@ -1,0 +1,114 @@
+#include "src/node/probe.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "src/gpu/cuda.h"
+#include "src/gpu/gpu_reader.h"
+#include "src/gpu/nvml.h"
+
+namespace gpunode {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void ProbeNvml(const ProbeOptions& options, UserDriverLayer& layer, ProbeTimings& timings) {
+  layer.nvml_library = options.nvml_library;
+  auto nvml = NvmlLibrary::Open(options.nvml_library);
+  if (!nvml.ok()) {
+    layer.status = nvml.status();
+    return;
+  }
+  NvmlLibrary& lib = **nvml;
+  timings.nvml_load_ms = lib.load_ms();
+  timings.nvml_init_ms = lib.init_ms();
+  auto start = Clock::now();
+  if (auto v = lib.DriverVersion(); v.ok()) layer.driver_version = *v;
+  if (auto v = lib.NvmlVersion(); v.ok()) layer.nvml_version = *v;
+  if (auto v = lib.CudaDriverVersion(); v.ok()) layer.cuda_version = *v;
+  auto count = lib.DeviceCount();
+  if (!count.ok()) {
+    layer.status = count.status();
+    timings.nvml_query_ms = MsSince(start);
+    return;
+  }
+  layer.device_count = *count;
+  std::vector<nvmlDevice_t> handles;
+  for (unsigned i = 0; i < *count; ++i) {
+    auto gpu = ReadGpu(lib, i);
+    if (gpu.ok()) {
+      layer.gpus.push_back(std::move(*gpu));
+      if (auto h = lib.DeviceHandle(i); h.ok()) handles.push_back(*h);
+    } else {
+      layer.gpu_failures.push_back(GpuFailure{i, gpu.status()});
+    }
+  }
+  if (options.query_topology && lib.fn().nvmlDeviceGetTopologyCommonAncestor &&
+      handles.size() == layer.gpus.size() && handles.size() > 1) {
+    size_t n = handles.size();
+    layer.topology.assign(n * n, 0);
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = a + 1; b < n; ++b) {
+        nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
+        if (lib.fn().nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) == NVML_SUCCESS) {
+          layer.topology[a * n + b] = layer.topology[b * n + a] = static_cast<int>(level);
+        } else {
+          layer.topology.clear();
+          a = n;
+          break;
+        }
+      }
+    }
+  }
+  timings.nvml_query_ms = MsSince(start);
+}
+
+}  // namespace
+
+StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options) {
+  auto start = Clock::now();
+  NodeInventory inv;
+  inv.host_root = fs.root();
+
+  // cuInit is by far the slowest step (it creates the driver's state for every GPU), so it runs
+  // on its own thread while NVML and the files are read.
+  CudaDriverInfo cuda;
+  double cuda_init_ms = 0;
+  std::thread cuda_thread([&] { cuda = ProbeCuda(options.cuda_library, options.init_cuda, &cuda_init_ms); });
+
+  auto files_start = Clock::now();
+  if (auto name = fs.ReadLine("/etc/hostname"); name.ok() && !name->empty()) {
+    inv.hostname = *name;
+  } else if (auto n = fs.ReadLine("/proc/sys/kernel/hostname"); n.ok()) {
+    inv.hostname = *n;
+  }
+  inv.hardware = ProbeHardware(fs);
+  inv.kernel = ProbeKernelDriver(fs);
+  inv.toolchain = ProbeToolchain(fs);
+  inv.containers = ProbeContainers(fs);
+  inv.orchestrator = ProbeOrchestrator(fs);
+  for (const char* path : {"/usr/bin/nvidia-smi", "/usr/sbin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi",
+                           "/usr/local/bin/nvidia-smi"}) {
+    if (fs.Exists(path)) {
+      inv.driver.nvidia_smi = path;
+      break;
+    }
+  }
+  inv.timings.files_ms = MsSince(files_start);
+
+  ProbeNvml(options, inv.driver, inv.timings);
+  inv.timings.non_cuda_ms = MsSince(start);
+
+  cuda_thread.join();
+  inv.driver.cuda = std::move(cuda);
+  inv.timings.cuda_init_ms = cuda_init_ms;
+  inv.timings.total_ms = MsSince(start);
+  return inv;
+}
+
+}  // namespace gpunode

@@ -1,0 +1,32 @@
+// Probes of layers 0-6. ProbeNode reads the host through HostFs and the NVML/libcuda loaders and
+// returns one NodeInventory. A failing layer is recorded in that layer's `status`; ProbeNode
+// itself fails only when the host root cannot be used at all.
+#ifndef GPUNODE_NODE_PROBE_H_
+#define GPUNODE_NODE_PROBE_H_
+
+#include <string>
+
+#include "src/base/host_fs.h"
+#include "src/node/inventory.h"
+
+namespace gpunode {
+
+struct ProbeOptions {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string cuda_library = "libcuda.so.1";
+  bool init_cuda = true;       // cuInit + cuDeviceGetCount (the slowest step, ~0.1-0.5 s)
+  bool query_topology = true;  // pairwise common-ancestor levels
+};
+
+StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options);
+
+// Individual layers, for tests and for commands that need only one.
+HardwareLayer ProbeHardware(const HostFs& fs);
+KernelDriverLayer ProbeKernelDriver(const HostFs& fs);
+ToolchainLayer ProbeToolchain(const HostFs& fs);
+ContainerLayer ProbeContainers(const HostFs& fs);
+OrchestratorLayer ProbeOrchestrator(const HostFs& fs);
+
+}  // namespace gpunode
+
+#endif  // GPUNODE_NODE_PROBE_H_

@@ -1,0 +1,143 @@
+// End-to-end tests of the real gpunode binary (build/bin/gpunode) against simulated nodes:
+// exit codes, JSON documents and error messages as a user sees them.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result RunGpunode(const std::string& args) {
+  std::string cmd = std::string(GPUNODE_BIN_DIR) + "/gpunode " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+nlohmann::json Json(const Result& r) {
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(doc.is_discarded()) << r.out;
+  return doc;
+}
+
+TEST(CliDoctorTest, TheHealthySimulatedDgxH200PassesWithExitZero) {
+  Result r = RunGpunode("--simulate dgx-h200 doctor --color never");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("simulated node: dgx-h200"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("NVIDIA H200"));
+}
+
+TEST(CliDoctorTest, JsonOutputIsAVersionedDoctorReport) {
+  Result r = RunGpunode("--simulate dgx-h200 doctor -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json doc = Json(r);
+  EXPECT_EQ(doc["apiVersion"], "gpunode/v1");
+  EXPECT_EQ(doc["kind"], "DoctorReport");
+  EXPECT_EQ(doc["metadata"]["simulated"], "dgx-h200");
+  EXPECT_EQ(doc["baseline"]["gpus"].size(), 8u);
+}
+
+TEST(CliDoctorTest, YamlOutputWorks) {
+  Result r = RunGpunode("--simulate t4-cloud doctor -o yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("kind: \"DoctorReport\""));
+}
+
+TEST(CliDoctorTest, BrokenNodesExitWithTheirSeverityAndNameTheLayer) {
+  struct Case { const char* profile; int exit_code; const char* id; };
+  for (Case c : {Case{"broken-mismatch", 2, "driver.version-mismatch"},
+                 Case{"broken-no-driver", 2, "kernel.module-not-loaded"},
+                 Case{"broken-fallen-gpu", 2, "driver.gpu-lost"},
+                 Case{"broken-degraded-link", 1, "hardware.pcie-degraded"}}) {
+    Result r = RunGpunode(std::string("--simulate ") + c.profile + " doctor -o json");
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.profile << "\n" << r.out;
+    nlohmann::json doc = Json(r);
+    EXPECT_EQ(doc["summary"]["firstAction"]["id"], c.id) << c.profile;
+  }
+}
+
+TEST(CliDoctorTest, AHostRootThatDoesNotExistIsAUsageErrorNamingIt) {
+  Result r = RunGpunode("--host-root /nonexistent/gpunode doctor");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("/nonexistent/gpunode"));
+}
+
+TEST(CliDoctorTest, AnUnknownProfileListsTheBuiltInOnes) {
+  Result r = RunGpunode("--simulate no-such-node doctor");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("dgx-h200"));
+}
+
+TEST(CliDoctorTest, AMalformedProfileFileIsRejectedWithItsPath) {
+  std::string path = std::filesystem::temp_directory_path() / "gpunode-cli-bad-profile.yaml";
+  std::ofstream(path) << "apiVersion: gpunode/v1\nkind: NodeProfile\nname: bad\ngpus: [ {name: x, pcie: {gen: \"x\"\n";
+  Result r = RunGpunode("--simulate " + path + " doctor");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("gpunode-cli-bad-profile.yaml"));
+  std::filesystem::remove(path);
+}
+
+TEST(CliDoctorTest, AnUnknownOutputFormatOrFlagIsAUsageError) {
+  EXPECT_EQ(RunGpunode("--simulate dgx-h200 doctor -o xml").exit_code, 3);
+  EXPECT_EQ(RunGpunode("doctor --no-such-flag").exit_code, 3);
+  EXPECT_EQ(RunGpunode("").exit_code, 3);
+}
+
+TEST(CliDoctorTest, HelpTeachesWithExamples) {
+  Result r = RunGpunode("doctor --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Examples"));
+}
+
+TEST(CliCompatTest, TheExampleImageIsCompatibleOnTheSimulatedH200Node) {
+  Result r = RunGpunode("--simulate dgx-h200 compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime -o json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json doc = Json(r);
+  EXPECT_EQ(doc["kind"], "CompatReport");
+  EXPECT_EQ(doc["verdict"], "compatible");
+}
+
+TEST(CliCompatTest, Driver535WithAnH100GetsCaveatsForCuda124) {
+  Result r = RunGpunode("compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --driver 535.183.01 --gpu H100 -o json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(Json(r)["verdict"], "compatible-with-caveats");
+}
+
+TEST(CliCompatTest, AMalformedDriverVersionIsExitThreeNamingTheFlag) {
+  Result r = RunGpunode("compat check --cuda 12.4 --driver abc --gpu H100");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("--driver"));
+}
+
+TEST(CliCompatTest, AnUnknownGpuIsExitThree) {
+  Result r = RunGpunode("compat check --cuda 12.4 --driver 550.54.15 --gpu 'Voodoo 5'");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+}
+
+TEST(CliSimTest, ListsTheBuiltInProfiles) {
+  Result r = RunGpunode("sim list");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* name : {"dgx-h200", "pcie-l40s-4", "t4-cloud", "a100-mig", "broken-mismatch", "broken-no-driver",
+                           "broken-fallen-gpu", "broken-degraded-link"}) {
+    EXPECT_THAT(r.out, ::testing::HasSubstr(name));
+  }
+}
+
+}  // namespace

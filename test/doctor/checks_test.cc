@@ -1,0 +1,322 @@
+// Doctor checks over hand-made inventories: one test per diagnosis of the catalogue.
+#include <algorithm>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/doctor/doctor.h"
+#include "src/doctor/internal.h"
+#include "src/gpu/nvml.h"
+
+namespace gpunode::doctor {
+namespace {
+
+constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
+
+// A healthy 2-GPU node: every layer that exists is ok.
+NodeInventory HealthyNode() {
+  NodeInventory inv;
+  inv.hostname = "node-a";
+  inv.host_root = "/";
+  for (int i = 0; i < 2; ++i) {
+    PciDevice d;
+    d.bus_id = i == 0 ? "0000:18:00.0" : "0000:2a:00.0";
+    d.vendor = 0x10de;
+    d.device = 0x2335;
+    d.class_code = 0x030200;
+    d.numa_node = 0;
+    d.driver = "nvidia";
+    d.link_current = PcieLink{5, 16};
+    d.link_max = PcieLink{5, 16};
+    inv.hardware.gpus.push_back(d);
+  }
+  inv.hardware.numa_nodes = 1;
+  inv.kernel.proc_present = true;
+  inv.kernel.nvidia_loaded = inv.kernel.nvidia_uvm_loaded = true;
+  inv.kernel.version = *Version::Parse("580.95.05");
+  inv.kernel.flavor = ModuleFlavor::kOpen;
+  for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
+                        "/dev/nvidia0", "/dev/nvidia1"}) {
+    inv.kernel.device_nodes.push_back(DeviceNode{p, true, true, 195, 0});
+  }
+  inv.driver.driver_version = *Version::Parse("580.95.05");
+  inv.driver.cuda_version = *Version::Parse("13.0");
+  inv.driver.device_count = 2;
+  inv.driver.nvidia_smi = "/usr/bin/nvidia-smi";
+  for (unsigned i = 0; i < 2; ++i) {
+    GpuInfo g;
+    g.index = i;
+    g.name = "NVIDIA H200";
+    g.uuid = "GPU-" + std::to_string(i);
+    g.pci_bus_id = inv.hardware.gpus[i].bus_id;
+    g.memory_total_bytes = 141 * kGiB;
+    g.memory_used_bytes = 0;
+    g.persistence_mode = true;
+    g.ecc_enabled = g.ecc_pending = true;
+    g.ecc_uncorrected_volatile = g.ecc_uncorrected_aggregate = 0;
+    g.remapped_rows = RemappedRows{};
+    g.pcie_gen_current = g.pcie_gen_max = g.pcie_gen_gpu_max = 5;
+    g.pcie_width_current = g.pcie_width_max = 16;
+    g.cc_major = 9;
+    g.cc_minor = 0;
+    g.mig_enabled = g.mig_pending = false;
+    g.compute_processes.emplace();
+    g.temperature_c = 35;
+    inv.driver.gpus.push_back(g);
+  }
+  inv.driver.cuda.version = *Version::Parse("13.0");
+  inv.driver.cuda.device_count = 2;
+  return inv;
+}
+
+std::vector<std::string> Ids(const DoctorReport& r) {
+  std::vector<std::string> ids;
+  for (const CheckResult& c : r.checks) {
+    for (const Finding& f : c.findings) ids.push_back(f.id);
+  }
+  return ids;
+}
+
+TEST(DoctorTest, AHealthyNodePassesWithAbsentLayersSkipped) {
+  DoctorReport r = RunDoctor(HealthyNode());
+  EXPECT_THAT(Ids(r), ::testing::IsEmpty());
+  EXPECT_EQ(r.overall, CheckStatus::kOk);
+  EXPECT_EQ(ExitCode(r), 0);
+  ASSERT_EQ(r.checks.size(), 6u);
+  EXPECT_EQ(r.checks[3].status, CheckStatus::kSkip);  // toolchain
+  EXPECT_EQ(r.checks[4].status, CheckStatus::kSkip);  // container runtime
+  EXPECT_EQ(r.checks[5].status, CheckStatus::kSkip);  // kubelet
+  EXPECT_FALSE(r.first.has_value());
+}
+
+TEST(DoctorTest, NoGpuOnThePciBusFailsTheHardwareLayer) {
+  NodeInventory inv = HealthyNode();
+  inv.hardware.gpus.clear();
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::Contains("hardware.no-gpu"));
+  EXPECT_EQ(ExitCode(r), 2);
+}
+
+TEST(DoctorTest, DriverLibraryMismatchNamesBothLayersAndComesFirst) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel.version = *Version::Parse("550.127.05");
+  inv.driver = UserDriverLayer{};
+  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2",
+                                         "Driver/library version mismatch");
+  DoctorReport r = RunDoctor(inv);
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->id, "driver.version-mismatch");
+  EXPECT_THAT(r.first->layers, ::testing::ElementsAre(Layer::kUserDriver, Layer::kKernelDriver));
+  EXPECT_NE(r.first->observed.find("550.127.05"), std::string::npos);
+  EXPECT_EQ(ExitCode(r), 2);
+}
+
+TEST(DoctorTest, KernelAndNvmlVersionsThatDifferAreAMismatchEvenWhenNvmlInitialises) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel.version = *Version::Parse("580.82.07");
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.version-mismatch"));
+}
+
+TEST(DoctorTest, EachNvmlInitFailureHasItsOwnDiagnosis) {
+  struct Case { nvmlReturn_t ret; const char* id; };
+  for (Case c : {Case{NVML_ERROR_LIBRARY_NOT_FOUND, "driver.nvml-missing"},
+                 Case{NVML_ERROR_DRIVER_NOT_LOADED, "driver.not-loaded"},
+                 Case{NVML_ERROR_LIB_RM_VERSION_MISMATCH, "driver.version-mismatch"},
+                 Case{NVML_ERROR_NO_PERMISSION, "driver.no-permission"},
+                 Case{NVML_ERROR_UNKNOWN, "driver.nvml-init-failed"}}) {
+    NodeInventory inv = HealthyNode();
+    inv.driver = UserDriverLayer{};
+    inv.driver.status = NvmlReturnToStatus(c.ret, "nvmlInit_v2");
+    EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains(c.id)) << NvmlReturnName(c.ret);
+  }
+}
+
+TEST(DoctorTest, ModuleNotLoadedIsAKernelFailureThatComesBeforeNvmlsComplaint) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel = KernelDriverLayer{};
+  inv.driver = UserDriverLayer{};
+  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_DRIVER_NOT_LOADED, "nvmlInit_v2");
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_EQ(r.first->id, "kernel.module-not-loaded");
+  EXPECT_THAT(Ids(r), ::testing::Contains("driver.not-loaded"));
+}
+
+TEST(DoctorTest, NouveauLoadedFails) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel.nouveau_loaded = true;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("kernel.nouveau-loaded"));
+}
+
+TEST(DoctorTest, FewerGpusInNvmlThanOnThePciBusFails) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.device_count = 1;
+  inv.driver.gpus.pop_back();
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.fewer-gpus"));
+}
+
+TEST(DoctorTest, NoDevicesFoundWhenNvmlSeesNone) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.device_count = 0;
+  inv.driver.gpus.clear();
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.no-devices"));
+}
+
+TEST(DoctorTest, ALostGpuIsDiagnosedAsFallenOffTheBus) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus.pop_back();
+  inv.driver.gpu_failures.push_back(
+      GpuFailure{1, NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(1)")});
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.gpu-lost"));
+}
+
+TEST(DoctorTest, ANarrowerLinkIsDegradedButALowerIdleGenerationIsNot) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].pcie_gen_current = 1;  // idle power saving
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+  inv.driver.gpus[1].pcie_gen_current = 3;
+  inv.driver.gpus[1].pcie_width_current = 8;
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("hardware.pcie-degraded"));
+  EXPECT_NE(r.first->observed.find("Gen3 x8"), std::string::npos) << r.first->observed;
+}
+
+TEST(DoctorTest, PersistenceOffWarns) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].persistence_mode = false;
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("driver.persistence-off"));
+  EXPECT_EQ(ExitCode(r), 1);
+}
+
+TEST(DoctorTest, RowRemapFailureAndUncorrectableEccFail) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].remapped_rows = RemappedRows{0, 3, false, true};
+  inv.driver.gpus[1].ecc_uncorrected_volatile = 2;
+  EXPECT_THAT(Ids(RunDoctor(inv)),
+              ::testing::UnorderedElementsAre("hardware.row-remap-failure", "hardware.ecc-uncorrected"));
+}
+
+TEST(DoctorTest, RetiredPagesAndRemapsPendingWarn) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].retired_pages_pending = true;
+  inv.driver.gpus[1].remapped_rows = RemappedRows{1, 0, true, false};
+  EXPECT_THAT(Ids(RunDoctor(inv)),
+              ::testing::UnorderedElementsAre("hardware.retired-pages-pending", "hardware.row-remap-pending"));
+}
+
+TEST(DoctorTest, MemoryUsedWithNoProcessesWarns) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].memory_used_bytes = 20 * kGiB;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.memory-used-no-process"));
+  inv.driver.gpus[0].compute_processes->push_back(GpuProcess{1234, 20 * kGiB});
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+}
+
+TEST(DoctorTest, MigWithoutInstancesWarns) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].mig_enabled = inv.driver.gpus[0].mig_pending = true;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.mig-no-instances"));
+}
+
+TEST(DoctorTest, ProprietaryModuleOnAGpuThatNeedsOpenFails) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel.flavor = ModuleFlavor::kProprietary;
+  for (GpuInfo& g : inv.driver.gpus) {
+    g.name = "NVIDIA B200";
+    g.cc_major = 10;
+  }
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("kernel.needs-open-module"));
+}
+
+TEST(DoctorTest, OpenModuleOnAVoltaFails) {
+  NodeInventory inv = HealthyNode();
+  for (GpuInfo& g : inv.driver.gpus) {
+    g.name = "Tesla V100-SXM2-32GB";
+    g.cc_major = 7;
+    g.cc_minor = 0;
+  }
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("kernel.needs-proprietary-module"));
+}
+
+TEST(DoctorTest, CudaDriverInsufficientFails) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.cuda.status = absl::FailedPreconditionError("cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER (35)");
+  inv.driver.cuda.init_result = GPUNODE_CUDA_ERROR_INSUFFICIENT_DRIVER;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("cuda.insufficient-driver"));
+}
+
+TEST(DoctorTest, NvidiaSmiMissingWarns) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.nvidia_smi.clear();
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.nvidia-smi-missing"));
+}
+
+TEST(DoctorTest, ARuntimeWithoutNvidiaRuntimeOrCdiWarns) {
+  NodeInventory inv = HealthyNode();
+  ContainerRuntime rt;
+  rt.name = "containerd";
+  rt.installed = true;
+  rt.config_path = "/etc/containerd/config.toml";
+  inv.containers.runtimes.push_back(rt);
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("runtime.no-nvidia-runtime"));
+  inv.containers.runtimes[0].nvidia_runtime = true;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+}
+
+TEST(DoctorTest, ACdiSpecOlderThanTheDriverFails) {
+  NodeInventory inv = HealthyNode();
+  ContainerRuntime podman;
+  podman.name = "podman";
+  podman.installed = podman.cdi_enabled = true;
+  inv.containers.runtimes.push_back(podman);
+  CdiSpec spec;
+  spec.path = "/etc/cdi/nvidia.yaml";
+  spec.kind = "nvidia.com/gpu";
+  spec.driver_version = *Version::Parse("570.86.15");
+  inv.containers.cdi_specs.push_back(spec);
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("runtime.cdi-stale"));
+  EXPECT_EQ(r.first->layers[1], Layer::kUserDriver);
+}
+
+TEST(DoctorTest, AToolkitNewerThanTheDriverWarnsWithinAMajorAndFailsAcrossMajors) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.cuda_version = inv.driver.cuda.version = *Version::Parse("12.2");
+  inv.toolchain.cuda_toolkit = *Version::Parse("12.4.1");
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("toolchain.newer-than-driver"));
+  EXPECT_EQ(r.checks[3].status, CheckStatus::kWarn);
+  inv.toolchain.cuda_toolkit = *Version::Parse("13.0.2");
+  EXPECT_EQ(RunDoctor(inv).checks[3].status, CheckStatus::kFail);
+}
+
+TEST(DoctorTest, AKubeletWithoutAGpuPluginWarns) {
+  NodeInventory inv = HealthyNode();
+  inv.orchestrator.kubelet_present = inv.orchestrator.kubelet_socket = true;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("kubelet.no-gpu-plugin"));
+  inv.orchestrator.plugin_sockets.push_back("nvidia-gpu.sock");
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+}
+
+TEST(DoctorTest, JsonReportIsVersionedAndCarriesTheBaselineCard) {
+  nlohmann::json doc = ToJson(RunDoctor(HealthyNode()));
+  EXPECT_EQ(doc["apiVersion"], "gpunode/v1");
+  EXPECT_EQ(doc["kind"], "DoctorReport");
+  EXPECT_EQ(doc["summary"]["status"], "ok");
+  EXPECT_EQ(doc["checks"].size(), 6u);
+  EXPECT_EQ(doc["baseline"]["gpus"].size(), 2u);
+  EXPECT_EQ(doc["baseline"]["gpus"][0]["model"], "NVIDIA H200");
+  EXPECT_EQ(doc["baseline"]["gpus"][0]["pcie"]["widthMax"], 16);
+  EXPECT_EQ(doc["baseline"]["gpus"][0]["numaNode"], 0);
+}
+
+TEST(DoctorTest, TextReportShowsEveryLayerAndNoColorWhenAskedNot) {
+  std::string text = RenderText(RunDoctor(HealthyNode()), false);
+  for (const char* layer : {"hardware", "kernel driver", "user-space driver", "toolchain", "container runtime",
+                            "kubelet", "Baseline card", "NVIDIA H200"}) {
+    EXPECT_NE(text.find(layer), std::string::npos) << layer;
+  }
+  EXPECT_EQ(text.find("\033["), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpunode::doctor
