@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (through the device tool) and writes everything worth keeping to $OUT:
+# Runs on the GPU machine (through the device tool) and writes everything worth keeping to
+# $OUT/gpu-proof.tgz:
 #   doctor.json / doctor.txt, compat.json / compat.txt, bench.json (doctor vs nvidia-smi -q),
 #   nvidia-smi-q.txt + facts.txt (raw values for the h200-real profile), abi.txt (ABI check).
 # Expects the bundle made by `scripts/bundle-gpu.sh` in .gpubundle/ (carried, git-ignored).
 set -uo pipefail
-OUT=${OUT:-/tmp/gpunode-out}
-mkdir -p "$OUT"
+FINAL=${OUT:-/tmp/gpunode-out}
+OUT=$(mktemp -d)   # the device tool returns at most 8 files: everything goes into one tarball
+trap 'tar -C "$OUT" -czf "$FINAL/gpu-proof.tgz" . ; ls "$OUT"' EXIT
+mkdir -p "$FINAL"
 B=.gpubundle/run
 {
   echo "== uname"; uname -a
@@ -39,3 +42,5 @@ inc=$(dirname "$(find / -name nvml.h -path '*include*' 2>/dev/null | head -1)")
   g++ -std=c++20 -I. -I"$inc" test/gpu/nvml_abi_check.cc -ldl -o /tmp/nvml_abi_check && /tmp/nvml_abi_check; } > "$OUT/abi.txt" 2>&1
 cat "$OUT/abi.txt"
 tail -5 "$OUT/doctor.txt"
+$B gpunode compat driver-for --cuda 13.0 --gpu H200 > "$OUT/compat-driver-for.txt" 2>&1
+$B gpunode compat check --cuda 12.4 > "$OUT/compat-cuda124.txt" 2>&1

@@ -16,7 +16,7 @@
 namespace gpunode {
 
 StatusOr<HostFs> HostFs::Open(std::string root) {
-  if (root.empty()) root = "/";
+  if (root.empty()) root.push_back('/');  // (not `= "/"`: GCC 12 -Wrestrict false positive)
   while (root.size() > 1 && root.back() == '/') root.pop_back();
   struct stat st;
   if (::stat(root.c_str(), &st) != 0) {
@@ -58,6 +58,28 @@ StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_b
     }
   }
   ::close(fd);
+  return out;
+}
+
+StatusOr<std::string> HostFs::ReadPrefix(absl::string_view host_path, size_t max_bytes) const {
+  std::string path = Resolve(host_path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "read", host_path);
+  std::string out(max_bytes, '\0');
+  size_t got = 0;
+  while (got < max_bytes) {
+    ssize_t n = ::read(fd, out.data() + got, max_bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoToStatus(err, "read", host_path);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
   return out;
 }
 

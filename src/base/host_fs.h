@@ -41,6 +41,8 @@ class HostFs {
   // Reads a whole file, at most `max_bytes` (procfs and sysfs files report size 0, so we read
   // until EOF). Errors name the host path: "read /proc/driver/nvidia/version: No such file...".
   StatusOr<std::string> ReadFile(absl::string_view host_path, size_t max_bytes = 4 << 20) const;
+  // At most the first `max_bytes` of a file (for large headers whose first lines we need).
+  StatusOr<std::string> ReadPrefix(absl::string_view host_path, size_t max_bytes) const;
   // First line of a file without the newline and surrounding blanks (sysfs attributes).
   StatusOr<std::string> ReadLine(absl::string_view host_path) const;
 

@@ -48,9 +48,9 @@ StatusOr<std::string> FindSimLibrary() {
       "/gpunode nor in ../lib/gpunode; set GPUNODE_SIM_LIBRARY to its path"));
 }
 
-void EmitYaml(YAML::Emitter& out, const nlohmann::json& j) {
+void EmitYaml(YAML::Emitter& out, const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::object:
+    case nlohmann::ordered_json::value_t::object:
       out << YAML::BeginMap;
       for (auto it = j.begin(); it != j.end(); ++it) {
         out << YAML::Key << it.key() << YAML::Value;
@@ -155,11 +155,15 @@ bool UseColor(const GlobalOptions& options) {
   return ::isatty(STDOUT_FILENO) == 1;
 }
 
-void PrintDocument(const nlohmann::json& doc, OutputFormat format) {
+std::string ToYaml(const nlohmann::ordered_json& doc) {
+  YAML::Emitter out;
+  EmitYaml(out, doc);
+  return std::string(out.c_str()) + "\n";
+}
+
+void PrintDocument(const nlohmann::ordered_json& doc, OutputFormat format) {
   if (format == OutputFormat::kYaml) {
-    YAML::Emitter out;
-    EmitYaml(out, doc);
-    std::cout << out.c_str() << "\n";
+    std::cout << ToYaml(doc);
   } else {
     std::cout << doc.dump(2) << "\n";
   }

@@ -62,7 +62,9 @@ StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yam
 bool UseColor(const GlobalOptions& options);
 
 // Prints a JSON document as JSON (2-space indent) or YAML on stdout.
-void PrintDocument(const nlohmann::json& doc, OutputFormat format);
+void PrintDocument(const nlohmann::ordered_json& doc, OutputFormat format);
+// The YAML text of a JSON document (keys in document order, strings quoted).
+std::string ToYaml(const nlohmann::ordered_json& doc);
 // "error: <message>" on stderr, in red on a TTY.
 void PrintError(const Status& status);
 void PrintError(const std::string& message);

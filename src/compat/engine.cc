@@ -893,15 +893,15 @@ DriverForReport DriverFor(const CompatData& data, const Version& cuda,
 
 namespace {
 
-nlohmann::json OptJson(const std::optional<Version>& v) {
-  return v ? nlohmann::json(v->ToString()) : nlohmann::json(nullptr);
+nlohmann::ordered_json OptJson(const std::optional<Version>& v) {
+  return v ? nlohmann::ordered_json(v->ToString()) : nlohmann::ordered_json(nullptr);
 }
 
-nlohmann::json GpuJson(const GpuRef& g) {
-  nlohmann::json j = {{"name", g.name},
-                      {"architecture", g.arch.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.arch)},
+nlohmann::ordered_json GpuJson(const GpuRef& g) {
+  nlohmann::ordered_json j = {{"name", g.name},
+                      {"architecture", g.arch.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.arch)},
                       {"computeCapability", OptJson(g.cc)},
-                      {"segment", g.segment.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.segment)},
+                      {"segment", g.segment.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.segment)},
                       {"inDataSet", g.in_data_set}};
   if (g.pci_device_id) {
     char buf[8];
@@ -913,20 +913,20 @@ nlohmann::json GpuJson(const GpuRef& g) {
   return j;
 }
 
-nlohmann::json SourcesJson(const std::vector<SourceRef>& sources) {
-  nlohmann::json a = nlohmann::json::array();
+nlohmann::ordered_json SourcesJson(const std::vector<SourceRef>& sources) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
   for (const SourceRef& s : sources) a.push_back({{"id", s.id}, {"text", s.text}});
   return a;
 }
 
-nlohmann::json FindingJson(const Finding& f) {
+nlohmann::ordered_json FindingJson(const Finding& f) {
   return {{"rule", f.rule},
           {"result", std::string(VerdictName(f.severity))},
           {"layer", f.layer},
           {"text", f.sentence},
           {"source", f.source},
           {"confidence", std::string(ConfidenceName(f.confidence))},
-          {"gpu", f.gpu.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.gpu)}};
+          {"gpu", f.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.gpu)}};
 }
 
 const char* VerdictColor(Verdict v) {
@@ -960,41 +960,41 @@ std::string GpuLine(const GpuRef& g) {
 
 }  // namespace
 
-nlohmann::json ToJson(const CompatReport& r) {
+nlohmann::ordered_json ToJson(const CompatReport& r) {
   const WorkloadSpec& w = r.workload;
-  nlohmann::json workload = {
+  nlohmann::ordered_json workload = {
       {"input", w.input},
-      {"family", w.family.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.family)},
+      {"family", w.family.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.family)},
       {"cuda", OptJson(w.cuda)},
-      {"framework", w.framework.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.framework)},
+      {"framework", w.framework.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.framework)},
       {"frameworkVersion", OptJson(w.framework_version)},
-      {"wheel", w.wheel.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.wheel)},
-      {"cudnn", w.cudnn.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.cudnn)},
-      {"flavor", w.flavor.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.flavor)},
-      {"os", w.os.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.os)},
+      {"wheel", w.wheel.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.wheel)},
+      {"cudnn", w.cudnn.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.cudnn)},
+      {"flavor", w.flavor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.flavor)},
+      {"os", w.os.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.os)},
       {"derivedFrom", w.derived_from},
       {"confidence", std::string(ConfidenceName(w.confidence))},
       {"shipsCudaCompat", w.ships_cuda_compat}};
-  nlohmann::json gpus = nlohmann::json::array();
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const GpuRef& g : r.target.gpus) gpus.push_back(GpuJson(g));
-  nlohmann::json fixes = nlohmann::json::array();
+  nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
   for (const Fix& f : r.fixes) fixes.push_back({{"cost", f.cost}, {"kind", f.kind}, {"action", f.action}});
-  nlohmann::json findings = nlohmann::json::array();
+  nlohmann::ordered_json findings = nlohmann::ordered_json::array();
   for (const Finding& f : r.findings) findings.push_back(FindingJson(f));
   const CompatFacts& fa = r.facts;
-  nlohmann::json facts = {
+  nlohmann::ordered_json facts = {
       {"driver", OptJson(fa.driver)},
-      {"driverBranch", fa.branch ? nlohmann::json(*fa.branch) : nlohmann::json(nullptr)},
+      {"driverBranch", fa.branch ? nlohmann::ordered_json(*fa.branch) : nlohmann::ordered_json(nullptr)},
       {"branchMaxCuda", OptJson(fa.branch_max_cuda)},
       {"workloadCuda", OptJson(fa.workload_cuda)},
       {"toolkitDriver", OptJson(fa.toolkit_driver)},
       {"toolkitDriverLatest", OptJson(fa.toolkit_driver_latest)},
       {"toolkitPairedBranch",
-       fa.toolkit_paired_branch ? nlohmann::json(*fa.toolkit_paired_branch) : nlohmann::json(nullptr)},
+       fa.toolkit_paired_branch ? nlohmann::ordered_json(*fa.toolkit_paired_branch) : nlohmann::ordered_json(nullptr)},
       {"minorCompatFloor", OptJson(fa.minor_compat_floor)},
       {"forwardCompatPackage", fa.forward_compat_package.empty()
-                                   ? nlohmann::json(nullptr)
-                                   : nlohmann::json(fa.forward_compat_package)}};
+                                   ? nlohmann::ordered_json(nullptr)
+                                   : nlohmann::ordered_json(fa.forward_compat_package)}};
   return {{"apiVersion", "gpunode/v1"},
           {"kind", "CompatReport"},
           {"verdict", std::string(VerdictName(r.verdict))},
@@ -1020,8 +1020,8 @@ nlohmann::json ToJson(const CompatReport& r) {
           {"dataSet", r.data_origin}};
 }
 
-nlohmann::json ToJson(const DriverForReport& r) {
-  nlohmann::json gpus = nlohmann::json::array();
+nlohmann::ordered_json ToJson(const DriverForReport& r) {
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const GpuRef& g : r.gpus) gpus.push_back(GpuJson(g));
   return {{"apiVersion", "gpunode/v1"},
           {"kind", "DriverRequirement"},
@@ -1031,7 +1031,7 @@ nlohmann::json ToJson(const DriverForReport& r) {
           {"fullCompatibility",
            {{"minimumDriver", OptJson(r.toolkit_driver)},
             {"latestUpdateDriver", OptJson(r.toolkit_driver_latest)},
-            {"pairedBranch", r.paired_branch ? nlohmann::json(*r.paired_branch) : nlohmann::json(nullptr)}}},
+            {"pairedBranch", r.paired_branch ? nlohmann::ordered_json(*r.paired_branch) : nlohmann::ordered_json(nullptr)}}},
           {"minorVersionCompatibility", {{"minimumDriver", OptJson(r.minor_compat_floor)}}},
           {"branches", r.branches},
           {"forwardCompatibility", r.forward_compat},

@@ -118,8 +118,8 @@ DriverForReport DriverFor(const CompatData& data, const Version& cuda,
                           const std::vector<GpuRef>& gpus);
 
 // JSON documents: {apiVersion: gpunode/v1, kind: CompatReport | DriverRequirement, ...}.
-nlohmann::json ToJson(const CompatReport& report);
-nlohmann::json ToJson(const DriverForReport& report);
+nlohmann::ordered_json ToJson(const CompatReport& report);
+nlohmann::ordered_json ToJson(const DriverForReport& report);
 // Human text; `color` adds ANSI colors to the verdict.
 std::string RenderText(const CompatReport& report, bool color);
 std::string RenderText(const DriverForReport& report, bool color);

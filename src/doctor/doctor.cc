@@ -77,12 +77,12 @@ BaselineCard MakeCard(const NodeInventory& inv) {
 }
 
 template <typename T>
-nlohmann::json Opt(const std::optional<T>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+nlohmann::ordered_json Opt(const std::optional<T>& v) {
+  return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
 }
 
-nlohmann::json FindingJson(const Finding& f) {
-  nlohmann::json layers = nlohmann::json::array();
+nlohmann::ordered_json FindingJson(const Finding& f) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (Layer l : f.layers) layers.push_back(LayerId(l));
   return {{"id", f.id},           {"status", StatusName(f.status)}, {"summary", f.summary},
           {"observed", f.observed}, {"expected", f.expected},       {"diagnosis", f.diagnosis},
@@ -160,15 +160,15 @@ int ExitCode(const DoctorReport& report) {
   }
 }
 
-nlohmann::json ToJson(const DoctorReport& r) {
-  nlohmann::json checks = nlohmann::json::array();
+nlohmann::ordered_json ToJson(const DoctorReport& r) {
+  nlohmann::ordered_json checks = nlohmann::ordered_json::array();
   for (const CheckResult& c : r.checks) {
-    nlohmann::json findings = nlohmann::json::array();
+    nlohmann::ordered_json findings = nlohmann::ordered_json::array();
     for (const Finding& f : c.findings) findings.push_back(FindingJson(f));
     checks.push_back({{"layer", LayerId(c.layer)}, {"status", StatusName(c.status)}, {"observed", c.observed},
                       {"expected", c.expected}, {"findings", findings}});
   }
-  nlohmann::json gpus = nlohmann::json::array();
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const GpuCard& g : r.card.gpus) {
     gpus.push_back({{"index", g.index},
                     {"model", g.model},
@@ -188,14 +188,14 @@ nlohmann::json ToJson(const DoctorReport& r) {
                     {"vbios", g.vbios}});
   }
   const BaselineCard& card = r.card;
-  nlohmann::json doc = {
+  nlohmann::ordered_json doc = {
       {"apiVersion", "gpunode/v1"},
       {"kind", "DoctorReport"},
       {"metadata", {{"hostname", card.hostname}, {"hostRoot", r.host_root},
-                    {"simulated", r.simulated ? nlohmann::json(*r.simulated) : nlohmann::json(nullptr)},
+                    {"simulated", r.simulated ? nlohmann::ordered_json(*r.simulated) : nlohmann::ordered_json(nullptr)},
                     {"gpunodeVersion", GPUNODE_VERSION}}},
       {"summary", {{"status", StatusName(r.overall)}, {"exitCode", ExitCode(r)},
-                   {"firstAction", r.first ? FindingJson(*r.first) : nlohmann::json(nullptr)}}},
+                   {"firstAction", r.first ? FindingJson(*r.first) : nlohmann::ordered_json(nullptr)}}},
       {"checks", checks},
       {"baseline", {{"node", {{"hostname", card.hostname}, {"kernelRelease", card.kernel_release},
                               {"driverVersion", card.driver_version}, {"cudaVersion", card.cuda_version},

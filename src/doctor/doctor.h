@@ -81,7 +81,7 @@ DoctorReport RunDoctor(const NodeInventory& inv);
 int ExitCode(const DoctorReport& report);
 
 // apiVersion gpunode/v1, kind DoctorReport (schema in docs/doctor.md).
-nlohmann::json ToJson(const DoctorReport& report);
+nlohmann::ordered_json ToJson(const DoctorReport& report);
 std::string RenderText(const DoctorReport& report, bool color);
 
 }  // namespace gpunode::doctor

@@ -161,6 +161,14 @@ ToolchainLayer ProbeToolchain(const HostFs& fs) {
       t.nvcc = version_of("cuda_nvcc");
       t.cuda_toolkit_path = "/usr/local/cuda";
     }
+  } else if (auto header = fs.ReadPrefix("/usr/local/cuda/include/cuda.h", 64 << 10); header.ok()) {
+    // Toolkits without version.json (some images and pip/conda layouts): cuda.h's
+    // "#define CUDA_VERSION 13000" gives major.minor.
+    if (auto v = CudaVersionFromHeader(*header)) {
+      t.cuda_toolkit = *v;
+      t.cuda_toolkit_path = "/usr/local/cuda";
+      if (fs.Exists("/usr/local/cuda/bin/nvcc")) t.nvcc = *v;
+    }
   } else if (auto txt = fs.ReadLine("/usr/local/cuda/version.txt"); txt.ok()) {
     // CUDA <= 11.0: "CUDA Version 10.2.89"
     absl::string_view s = *txt;

@@ -107,4 +107,19 @@ std::optional<Version> DriverVersionFromLibraryPath(absl::string_view path) {
   return *v;
 }
 
+std::optional<Version> CudaVersionFromHeader(absl::string_view header) {
+  for (absl::string_view line : absl::StrSplit(header, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "#define")) continue;
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&line, "CUDA_VERSION")) continue;
+    if (line.empty() || !absl::ascii_isspace(static_cast<unsigned char>(line[0]))) continue;
+    int value = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &value) && value >= 1000) {
+      return Version::FromCudaInt(value);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace gpunode

@@ -39,6 +39,9 @@ ProcGpu ParseProcGpuInformation(absl::string_view text);
 // "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05" -> 580.95.05, for libcuda / libnvidia-* only.
 std::optional<Version> DriverVersionFromLibraryPath(absl::string_view path);
 
+// cuda.h's "#define CUDA_VERSION 12040" -> 12.4.
+std::optional<Version> CudaVersionFromHeader(absl::string_view header);
+
 }  // namespace gpunode
 
 #endif  // GPUNODE_NODE_TEXT_PARSERS_H_

@@ -12,6 +12,24 @@
 namespace ours {
 #include "src/gpu/nvml_abi.h"
 }
+// Our macros of the same names as nvml.h's: let the real ones stand.
+#undef NVML_STRUCT_VERSION
+#undef nvmlMemory_v2
+#undef NVML_DEVICE_MIG_DISABLE
+#undef NVML_DEVICE_MIG_ENABLE
+#undef nvmlEventTypeSingleBitEccError
+#undef nvmlEventTypeDoubleBitEccError
+#undef nvmlEventTypePState
+#undef nvmlEventTypeXidCriticalError
+#undef nvmlEventTypeClock
+#undef NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE
+#undef NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE
+#undef NVML_DEVICE_NAME_V2_BUFFER_SIZE
+#undef NVML_DEVICE_UUID_V2_BUFFER_SIZE
+#undef NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+#undef NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE
+#undef NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE
+#undef NVML_NVLINK_MAX_LINKS
 #include <nvml.h>
 
 #define SAME_SIZE(T) static_assert(sizeof(ours::T) == sizeof(::T), "size of " #T)
@@ -47,8 +65,16 @@ SAME_VALUE(NVML_TOPOLOGY_NODE);
 SAME_VALUE(NVML_TOPOLOGY_SYSTEM);
 SAME_VALUE(NVML_CLOCK_SM);
 SAME_VALUE(NVML_AGGREGATE_ECC);
-static_assert(ours::nvmlEventTypeXidCriticalError == ::nvmlEventTypeXidCriticalError);
-static_assert((sizeof(ours::nvmlMemory_v2_t) | (2u << 24)) == ::nvmlMemory_v2);
+// The values our header gives these macros (it is included above, inside namespace ours).
+static_assert(nvmlEventTypeXidCriticalError == 0x0000000000000008LL);
+static_assert(nvmlEventTypeSingleBitEccError == 0x0000000000000001LL);
+static_assert(nvmlEventTypeDoubleBitEccError == 0x0000000000000002LL);
+static_assert(nvmlMemory_v2 == (static_cast<unsigned>(sizeof(ours::nvmlMemory_v2_t)) | (2u << 24)));
+static_assert(NVML_DEVICE_MIG_ENABLE == 1 && NVML_DEVICE_MIG_DISABLE == 0);
+static_assert(NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE == 32 && NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE == 16);
+static_assert(NVML_DEVICE_UUID_V2_BUFFER_SIZE == 96 && NVML_DEVICE_NAME_V2_BUFFER_SIZE == 96);
+static_assert(NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE == 80 && NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE == 32);
+static_assert(NVML_NVLINK_MAX_LINKS == 18);
 
 int main() {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);

@@ -72,5 +72,13 @@ TEST(DriverVersionFromLibraryPathTest, ReadsTheVersionOfDriverLibrariesOnly) {
   EXPECT_EQ(DriverVersionFromLibraryPath("/usr/lib/libcudart.so.12.4.127"), std::nullopt);
 }
 
+TEST(CudaVersionFromHeaderTest, ReadsTheCudaVersionDefine) {
+  EXPECT_EQ(CudaVersionFromHeader("/* cuda.h */\n#define CUDA_VERSION_MAJOR 13\n#define CUDA_VERSION 13000\n")->ToString(),
+            "13.0");
+  EXPECT_EQ(CudaVersionFromHeader("#define  CUDA_VERSION\t12040\n")->ToString(), "12.4");
+  EXPECT_EQ(CudaVersionFromHeader("#define CUDA_VERSIONX 1\n"), std::nullopt);
+  EXPECT_EQ(CudaVersionFromHeader(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace gpunode
