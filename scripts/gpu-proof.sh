@@ -44,3 +44,7 @@ cat "$OUT/abi.txt"
 tail -5 "$OUT/doctor.txt"
 $B gpunode compat driver-for --cuda 13.0 --gpu H200 > "$OUT/compat-driver-for.txt" 2>&1
 $B gpunode compat check --cuda 12.4 > "$OUT/compat-cuda124.txt" 2>&1
+$B gpunode sim capture --name h200-real \
+  --description "1x NVIDIA H200 (SXM, in a Firecracker VM), driver 580.159.04: captured on the real GPU machine" \
+  > "$OUT/h200-real.yaml" 2> "$OUT/capture.err"
+$B gpunode doctor -o yaml > "$OUT/doctor.yaml" 2>&1

@@ -243,7 +243,7 @@ std::string RenderText(const DoctorReport& r, bool color) {
   std::string out;
   absl::StrAppend(&out, s.Bold("gpunode doctor"), "  ", r.card.hostname.empty() ? "(unknown host)" : r.card.hostname);
   if (r.simulated) absl::StrAppend(&out, "  [simulated node: ", *r.simulated, "]");
-  if (r.host_root != "/") absl::StrAppend(&out, "  [host root ", r.host_root, "]");
+  if (!r.simulated && r.host_root != "/") absl::StrAppend(&out, "  [host root ", r.host_root, "]");
   absl::StrAppend(&out, "\n\n");
   for (const CheckResult& c : r.checks) {
     absl::StrAppend(&out, "  ", s.Status(c.status), "  ", absl::StrFormat("%-18s", LayerTitle(c.layer)), c.observed, "\n");

@@ -88,6 +88,7 @@ struct GpuInfo {
 
   std::optional<bool> mig_enabled;
   std::optional<bool> mig_pending;
+  std::optional<unsigned> mig_max_devices;  // MIG-capable GPUs report their instance slots
   std::vector<MigDevice> mig_devices;
 
   std::optional<std::vector<GpuProcess>> compute_processes;

@@ -211,10 +211,15 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
     info.mig_enabled = mig_current == NVML_DEVICE_MIG_ENABLE;
     info.mig_pending = mig_pending == NVML_DEVICE_MIG_ENABLE;
   }
-  if (info.mig_enabled.value_or(false) && f.nvmlDeviceGetMaxMigDeviceCount &&
-      f.nvmlDeviceGetMigDeviceHandleByIndex) {
+  if (info.mig_enabled && f.nvmlDeviceGetMaxMigDeviceCount) {
     unsigned max = 0;
     if (r.Ok(f.nvmlDeviceGetMaxMigDeviceCount(dev, &max), "nvmlDeviceGetMaxMigDeviceCount")) {
+      info.mig_max_devices = max;
+    }
+  }
+  if (info.mig_enabled.value_or(false) && info.mig_max_devices && f.nvmlDeviceGetMigDeviceHandleByIndex) {
+    unsigned max = *info.mig_max_devices;
+    {
       for (unsigned i = 0; i < max; ++i) {
         nvmlDevice_t mig = nullptr;
         nvmlReturn_t ret = f.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &mig);

@@ -92,12 +92,16 @@ Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
   }
   if (g.mig_enabled) {
     Doc mig = {{"enabled", *g.mig_enabled}, {"pending", g.mig_pending.value_or(*g.mig_enabled)}};
+    if (g.mig_max_devices) mig["max_devices"] = *g.mig_max_devices;
     if (!g.mig_devices.empty()) {
       unsigned max_index = 0;
       Doc devices = Doc::array();
       for (const MigDevice& m : g.mig_devices) {
         max_index = std::max(max_index, m.index + 1);
-        Doc d = {{"uuid", m.uuid}};
+        // The profile name as NVIDIA writes it: <GPU slices>g.<memory in GB, rounded up>gb.
+        std::string profile = absl::StrCat(m.slices.value_or(1), "g.",
+                                           (RoundMiB(m.memory_total_bytes.value_or(0)) + 1023) / 1024, "gb");
+        Doc d = {{"profile", profile}, {"uuid", m.uuid}};
         if (m.gpu_instance_id) d["gpu_instance_id"] = *m.gpu_instance_id;
         if (m.compute_instance_id) d["compute_instance_id"] = *m.compute_instance_id;
         if (m.slices) d["slices"] = *m.slices;
@@ -106,7 +110,7 @@ Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
         if (m.multiprocessors) d["multiprocessors"] = *m.multiprocessors;
         devices.push_back(d);
       }
-      mig["max_devices"] = std::max(max_index, 7u);
+      if (!g.mig_max_devices) mig["max_devices"] = max_index;
       mig["devices"] = devices;
     }
     gpu["mig"] = mig;

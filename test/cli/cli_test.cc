@@ -141,3 +141,28 @@ TEST(CliSimTest, ListsTheBuiltInProfiles) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliRealH200ProfileTest, TheCapturedH200ReplaysAsAHealthyNode) {
+  Result r = RunGpunode("--simulate h200-real doctor -o json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json doc = Json(r);
+  ASSERT_EQ(doc["baseline"]["gpus"].size(), 1u);
+  EXPECT_EQ(doc["baseline"]["gpus"][0]["model"], "NVIDIA H200");
+  EXPECT_EQ(doc["baseline"]["gpus"][0]["memoryTotalMiB"], 143771);
+  EXPECT_EQ(doc["baseline"]["node"]["driverVersion"], "580.159.04");
+  EXPECT_EQ(doc["baseline"]["node"]["kernelModule"], "open");
+}
+
+TEST(CliRealH200ProfileTest, TheCaptureCommandWritesAProfileThatValidates) {
+  std::string path = std::filesystem::temp_directory_path() / "gpunode-cli-capture.yaml";
+  Result r = RunGpunode("--simulate h200-real sim capture --name again -f " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  Result again = RunGpunode("--simulate " + path + " doctor -o json");
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(Json(again)["baseline"]["gpus"][0]["uuid"], "GPU-336e895e-d050-a01a-30d8-3d13d8c69452");
+  std::filesystem::remove(path);
+}
+
+}  // namespace
