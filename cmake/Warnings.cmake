@@ -1,7 +1,9 @@
 # -Wall -Wextra everywhere in our code; the build must stay free of warnings.
 function(gpunode_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow=local
-                                           -Wno-missing-field-initializers)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wshadow=local)
+  endif()
   if(GPUNODE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

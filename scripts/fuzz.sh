@@ -12,8 +12,10 @@ for f in build-fuzz/bin/fuzz_*; do
   name=$(basename "$f")
   mkdir -p "build-fuzz/corpus/$name"
   echo "fuzz: $name for ${secs}s"
+  seeds=()
+  [ -d "fuzz/seeds/${name#fuzz_}" ] && seeds=("fuzz/seeds/${name#fuzz_}")
   if ! "$f" -max_total_time="$secs" -max_len=4096 -print_final_stats=0 "build-fuzz/corpus/$name" \
-       fuzz/seeds/"${name#fuzz_}" >"build-fuzz/$name.log" 2>&1; then
+       "${seeds[@]}" >"build-fuzz/$name.log" 2>&1; then
     echo "fuzz: $name FAILED"; tail -30 "build-fuzz/$name.log"; status=1
   else
     grep -E "^#[0-9]+.*DONE" "build-fuzz/$name.log" | tail -1 || true

@@ -11,6 +11,7 @@
 #include "src/doctor/doctor.h"
 #include "src/doctor/internal.h"
 #include "src/gpu/nvml.h"
+#include "src/node/text_parsers.h"
 
 namespace gpunode::doctor {
 namespace {
@@ -18,6 +19,13 @@ namespace {
 constexpr uint64_t kMiB = 1024ull * 1024;
 
 std::string V(const std::optional<Version>& v) { return v ? v->ToString() : "unknown"; }
+
+// The user-space driver's version from the name of the NVML library file, when NVML cannot say.
+std::optional<std::string> LibraryVersion(const UserDriverLayer& d) {
+  if (d.driver_version) return d.driver_version->ToString();
+  if (auto v = DriverVersionFromLibraryPath(d.nvml_library_file)) return v->ToString();
+  return std::nullopt;
+}
 
 bool IsPreTuring(const GpuInfo& g) { return g.cc_major && (*g.cc_major * 10 + g.cc_minor.value_or(0)) < 75; }
 // Grace Hopper and Blackwell (and newer) support only the open kernel modules.
@@ -324,7 +332,8 @@ CheckResult CheckUserDriver(const NodeInventory& inv) {
         c.findings.push_back(Make(
             "driver.version-mismatch", CheckStatus::kFail, "Failed to initialize NVML: Driver/library version mismatch",
             absl::StrCat("kernel module ", V(k.version), ", user-space library ",
-                         d.driver_version ? d.driver_version->ToString() : "of another version"),
+                         LibraryVersion(d).value_or("of another version"),
+                         d.nvml_library_file.empty() ? "" : " (" + d.nvml_library_file + ")"),
             "kernel module and user-space libraries of the same version",
             "The user-space driver was upgraded (often by unattended upgrades) while the old kernel module is still loaded.",
             "Reboot the node (or drain it, stop GPU processes and reload the modules: rmmod nvidia_uvm nvidia_drm "

@@ -1,6 +1,9 @@
 #include "src/gpu/nvml.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <cstring>
@@ -164,6 +167,19 @@ std::optional<nvmlReturn_t> NvmlReturnOf(const Status& status) {
   int value = 0;
   if (!absl::SimpleAtoi(std::string(*payload), &value)) return std::nullopt;
   return static_cast<nvmlReturn_t>(value);
+}
+
+std::string LoadedLibraryFile(const std::string& name) {
+  void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return "";
+  struct link_map* map = nullptr;
+  std::string file;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
+    char resolved[PATH_MAX];
+    file = realpath(map->l_name, resolved) != nullptr ? resolved : map->l_name;
+  }
+  dlclose(handle);  // drops only the reference RTLD_NOLOAD took
+  return file;
 }
 
 StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path) {

@@ -34,6 +34,12 @@ absl::string_view NvmlReturnName(nvmlReturn_t ret);
 // True for codes that mean "this GPU or driver cannot answer this query" rather than a failure.
 bool NvmlIsUnsupported(nvmlReturn_t ret);
 
+// The file behind an already loaded library (`name` as given to dlopen), symlinks resolved:
+// "libnvidia-ml.so.1" -> "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01". Empty when the
+// library is not loaded. Its name carries the user-space driver's version even when nvmlInit
+// fails (a driver/library mismatch).
+std::string LoadedLibraryFile(const std::string& name);
+
 class NvmlLibrary {
  public:
   struct Functions {

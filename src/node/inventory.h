@@ -81,6 +81,7 @@ struct KernelDriverLayer {
 struct UserDriverLayer {
   Status status;                      // NVML load / init failure (distinct codes and messages)
   std::string nvml_library;           // what was dlopen'ed
+  std::string nvml_library_file;      // the file behind it ("...libnvidia-ml.so.535.183.01")
   std::string nvidia_smi;             // host path of nvidia-smi, empty when not installed
   std::optional<Version> driver_version;
   std::optional<Version> nvml_version;

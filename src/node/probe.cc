@@ -24,6 +24,7 @@ std::unique_ptr<NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLa
                                        ProbeTimings& timings) {
   layer.nvml_library = options.nvml_library;
   auto nvml = NvmlLibrary::Open(options.nvml_library);
+  layer.nvml_library_file = LoadedLibraryFile(options.nvml_library);
   if (!nvml.ok()) {
     layer.status = nvml.status();
     return nullptr;

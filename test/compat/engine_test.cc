@@ -29,6 +29,9 @@ struct Case {
   std::string text_contains;   // substring of the deciding sentence ("" = not checked)
 };
 
+// Short parameter text in test listings (instead of gtest's byte dump).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.workload << " on " << c.driver; }
+
 WorkloadSpec MakeWorkload(const std::string& w) {
   const CompatData& d = BuiltinData();
   StatusOr<WorkloadSpec> spec = absl::InvalidArgumentError("bad case");

@@ -14,6 +14,7 @@ struct NameCase {
   const char* typed;
   const char* name;  // expected data set name
 };
+void PrintTo(const NameCase& c, std::ostream* os) { *os << c.typed; }
 
 class WhatPeopleType : public ::testing::TestWithParam<NameCase> {};
 

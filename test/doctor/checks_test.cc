@@ -110,6 +110,16 @@ TEST(DoctorTest, DriverLibraryMismatchNamesBothLayersAndComesFirst) {
   EXPECT_EQ(ExitCode(r), 2);
 }
 
+TEST(DoctorTest, AMismatchNamesTheUserSpaceVersionFromTheLibraryFile) {
+  NodeInventory inv = HealthyNode();
+  inv.kernel.version = *Version::Parse("550.127.05");
+  inv.driver = UserDriverLayer{};
+  inv.driver.nvml_library_file = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01";
+  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2");
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_NE(r.first->observed.find("user-space library 535.183.01"), std::string::npos) << r.first->observed;
+}
+
 TEST(DoctorTest, KernelAndNvmlVersionsThatDifferAreAMismatchEvenWhenNvmlInitialises) {
   NodeInventory inv = HealthyNode();
   inv.kernel.version = *Version::Parse("580.82.07");
