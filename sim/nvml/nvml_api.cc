@@ -813,3 +813,20 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   delete set;
   return NVML_SUCCESS;
 }
+
+// Clock event (throttle) reasons: simulated GPUs run unthrottled (0 = no reason); a "clocks" fault
+// in the profile fails the call like the other clock queries.
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long* clocksEventReasons) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "clocks", &g)) return rc;
+  if (clocksEventReasons == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *clocksEventReasons = 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long* clocksThrottleReasons) {
+  return nvmlDeviceGetCurrentClocksEventReasons(device, clocksThrottleReasons);
+}

@@ -1,6 +1,7 @@
 #include "src/bench/bench.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"

@@ -73,7 +73,7 @@ GemmCheck CheckGemm(const std::vector<GemmSample>& samples, const GemmTolerance&
 inline constexpr double kGemmMeasuredFraction = 0.80;   // of a measured cuBLAS ceiling
 inline constexpr double kGemmDatasheetFraction = 0.60;  // of a datasheet dense tensor peak
 inline constexpr double kGemmFp32DatasheetFraction = 0.50;  // of the datasheet fp32 peak
-inline constexpr double kGemmOwnKernelFraction = 0.25;  // our WMMA kernel, of the same reference
+inline constexpr double kGemmOwnKernelFraction = 0.15;  // our WMMA kernel, of the same reference
 inline constexpr double kHbmMeasuredFraction = 0.80;    // of a measured copy ceiling
 inline constexpr double kHbmDatasheetFraction = 0.70;   // of the datasheet memory bandwidth
 inline constexpr double kPcieFraction = 0.70;           // of the link's theoretical rate per direction

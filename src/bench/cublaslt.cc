@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +32,7 @@ constexpr int kCudaR32F = 0, kCudaR16F = 2, kCudaR16BF = 14;
 constexpr int kDescTransA = 3, kDescTransB = 4;  // CUBLASLT_MATMUL_DESC_TRANSA/B
 constexpr int kPrefMaxWorkspace = 1;            // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 constexpr int kOpN = 0, kOpT = 1;
+constexpr int kMaxCandidates = 8;
 
 #define GPUNODE_CUBLASLT_FUNCTIONS(X)                                                             \
   X(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t*))                                          \
@@ -82,7 +84,8 @@ struct CublasLt::Impl {
     size_t workspace = 0;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulHeuristicResult_t> candidates;  // the heuristic's ranking
+    int chosen = 0;
   };
   std::optional<Plan> plan;
   void FreePlan() {
@@ -143,6 +146,14 @@ CublasLt::~CublasLt() {
   if (impl_->handle) impl_->cublasLtDestroy(impl_->handle);
 }
 
+int CublasLt::candidates() const {
+  return impl_->plan ? static_cast<int>(impl_->plan->candidates.size()) : 0;
+}
+
+void CublasLt::Choose(int i) {
+  if (impl_->plan && i >= 0 && i < static_cast<int>(impl_->plan->candidates.size())) impl_->plan->chosen = i;
+}
+
 std::string CublasLt::version() const {
   size_t v = impl_->cublasLtGetVersion();  // major*10000 + minor*100 + patch
   return absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
@@ -173,10 +184,10 @@ Status CublasLt::Matmul(GemmDtype in, GemmDtype out, int m, int n, int k, CUdevi
     GPUNODE_RETURN_IF_ERROR(LtCheck(I.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate"));
     uint64_t ws = workspace_bytes;
     I.cublasLtMatmulPreferenceSetAttribute(pref, kPrefMaxWorkspace, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t result{};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxCandidates);
     int found = 0;
-    cublasStatus_t s = I.cublasLtMatmulAlgoGetHeuristic(I.handle, q.desc, q.a, q.b, q.d, q.d, pref, 1,
-                                                        &result, &found);
+    cublasStatus_t s = I.cublasLtMatmulAlgoGetHeuristic(I.handle, q.desc, q.a, q.b, q.d, q.d, pref,
+                                                        kMaxCandidates, results.data(), &found);
     I.cublasLtMatmulPreferenceDestroy(pref);
     if (s != 0 || found == 0) {
       I.FreePlan();
@@ -184,14 +195,15 @@ Status CublasLt::Matmul(GemmDtype in, GemmDtype out, int m, int n, int k, CUdevi
                                                    GemmDtypeName(in), " ", m, "x", n, "x", k,
                                                    " (status ", s, ")"));
     }
-    q.algo = result.algo;
+    results.resize(found);
+    q.candidates = std::move(results);
   }
   const float alpha = 1.0f, beta = 0.0f;
   Impl::Plan& q = *I.plan;
   return LtCheck(I.cublasLtMatmul(I.handle, q.desc, &alpha, reinterpret_cast<const void*>(a), q.a,
                                   reinterpret_cast<const void*>(b), q.b, &beta,
                                   reinterpret_cast<const void*>(d), q.d, reinterpret_cast<void*>(d),
-                                  q.d, &q.algo, reinterpret_cast<void*>(workspace), workspace_bytes,
+                                  q.d, &q.candidates[q.chosen].algo, reinterpret_cast<void*>(workspace), workspace_bytes,
                                   stream),
                  "cublasLtMatmul");
 }

@@ -34,8 +34,13 @@ class CublasLt {
 
   // D (m x n, column-major, type `out`) = A^T * B where A is stored k x m and B k x n column-major
   // ("TN": both operands k-contiguous), fp32 accumulation, on `stream` in the current context.
-  // Chooses the heuristic's best algorithm once per shape and reuses it. `workspace` of
+  // Asks the heuristic once per shape and uses its first algorithm until Choose() picks another. `workspace` of
   // `workspace_bytes` is device memory owned by the caller.
+  // The algorithms the heuristic offered for the last shape (up to 8, best-ranked first) and the
+  // one Matmul uses; the caller may time each and Choose the fastest (autotuning).
+  int candidates() const;
+  void Choose(int i);
+
   Status Matmul(GemmDtype in, GemmDtype out, int m, int n, int k, CUdeviceptr a, CUdeviceptr b,
                 CUdeviceptr d, CUdeviceptr workspace, size_t workspace_bytes, CUstream stream);
 

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,7 +64,7 @@ class DeviceBuffer {
 class Device {
  public:
   static StatusOr<std::unique_ptr<Device>> Open(const CudaDriver& drv, int ordinal, std::string_view ptx) {
-    std::unique_ptr<Device> d(new Device(drv, ordinal));
+    std::unique_ptr<Device> d(new Device(drv));
     GPUNODE_CU(drv, cuDeviceGet, &d->dev_, ordinal);
     GPUNODE_CU(drv, cuDevicePrimaryCtxRetain, &d->ctx_, d->dev_);
     d->retained_ = true;
@@ -178,9 +180,8 @@ class Device {
   std::string cc() const { return absl::StrCat(cc_major_, ".", cc_minor_); }
 
  private:
-  Device(const CudaDriver& drv, int ordinal) : drv_(drv), ordinal_(ordinal) {}
+  explicit Device(const CudaDriver& drv) : drv_(drv) {}
   const CudaDriver& drv_;
-  int ordinal_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   bool retained_ = false;
@@ -364,6 +365,24 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
     }
     return ctx.cublas->Matmul(dtype, out, n, n, n, pa, pb, pd, workspace.get(), kWorkspace, dev.stream());
   };
+  std::string tuned;
+  if (!own_kernel) {  // autotune: time each algorithm the heuristic offers briefly, keep the fastest
+    GPUNODE_RETURN_IF_ERROR(op());
+    int candidates = ctx.cublas->candidates();
+    if (candidates > 1) {
+      int best = 0;
+      double best_rate = 0;
+      for (int i = 0; i < candidates && !g_stop.load(); ++i) {
+        ctx.cublas->Choose(i);
+        auto t = dev.TimeLoop(0.02, op);
+        if (!t.ok()) continue;  // an algorithm that fails to launch is just not chosen
+        double rate = t->iterations / t->seconds;
+        if (rate > best_rate) best_rate = rate, best = i;
+      }
+      ctx.cublas->Choose(best);
+      tuned = absl::StrCat(", algorithm ", best + 1, " of ", candidates, " offered (autotuned)");
+    }
+  }
   GPUNODE_ASSIGN_OR_RETURN(Device::Timed t, dev.TimeLoop(ctx.options.duration_s, op));
   m.iterations = t.iterations;
   m.seconds = t.seconds;
@@ -372,7 +391,7 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
   m.check = check;
   m.reference = GemmReference(model, dtype, own_kernel);
   m.detail = absl::StrCat(n, "x", n, "x", n, ", ", GemmDtypeName(dtype), " in, ", GemmDtypeName(out),
-                          " out, fp32 accumulate");
+                          " out, fp32 accumulate", tuned);
   m.verdict = Judge(m.value, m.reference);
   if (!check.ok()) {
     m.verdict = Verdict::kFail;
@@ -653,11 +672,9 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
   const auto wall_start = std::chrono::steady_clock::now();
   std::optional<std::string_view> ptx = EmbeddedPtx();
   GPUNODE_RETURN_IF_ERROR(KernelsAvailable(ptx));
-  GPUNODE_ASSIGN_OR_RETURN(const CeilingsTable* table, [&]() -> StatusOr<const CeilingsTable*> {
-    static StatusOr<CeilingsTable> t = BuiltinCeilings();
-    if (!t.ok()) return t.status();
-    return &*t;
-  }());
+  static const StatusOr<CeilingsTable> ceilings = BuiltinCeilings();
+  if (!ceilings.ok()) return ceilings.status();
+  const CeilingsTable* table = &*ceilings;
   if (inv.simulated_profile) {
     return absl::FailedPreconditionError(
         "bench needs real GPUs: a simulated node has no CUDA driver to run kernels on");

@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
+#include "src/bench/report.h"
 #include "src/node/inventory.h"
 #include "src/node/probe.h"
 
@@ -73,6 +74,13 @@ void PrintError(const std::string& message);
 void AddDoctorCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+
+// Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
+// progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails
+// when nothing can run (simulated node, no kernels, no libcuda, no GPU, bad --gpus index).
+StatusOr<bench::BenchReport> RunBenchOnSession(const NodeSession& session,
+                                               const bench::BenchOptions& options, bool progress);
 
 }  // namespace gpunode::cli
 

@@ -1,5 +1,7 @@
 // gpunode doctor: check every layer of the GPU stack, print the baseline card.
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "src/cli/common.h"
 #include "src/doctor/doctor.h"
@@ -9,6 +11,7 @@ namespace {
 
 struct DoctorOptions {
   bool no_cuda = false;
+  bool with_bench = false;
 };
 
 int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
@@ -29,12 +32,40 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
     return kExitUsage;
   }
   doctor::DoctorReport report = doctor::RunDoctor(*inv);
+  int code = doctor::ExitCode(report);
+  // --with-bench: the default bench, merged into the baseline card (JSON: baseline.bench).
+  std::optional<StatusOr<bench::BenchReport>> bench_report;
+  if (opts.with_bench) {
+    bench::BenchOptions bench_options;
+    bench_options.tests.assign(std::begin(bench::kAllTests), std::end(bench::kAllTests));
+    bench_report = RunBenchOnSession(**session, bench_options, *format == OutputFormat::kTable);
+    if (!bench_report->ok()) {
+      code = std::max(code, 2);
+    } else {
+      code = std::max(code, bench::ExitCode(**bench_report));
+    }
+  }
   if (*format == OutputFormat::kTable) {
     std::cout << doctor::RenderText(report, UseColor(global));
+    if (bench_report) {
+      std::cout << "\nBench (baseline card)\n";
+      if (bench_report->ok()) {
+        std::cout << bench::RenderText(**bench_report, UseColor(global));
+      } else {
+        std::cout << "  bench could not run: " << bench_report->status().message() << "\n";
+      }
+    }
   } else {
-    PrintDocument(doctor::ToJson(report), *format);
+    nlohmann::ordered_json doc = doctor::ToJson(report);
+    if (bench_report) {
+      doc["baseline"]["bench"] = bench_report->ok()
+                                     ? bench::CardSummary(**bench_report)
+                                     : nlohmann::ordered_json{{"verdict", "error"},
+                                                              {"error", std::string(bench_report->status().message())}};
+    }
+    PrintDocument(doc, *format);
   }
-  return doctor::ExitCode(report);
+  return code;
 }
 
 }  // namespace
@@ -46,6 +77,8 @@ void AddDoctorCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Check every layer of the GPU stack (PCI, kernel module, NVML/libcuda, toolkit, container runtime,\n"
       "kubelet), print the node's baseline card, and say which layer is broken and what to do first.");
   cmd->add_flag("--no-cuda", opts->no_cuda, "Skip cuInit (the slowest step); libcuda's version is still read");
+  cmd->add_flag("--with-bench", opts->with_bench,
+                "Also run `gpunode bench` (default tests) and add its results to the baseline card");
   cmd->footer(
       "Each layer is ok, warn, fail or skip (a layer this node does not have, e.g. no kubelet).\n"
       "Exit codes: 0 all ok, 1 a warning, 2 a failure, 3 usage error.\n"

@@ -217,7 +217,11 @@ typedef enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, N
     (nvmlDevice_t device, unsigned long long* eventTypes))                                        \
   X(nvmlReturn_t, nvmlEventSetWait_v2,                                                            \
     (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
-  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
+  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))                                        \
+  X(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,                                         \
+    (nvmlDevice_t device, unsigned long long* clocksEventReasons))                                 \
+  X(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons,                                      \
+    (nvmlDevice_t device, unsigned long long* clocksThrottleReasons))
 
 // libcuda: the driver API calls gpunode makes (CUresult is an int enum).
 typedef int CUresult;

@@ -1,0 +1,77 @@
+// The real gpunode binary's `bench` front end without a GPU: flag errors exit 3 naming the flag;
+// a missing libcuda and a simulated node are clear errors, not crashes.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result RunGpunode(const std::string& args) {
+  std::string cmd = std::string(GPUNODE_BIN_DIR) + "/gpunode " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(BenchCliTest, UnknownTestExitsThreeNamingTheFlag) {
+  Result r = RunGpunode("bench --tests gemm,flops");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--tests: unknown test 'flops'"));
+}
+
+TEST(BenchCliTest, BadGpusExitsThreeNamingTheFlag) {
+  Result r = RunGpunode("bench --gpus 0,x");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--gpus: 'x' is not a GPU index"));
+}
+
+TEST(BenchCliTest, NegativeDurationExitsThreeNamingTheFlag) {
+  Result r = RunGpunode("bench --duration -2");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--duration"));
+}
+
+TEST(BenchCliTest, MissingLibcudaIsAClearError) {
+#ifdef GPUNODE_TEST_EXPECT_PTX
+  Result r = RunGpunode("--cuda-library /nonexistent/libcuda.so.1 bench --tests hbm");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("load /nonexistent/libcuda.so.1"));
+  EXPECT_THAT(r.out, HasSubstr("libcuda.so.1"));
+#else
+  Result r = RunGpunode("bench");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("built without nvcc"));
+#endif
+}
+
+TEST(BenchCliTest, SimulatedNodeCannotBench) {
+  Result r = RunGpunode("--simulate dgx-h200 bench");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, ::testing::AnyOf(HasSubstr("bench needs real GPUs"), HasSubstr("built without nvcc")));
+}
+
+TEST(BenchCliTest, HelpListsTheFlags) {
+  Result r = RunGpunode("bench --help");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  for (const char* flag : {"--tests", "--gpus", "--duration", "--force"}) EXPECT_THAT(r.out, HasSubstr(flag));
+}
+
+}  // namespace

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# ctest label "gpu": runs `gpunode bench -o json` on a real GPU and checks the document's shape.
+# Usage: bench_gpu_test.sh PATH/TO/gpunode
+set -euo pipefail
+bin=${1:?usage: $0 gpunode}
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+set +e
+"$bin" bench -q --duration 0.5 -o json > "$out"
+rc=$?
+set -e
+[ "$rc" -le 2 ] || { echo "gpunode bench exited $rc"; cat "$out"; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["apiVersion"] == "gpunode/v1" and d["kind"] == "BenchReport", d.get("kind")
+assert d["gpus"], "no GPU in the report"
+for g in d["gpus"]:
+    if "skipReason" in g:
+        continue
+    tests = {t["test"]: t for t in g["tests"]}
+    assert set(tests) >= {"gemm", "hbm", "pcie", "memtest"}, tests.keys()
+    for t in tests.values():
+        for r in t["results"]:
+            assert r["verdict"] in ("pass", "fail", "no-ceiling", "error"), r
+            assert r["unit"] in ("TFLOP/s", "GB/s"), r
+    for r in tests["gemm"]["results"]:
+        assert r.get("check", {}).get("ok") is True, r
+    assert g["telemetry"]["samples"] > 0, g["telemetry"]
+print("ok:", d["verdict"], [(g["index"], g["verdict"]) for g in d["gpus"]])
+PY

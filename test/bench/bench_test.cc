@@ -1,0 +1,325 @@
+// Unit tests of gpunode bench's pure parts: the ceilings table, verdicts, the GEMM result checker,
+// option parsing, and the "no libcuda" / "no kernels" paths. No GPU needed.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/bench/bench.h"
+#include "src/bench/ceilings.h"
+#include "src/bench/cuda_driver.h"
+#include "src/bench/report.h"
+
+namespace gpunode::bench {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CeilingsTest, BuiltinTableLoadsAndEveryValueIsSourced) {
+  auto table = BuiltinCeilings();
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_GE(table->models.size(), 10u);
+  for (const ModelCeilings& m : table->models) {
+    for (const auto* v : {&m.bf16_tflops, &m.fp16_tflops, &m.fp32_tflops, &m.memory_gbps, &m.pcie_gen,
+                          &m.pcie_width, &m.measured_bf16_tflops, &m.measured_copy_gbps}) {
+      if (!*v) continue;
+      EXPECT_FALSE((*v)->source.empty()) << m.id;
+      EXPECT_THAT((std::vector<std::string>{"high", "medium", "low"}), ::testing::Contains((*v)->confidence)) << m.id;
+    }
+    EXPECT_TRUE(m.fp32_tflops && m.memory_gbps && m.pcie_gen && m.pcie_width) << m.id << " lacks a basic ceiling";
+  }
+}
+
+TEST(CeilingsTest, RequiredModelsArePresent) {
+  auto table = BuiltinCeilings();
+  ASSERT_TRUE(table.ok());
+  for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-40GB",
+                           "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA L4", "Tesla T4", "NVIDIA B200"}) {
+    EXPECT_NE(table->Find(name), nullptr) << name;
+  }
+}
+
+TEST(CeilingsTest, LookupByNvmlNameIsExactButCaseInsensitive) {
+  auto table = BuiltinCeilings();
+  ASSERT_TRUE(table.ok());
+  const ModelCeilings* h200 = table->Find("NVIDIA H200");
+  ASSERT_NE(h200, nullptr);
+  EXPECT_EQ(h200->id, "h200-sxm");
+  ASSERT_TRUE(h200->measured_bf16_tflops);
+  EXPECT_DOUBLE_EQ(h200->measured_bf16_tflops->value, 790);
+  ASSERT_TRUE(h200->measured_copy_gbps);
+  EXPECT_DOUBLE_EQ(h200->measured_copy_gbps->value, 4300);
+  EXPECT_EQ(table->Find("  nvidia h200 "), h200);
+  EXPECT_EQ(table->Find("NVIDIA H200 NVL")->id, "h200-nvl");  // not the SXM part
+  EXPECT_EQ(table->Find("NVIDIA H100 80GB HBM3")->id, "h100-sxm");
+  EXPECT_EQ(table->Find("NVIDIA GeForce RTX 4090"), nullptr);
+  EXPECT_FALSE(table->Find("Tesla T4")->bf16_tflops);  // Turing has no bf16
+}
+
+TEST(CeilingsTest, RejectsAValueWithoutSource) {
+  auto t = ParseCeilings(R"(models:
+  - id: x
+    names: ["X"]
+    bf16_tflops: {value: 10, confidence: high}
+)");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("model x: bf16_tflops: missing source"));
+}
+
+TEST(CeilingsTest, RejectsANameClaimedTwiceAndBadYaml) {
+  auto t = ParseCeilings(R"(models:
+  - {id: a, names: ["X"]}
+  - {id: b, names: ["x"]}
+)");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("belongs to two models"));
+  EXPECT_FALSE(ParseCeilings("models: [").ok());
+  EXPECT_FALSE(ParseCeilings("other: 1").ok());
+}
+
+TEST(VerdictTest, GemmUsesMeasuredCeilingWhenKnown) {
+  auto table = BuiltinCeilings();
+  const ModelCeilings* h200 = table->Find("NVIDIA H200");
+  auto ref = GemmReference(h200, GemmDtype::kBf16, false);
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->kind, "measured");
+  EXPECT_DOUBLE_EQ(ref->value, 790);
+  EXPECT_EQ(Judge(0.80 * 790, ref), Verdict::kPass);
+  EXPECT_EQ(Judge(0.79 * 790, ref), Verdict::kFail);
+  // fp16 has no measured ceiling: datasheet at 0.60.
+  auto fp16 = GemmReference(h200, GemmDtype::kFp16, false);
+  EXPECT_EQ(fp16->kind, "datasheet");
+  EXPECT_DOUBLE_EQ(fp16->fraction, kGemmDatasheetFraction);
+  // Our own kernel is judged at 0.15 of the same reference.
+  auto own = GemmReference(h200, GemmDtype::kBf16, true);
+  EXPECT_EQ(Judge(0.2 * 790, own), Verdict::kPass);
+  EXPECT_EQ(Judge(0.1 * 790, own), Verdict::kFail);
+}
+
+TEST(VerdictTest, UnknownModelHasNoCeiling) {
+  EXPECT_FALSE(GemmReference(nullptr, GemmDtype::kBf16, false));
+  EXPECT_FALSE(HbmReference(nullptr));
+  EXPECT_EQ(Judge(123, std::nullopt), Verdict::kNoCeiling);
+  // The PCIe link still gives a reference for an unknown model.
+  auto p = PcieReference(nullptr, 4u, 16u);
+  ASSERT_TRUE(p);
+  EXPECT_NEAR(p->value, 31.5, 0.1);
+}
+
+TEST(VerdictTest, HbmAndPcieThresholds) {
+  auto table = BuiltinCeilings();
+  const ModelCeilings* h200 = table->Find("NVIDIA H200");
+  auto hbm = HbmReference(h200);
+  ASSERT_TRUE(hbm);
+  EXPECT_DOUBLE_EQ(hbm->value, 4300);
+  EXPECT_EQ(Judge(3500, hbm), Verdict::kPass);
+  EXPECT_EQ(Judge(3000, hbm), Verdict::kFail);
+  auto h100 = HbmReference(table->Find("NVIDIA H100 80GB HBM3"));
+  EXPECT_EQ(h100->kind, "datasheet");
+  EXPECT_DOUBLE_EQ(h100->fraction, kHbmDatasheetFraction);
+
+  EXPECT_NEAR(PcieTheoreticalGBps(5, 16), 63.0, 0.05);
+  EXPECT_NEAR(PcieTheoreticalGBps(3, 16), 15.75, 0.05);
+  EXPECT_NEAR(PcieTheoreticalGBps(1, 1), 0.25, 1e-9);
+  EXPECT_EQ(PcieTheoreticalGBps(9, 16), 0);
+  // A Gen5 card in a Gen4 slot is judged against Gen4; the model's width wins.
+  auto pcie = PcieReference(h200, 4u, 16u);
+  EXPECT_NEAR(pcie->value, 31.5, 0.1);
+  EXPECT_EQ(pcie->kind, "link Gen4 x16");
+  auto full = PcieReference(h200, 5u, 16u);
+  EXPECT_EQ(Judge(52, full), Verdict::kPass);
+  EXPECT_EQ(Judge(40, full), Verdict::kFail);
+  EXPECT_FALSE(PcieReference(nullptr, std::nullopt, std::nullopt));
+}
+
+std::vector<GemmSample> GoodSamples() {
+  std::vector<GemmSample> s;
+  for (int i = 0; i < 64; ++i) {
+    float ref = std::sin(i) * 30.0f;
+    float got = ref * (1.0f + 1.0f / 512);  // within bf16 output rounding
+    s.push_back({i, 2 * i, ref, 2000.0f, got});
+  }
+  return s;
+}
+
+TEST(GemmCheckTest, AcceptsResultsWithinBf16Rounding) {
+  GemmCheck c = CheckGemm(GoodSamples(), ToleranceFor(GemmDtype::kBf16, GemmDtype::kBf16));
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(c.mismatches, 0);
+  EXPECT_LE(c.worst_ratio, 1.0);
+}
+
+TEST(GemmCheckTest, AWrongResultFails) {
+  auto s = GoodSamples();
+  s[17].got = s[17].ref + 8.0f;  // e.g. a flipped high mantissa bit
+  GemmCheck c = CheckGemm(s, ToleranceFor(GemmDtype::kBf16, GemmDtype::kBf16));
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.mismatches, 1);
+  EXPECT_THAT(c.first_mismatch, HasSubstr("D[17,34]"));
+}
+
+TEST(GemmCheckTest, NanAndZerosFail) {
+  auto s = GoodSamples();
+  s[3].got = std::nanf("");
+  EXPECT_FALSE(CheckGemm(s, ToleranceFor(GemmDtype::kFp16, GemmDtype::kFp16)).ok());
+  auto z = GoodSamples();
+  for (auto& e : z) e.got = 0;  // a card that writes nothing
+  EXPECT_GT(CheckGemm(z, ToleranceFor(GemmDtype::kBf16, GemmDtype::kFp32)).mismatches, 50);
+  EXPECT_FALSE(CheckGemm({}, ToleranceFor(GemmDtype::kBf16, GemmDtype::kBf16)).ok());  // nothing checked
+}
+
+TEST(GemmCheckTest, Fp32ToleranceIsTighterThanBf16) {
+  auto f32 = ToleranceFor(GemmDtype::kFp32, GemmDtype::kFp32);
+  auto bf = ToleranceFor(GemmDtype::kBf16, GemmDtype::kBf16);
+  EXPECT_LT(f32.out_rel, bf.out_rel);
+  EXPECT_LT(f32.acc_rel, bf.acc_rel);
+  auto s = GoodSamples();  // off by 2^-9 relative: fine for bf16, wrong for fp32
+  EXPECT_FALSE(CheckGemm(s, f32).ok());
+}
+
+TEST(OptionsTest, ParsesTests) {
+  auto all = ParseTests("all");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 5u);
+  auto two = ParseTests("hbm, gemm,hbm");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<TestKind>{TestKind::kGemm, TestKind::kHbm}));  // canonical order, no dups
+  auto bad = ParseTests("gemm,flops");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--tests: unknown test 'flops'"));
+}
+
+TEST(OptionsTest, ParsesGpus) {
+  auto all = ParseGpus("all");
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE(all->has_value());
+  auto some = ParseGpus("0,2,2");
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(**some, (std::vector<unsigned>{0, 2}));
+  for (const char* bad : {"x", "-1", "0,", "1.5", "99999"}) {
+    auto r = ParseGpus(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("--gpus")) << bad;
+  }
+}
+
+TEST(OptionsTest, ValidatesDuration) {
+  EXPECT_TRUE(ValidateDuration(1.5).ok());
+  for (double bad : {-1.0, 0.0, 601.0, std::nan("")}) {
+    Status s = ValidateDuration(bad);
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()), HasSubstr("--duration"));
+  }
+}
+
+TEST(KernelsTest, NoPtxMeansBenchIsUnavailableWithAClearMessage) {
+  Status s = KernelsAvailable(std::nullopt);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("built without nvcc"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("-DGPUNODE_NVCC=ON"));
+  EXPECT_FALSE(KernelsAvailable(std::string_view("not ptx")).ok());
+  EXPECT_TRUE(KernelsAvailable(std::string_view(".visible .entry k()")).ok());
+}
+
+TEST(KernelsTest, EmbeddedPtxMatchesTheBuild) {
+#ifdef GPUNODE_TEST_EXPECT_PTX
+  ASSERT_TRUE(EmbeddedPtx().has_value());
+  EXPECT_TRUE(KernelsAvailable(EmbeddedPtx()).ok());
+  for (const char* k : {"gpunode_gemm_bf16", "gpunode_gemm_check", "gpunode_triad", "gpunode_memtest_verify"}) {
+    EXPECT_NE(EmbeddedPtx()->find(k), std::string_view::npos) << k;
+  }
+#else
+  EXPECT_FALSE(EmbeddedPtx().has_value());
+#endif
+}
+
+TEST(CudaDriverTest, MissingLibraryIsAClearError) {
+  auto drv = CudaDriver::Open("/nonexistent/libcuda.so.1");
+  ASSERT_FALSE(drv.ok());
+  EXPECT_EQ(drv.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(drv.status().message()), HasSubstr("load /nonexistent/libcuda.so.1"));
+}
+
+TEST(CudaDriverTest, SimulatedLibraryIsNotAFullDriver) {
+  const char* sim = std::getenv("GPUNODE_SIM_LIBRARY");
+  if (sim == nullptr) GTEST_SKIP() << "GPUNODE_SIM_LIBRARY not set";
+  auto drv = CudaDriver::Open(sim);
+  ASSERT_FALSE(drv.ok());
+  EXPECT_EQ(drv.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(drv.status().message()), HasSubstr("not a full CUDA driver"));
+}
+
+TEST(ClockEventsTest, NamesBitsAndFlagsLimits) {
+  EXPECT_THAT(ClockEventReasonNames(0x1 | 0x4), ::testing::ElementsAre("GpuIdle", "SwPowerCap"));
+  EXPECT_THAT(ClockEventReasonNames(0x1000), ::testing::ElementsAre("0x1000"));
+  EXPECT_TRUE(IsPerformanceLimiting(0x4));
+  EXPECT_TRUE(IsPerformanceLimiting(0x40));
+  EXPECT_FALSE(IsPerformanceLimiting(0x1 | 0x2));
+}
+
+TEST(BusIdTest, NormalizesNvmlAndCudaForms) {
+  EXPECT_EQ(NormalizeBusId("00000000:18:00.0"), "0000:18:00.0");
+  EXPECT_EQ(NormalizeBusId("0000:9A:00.0"), "0000:9a:00.0");
+  EXPECT_EQ(NormalizeBusId("1:02:00.0"), "0001:02:00.0");
+}
+
+BenchReport SampleReport() {
+  BenchReport r;
+  r.hostname = "node1";
+  r.options.tests = {TestKind::kGemm};
+  r.cuda_driver_version = 13000;
+  GpuResult g;
+  g.index = 0;
+  g.name = "NVIDIA H200";
+  g.ceiling_model = "h200-sxm";
+  TestResult t;
+  t.test = TestKind::kGemm;
+  Measurement m{"bf16", "cublasLt 13.0.0", 750, "TFLOP/s"};
+  m.reference = Reference{790, "measured", "here", 0.8};
+  m.verdict = Verdict::kPass;
+  t.measurements.push_back(m);
+  t.verdict = Verdict::kPass;
+  g.tests.push_back(t);
+  r.gpus.push_back(g);
+  return r;
+}
+
+TEST(ReportTest, RollsUpAndRendersJson) {
+  BenchReport r = SampleReport();
+  Finalize(r);
+  EXPECT_EQ(r.verdict, Verdict::kPass);
+  EXPECT_EQ(ExitCode(r), 0);
+  auto j = ToJson(r);
+  EXPECT_EQ(j["apiVersion"], "gpunode/v1");
+  EXPECT_EQ(j["kind"], "BenchReport");
+  EXPECT_EQ(j["gpus"][0]["tests"][0]["results"][0]["ceiling"]["passAt"], 632);
+  EXPECT_EQ(j["gpus"][0]["tests"][0]["results"][0]["fractionOfCeiling"], 0.949);
+  EXPECT_THAT(RenderText(r, false), HasSubstr("verdict: pass"));
+  EXPECT_EQ(CardSummary(r)["gpus"][0]["results"]["gemm.bf16"]["value"], 750);
+
+  r.gpus[0].tests[0].verdict = Verdict::kFail;
+  Finalize(r);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(ExitCode(r), 2);
+}
+
+TEST(ReportTest, SkippedBusyGpuAndUnknownModel) {
+  BenchReport r = SampleReport();
+  r.gpus[0].tests[0].verdict = Verdict::kNoCeiling;
+  Finalize(r);
+  EXPECT_EQ(r.verdict, Verdict::kNoCeiling);
+  EXPECT_EQ(ExitCode(r), 0);
+  GpuResult busy;
+  busy.index = 1;
+  busy.skipped = true;
+  busy.skip_reason = "busy: 1 compute process(es)";
+  r.gpus.push_back(busy);
+  Finalize(r);
+  EXPECT_EQ(r.verdict, Verdict::kSkipped);
+  EXPECT_EQ(ExitCode(r), 1);
+  EXPECT_THAT(RenderText(r, false), HasSubstr("busy: 1 compute process"));
+}
+
+}  // namespace
+}  // namespace gpunode::bench
