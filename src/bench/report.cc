@@ -46,6 +46,10 @@ ordered_json MeasurementJson(const Measurement& m) {
                   {"ok", m.check->ok()}};
     if (!m.check->first_mismatch.empty()) j["check"]["firstMismatch"] = m.check->first_mismatch;
   }
+  if (m.burst) {
+    j["burst"] = Round(*m.burst, 2);
+    if (m.reference) j["burstFractionOfCeiling"] = Round(*m.burst / m.reference->value, 3);
+  }
   j["iterations"] = m.iterations;
   j["timedSeconds"] = Round(m.seconds, 3);
   j["detail"] = m.detail;
@@ -111,6 +115,11 @@ void RenderTest(std::string& out, const TestResult& t, bool color) {
     }
     std::string note = m.detail;
     if (m.check && m.check->ok()) note = absl::StrCat("check ", m.check->samples, "/", m.check->samples, " ok; ", note);
+    if (m.burst) {
+      note = absl::StrCat(absl::StrFormat("burst %.1f %s", *m.burst, m.unit),
+                          m.reference ? absl::StrFormat(" (%.0f%%)", 100 * *m.burst / m.reference->value) : "",
+                          "; ", note);
+    }
     absl::StrAppendFormat(&out, "  %-8s %-26s %16s %22s %5s  %s %s\n", TestName(t.test), what, value,
                           ceiling, pct, Badge(m.verdict, color), note);
   }

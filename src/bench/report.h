@@ -24,6 +24,10 @@ struct Measurement {
   std::optional<GemmCheck> check;  // GEMM result check
   int64_t iterations = 0;
   double seconds = 0;   // timed GPU seconds
+  // GEMM only: ten products right after three warm-ups, timed as one, before the autotuning and
+  // the sustained loop (how the reference ceiling of 790 TFLOP/s was measured: before the power
+  // cap lowers the clocks). `value` is the sustained rate over --duration; the verdict uses it.
+  std::optional<double> burst;
   std::string detail;   // size, what was tested, why it failed
 };
 
