@@ -4,4 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpubundle
-../shared/tools/bundle-for-gpu.sh .gpubundle build/bin/gpunode
+progs=(build/bin/gpunode)
+[ -x build/bin/nvml_call_costs ] && progs+=(build/bin/nvml_call_costs)
+../shared/tools/bundle-for-gpu.sh .gpubundle "${progs[@]}"
+strip .gpubundle/bin/*

@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "sim/support/profile.h"
 #include "sim/support/str.h"
+#include "src/container/ldcache.h"
 #include "src/base/version.h"
 
 namespace gpunode::sim {
@@ -240,6 +242,44 @@ std::string KernelLog(const NodeProfile& p) {
   return s;
 }
 
+// The driver's user-space libraries as small plain files, their SONAME symlinks, and an
+// etc/ld.so.cache (new format) that lists them, plus a few other entries a real cache has
+// (libc, a 32-bit libcuda) so that readers must filter.
+Status WriteDriverLibraries(TreeWriter& w, const std::string& version) {
+  const std::string dir = "/usr/lib/x86_64-linux-gnu";
+  struct Lib {
+    const char* name;
+    std::string soname;  // empty: the versioned file name itself
+  };
+  const std::vector<Lib> libs = {
+      {"libcuda.so", "libcuda.so.1"},
+      {"libcudadebugger.so", "libcudadebugger.so.1"},
+      {"libnvidia-ml.so", "libnvidia-ml.so.1"},
+      {"libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1"},
+      {"libnvidia-nvvm.so", "libnvidia-nvvm.so.4"},
+      {"libnvidia-gpucomp.so", ""},
+      {"libnvidia-allocator.so", "libnvidia-allocator.so.1"},
+      {"libnvidia-cfg.so", "libnvidia-cfg.so.1"},
+      {"libnvidia-opencl.so", "libnvidia-opencl.so.1"},
+      {"libnvidia-encode.so", "libnvidia-encode.so.1"},
+      {"libnvcuvid.so", "libnvcuvid.so.1"},
+  };
+  constexpr int32_t kX8664Libc6 = container::kLdFlagX8664Lib64 | container::kLdFlagElfLibc6;
+  std::vector<container::LdCacheEntry> entries;
+  for (const Lib& lib : libs) {
+    const std::string file = str::Cat(lib.name, ".", version);
+    GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/", file), str::Cat("simulated ", file, "\n")));
+    std::string soname = lib.soname.empty() ? file : lib.soname;
+    if (soname != file) GPUNODE_RETURN_IF_ERROR(w.Link(str::Cat(dir, "/", soname), file));
+    entries.push_back({soname, kX8664Libc6, str::Cat(dir, "/", soname), 0});
+  }
+  const std::string vdpau = str::Cat("libvdpau_nvidia.so.", version);
+  GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/vdpau/", vdpau), str::Cat("simulated ", vdpau, "\n")));
+  entries.push_back({"libc.so.6", kX8664Libc6, dir + "/libc.so.6", 0});
+  entries.push_back({"libcuda.so.1", container::kLdFlagElfLibc6, "/usr/lib/i386-linux-gnu/libcuda.so.1", 0});
+  return w.File("etc/ld.so.cache", container::EncodeLdCache(entries));
+}
+
 }  // namespace
 
 Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
@@ -280,21 +320,35 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
          {"dev/nvidiactl", "dev/nvidia-uvm", "dev/nvidia-uvm-tools", "dev/nvidia-modeset"}) {
       GPUNODE_RETURN_IF_ERROR(w.File(node, ""));
     }
+    // MIG capabilities: /dev/nvidia-caps/nvidia-cap<N> and the driver's table of N
+    // (proc/driver/nvidia-caps/mig-minors: "config 1", "gpu0/gi2/access 3", "gpu0/gi2/ci0/access 4").
     unsigned cap = 1;
     bool any_mig = false;
+    std::string mig_minors;
+    std::set<std::string> named;
+    auto add_cap = [&](const std::string& name) -> Status {
+      if (!named.insert(name).second) return absl::OkStatus();
+      str::Append(&mig_minors, name, " ", cap, "\n");
+      return w.File(str::Cat("dev/nvidia-caps/nvidia-cap", cap++), "");
+    };
     for (const Gpu& g : p.gpus) {
       if (!g.mig.enabled) continue;
       if (!any_mig) {
         any_mig = true;
-        GPUNODE_RETURN_IF_ERROR(w.File("dev/nvidia-caps/nvidia-cap1", ""));  // mig config
-        GPUNODE_RETURN_IF_ERROR(w.File("dev/nvidia-caps/nvidia-cap2", ""));  // mig monitor
-        cap = 3;
+        GPUNODE_RETURN_IF_ERROR(add_cap("config"));   // nvidia-cap1
+        GPUNODE_RETURN_IF_ERROR(add_cap("monitor"));  // nvidia-cap2
       }
-      for (size_t i = 0; i < g.mig.devices.size(); ++i) {
+      for (const MigDevice& d : g.mig.devices) {
         // One capability for the GPU instance and one for the compute instance.
-        GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("dev/nvidia-caps/nvidia-cap", cap++), ""));
-        GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("dev/nvidia-caps/nvidia-cap", cap++), ""));
+        const std::string gi = str::Cat("gpu", g.minor, "/gi", d.gpu_instance_id);
+        GPUNODE_RETURN_IF_ERROR(add_cap(gi + "/access"));
+        GPUNODE_RETURN_IF_ERROR(add_cap(str::Cat(gi, "/ci", d.compute_instance_id, "/access")));
       }
+    }
+    if (any_mig) GPUNODE_RETURN_IF_ERROR(w.File("proc/driver/nvidia-caps/mig-minors", mig_minors));
+    // The GSP firmware that comes with the module.
+    for (const char* fw : {"gsp_ga10x.bin", "gsp_tu10x.bin"}) {
+      GPUNODE_RETURN_IF_ERROR(w.File(str::Cat("lib/firmware/nvidia/", m.version, "/", fw), "simulated firmware\n"));
     }
   } else if (p.host.nouveau_loaded) {
     gpu_driver = "nouveau";
@@ -357,6 +411,7 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
   if (p.host.nvidia_utils && !p.driver.version.empty()) {
     GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", ""));
   }
+  if (!p.driver.version.empty()) GPUNODE_RETURN_IF_ERROR(WriteDriverLibraries(w, p.driver.version));
   for (const auto& [path, content] : p.host.files) GPUNODE_RETURN_IF_ERROR(w.File(path, content));
   for (const auto& path : p.host.empty_files) GPUNODE_RETURN_IF_ERROR(w.File(path, ""));
   return absl::OkStatus();

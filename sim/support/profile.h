@@ -237,7 +237,10 @@ StatusOr<NodeProfile> ParseProfile(std::string_view text, std::string_view origi
 StatusOr<NodeProfile> LoadProfileFile(const std::string& path);
 
 // Writes the fixture host root of `profile` under `dir` (created when missing): procfs, sysfs,
-// /dev entries as plain empty files, the CUDA toolkit's version.json, host.files and
+// /dev entries as plain empty files (and proc/driver/nvidia-caps/mig-minors for MIG), the driver's
+// user-space libraries as small plain files with their SONAME links under
+// usr/lib/x86_64-linux-gnu plus an etc/ld.so.cache listing them, the GSP firmware folder
+// lib/firmware/nvidia/<module version>/, the CUDA toolkit's version.json, host.files and
 // host.empty_files. Works as non-root; existing files are overwritten. Paths that would escape
 // `dir` are rejected with InvalidArgument.
 Status WriteHostRoot(const NodeProfile& profile, const std::string& dir);

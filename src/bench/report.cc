@@ -210,10 +210,16 @@ ordered_json ToJson(const BenchReport& r) {
 
 std::string RenderText(const BenchReport& r, bool color) {
   std::string out;
-  absl::StrAppendFormat(&out, "gpunode bench on %s: driver %s (CUDA %d.%d), GEMM via %s\n", r.hostname,
+  bool ran_gemm = false;
+  for (const GpuResult& g : r.gpus) {
+    for (const TestResult& t : g.tests) ran_gemm |= t.test == TestKind::kGemm;
+  }
+  absl::StrAppendFormat(&out, "gpunode bench on %s: driver %s (CUDA %d.%d)%s\n", r.hostname,
                         r.driver_version.empty() ? "?" : r.driver_version, r.cuda_driver_version / 1000,
                         (r.cuda_driver_version % 1000) / 10,
-                        r.gemm_library.empty() ? "gpunode's own kernels" : r.gemm_library);
+                        !ran_gemm ? ""
+                        : r.gemm_library.empty() ? ", GEMM via gpunode's own kernels"
+                                                 : ", GEMM via " + r.gemm_library);
   if (!r.gemm_library_note.empty()) absl::StrAppend(&out, "  (", r.gemm_library_note, ")\n");
   for (const GpuResult& g : r.gpus) {
     absl::StrAppendFormat(&out, "\nGPU %u  %s  %s  ceilings: %s\n", g.index, g.name, g.bus_id,

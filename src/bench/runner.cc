@@ -794,7 +794,10 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
       continue;
     }
     r.compute_capability = (*dev)->cc();
-    if (want_gemm && !cublas && ctx.cublas_name.empty()) {  // after a context exists
+    // A cuBLASLt handle belongs to the device that was current when it was made (a handle made on
+    // GPU 0 fails its bf16/fp16 matmuls on GPU 1 with status 13, seen on a 2x H200): one per GPU,
+    // made after this GPU's context is current.
+    if (want_gemm && ctx.cublas_name != "none") {
       auto lt = CublasLt::Open();
       if (lt.ok()) {
         cublas = std::move(*lt);
@@ -830,6 +833,8 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
       r.tests.push_back(std::move(tr));
     }
     r.telemetry = sampler.Take();
+    ctx.cublas = nullptr;
+    cublas.reset();  // while this GPU's context is still current
     devices.push_back(std::move(*dev));
     ran.emplace_back(&r, devices.back().get());
   }

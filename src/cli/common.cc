@@ -130,6 +130,7 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& op
   std::string nvml = options.nvml_library.empty() ? Env("GPUNODE_NVML_LIBRARY") : options.nvml_library;
   std::string cuda = options.cuda_library.empty() ? Env("GPUNODE_CUDA_LIBRARY") : options.cuda_library;
   if (!nvml.empty()) s->probe_options_.nvml_library = nvml;
+
   if (!cuda.empty()) s->probe_options_.cuda_library = cuda;
   return s;
 }

@@ -26,6 +26,7 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
     return kExitUsage;
   }
   (*session)->probe_options().init_cuda = !opts.no_cuda;
+  (*session)->probe_options().live_metrics = false;  // no check reads them; ~5 ms per GPU
   auto inv = (*session)->Inventory();
   if (!inv.ok()) {
     PrintError(inv.status());

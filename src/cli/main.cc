@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
       "  gpunode --simulate dgx-h200 doctor     the same on a simulated 8x H200 node\n"
       "  gpunode compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
       "  gpunode bench                          measure each GPU against its model's ceilings\n"
+      "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
       "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.");
 
   int exit_code = kExitOk;
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   AddCompatCommand(app, global, &exit_code);
   AddSimCommand(app, global, &exit_code);
   AddBenchCommand(app, global, &exit_code);
+  AddCdiCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -47,7 +47,7 @@ std::string NormalizeBusId(absl::string_view bus_id) {
   return id;
 }
 
-StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
+StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuReadOptions& options) {
   GPUNODE_ASSIGN_OR_RETURN(nvmlDevice_t dev, nvml.DeviceHandle(index));
   const NvmlLibrary::Functions& f = nvml.fn();
   GpuInfo info;
@@ -149,7 +149,8 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
 
   if (f.nvmlDeviceGetTemperature &&
       r.Ok(f.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &u), "nvmlDeviceGetTemperature")) info.temperature_c = u;
-  if (f.nvmlDeviceGetPowerUsage && r.Ok(f.nvmlDeviceGetPowerUsage(dev, &u), "nvmlDeviceGetPowerUsage")) {
+  if (options.live_metrics && f.nvmlDeviceGetPowerUsage &&
+      r.Ok(f.nvmlDeviceGetPowerUsage(dev, &u), "nvmlDeviceGetPowerUsage")) {
     info.power_usage_w = u / 1000.0;
   }
   if (f.nvmlDeviceGetPowerManagementLimit &&
@@ -160,14 +161,16 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
       r.Ok(f.nvmlDeviceGetEnforcedPowerLimit(dev, &u), "nvmlDeviceGetEnforcedPowerLimit")) {
     info.power_enforced_limit_w = u / 1000.0;
   }
-  if (f.nvmlDeviceGetClockInfo && r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &u), "nvmlDeviceGetClockInfo(SM)")) {
+  if (options.live_metrics && f.nvmlDeviceGetClockInfo &&
+      r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &u), "nvmlDeviceGetClockInfo(SM)")) {
     info.sm_clock_mhz = u;
   }
-  if (f.nvmlDeviceGetClockInfo && r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_MEM, &u), "nvmlDeviceGetClockInfo(MEM)")) {
+  if (options.live_metrics && f.nvmlDeviceGetClockInfo &&
+      r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_MEM, &u), "nvmlDeviceGetClockInfo(MEM)")) {
     info.mem_clock_mhz = u;
   }
   nvmlUtilization_t util{};
-  if (f.nvmlDeviceGetUtilizationRates &&
+  if (options.live_metrics && f.nvmlDeviceGetUtilizationRates &&
       r.Ok(f.nvmlDeviceGetUtilizationRates(dev, &util), "nvmlDeviceGetUtilizationRates")) {
     info.utilization_gpu_pct = util.gpu;
     info.utilization_memory_pct = util.memory;

@@ -43,9 +43,16 @@ std::unique_ptr<NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLa
     return std::move(*nvml);
   }
   layer.device_count = *count;
+  // Serially: NVML sets each device up lazily on its first calls (~20-25 ms per H200,
+  // benchmarks/results/nvml-call-costs-h200-2026-11-30.txt) and serialises that setup, so one
+  // thread per GPU was measured to save only ~1 ms on 2 GPUs (doctor-nocuda-*-h200x2-*.json).
+  GpuReadOptions read_options;
+  read_options.live_metrics = options.live_metrics;
+  std::vector<StatusOr<GpuInfo>> results;
+  for (unsigned i = 0; i < *count; ++i) results.push_back(ReadGpu(lib, i, read_options));
   std::vector<nvmlDevice_t> handles;
   for (unsigned i = 0; i < *count; ++i) {
-    auto gpu = ReadGpu(lib, i);
+    StatusOr<GpuInfo>& gpu = results[i];
     if (gpu.ok()) {
       layer.gpus.push_back(std::move(*gpu));
       if (auto h = lib.DeviceHandle(i); h.ok()) handles.push_back(*h);

@@ -16,6 +16,7 @@ struct ProbeOptions {
   std::string cuda_library = "libcuda.so.1";
   bool init_cuda = true;       // cuInit + cuDeviceGetCount (the slowest step, ~0.1-0.5 s)
   bool query_topology = true;  // pairwise common-ancestor levels
+  bool live_metrics = true;       // power draw, clocks, utilization (see GpuReadOptions)
 };
 
 StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options);

@@ -8,28 +8,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/run_gpunode.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result RunGpunode(const std::string& args) {
-  std::string cmd = std::string(GPUNODE_BIN_DIR) + "/gpunode " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using ::gpunode::testing::Result;
+using ::gpunode::testing::RunGpunode;
 
 TEST(BenchCliTest, UnknownTestExitsThreeNamingTheFlag) {
   Result r = RunGpunode("bench --tests gemm,flops");

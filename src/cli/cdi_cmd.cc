@@ -1,0 +1,275 @@
+// gpunode cdi: generate, list and validate CDI specs for the node's GPUs; the hooks those specs run.
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "src/cli/common.h"
+#include "src/container/cdi.h"
+#include "src/container/hooks.h"
+
+namespace gpunode::cli {
+namespace {
+
+constexpr int kExitFailed = 2;
+
+struct GenerateOptions {
+  std::string output;  // "" = default path under the host root; "-" = stdout
+  std::string format;  // yaml | json; default from the output's extension, else yaml
+  std::string names = "both";
+  std::string driver_root = "/";
+  std::string hook_path;  // default: this executable
+  bool no_all_device = false;
+};
+
+std::string SelfPath() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/usr/bin/gpunode");
+}
+
+StatusOr<std::string> ReadExplicitFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoToStatus(errno, "read", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return ErrnoToStatus(errno ? errno : EIO, "read", path);
+  return text.str();
+}
+
+// The default spec path, below --host-root (the spec belongs to the host).
+StatusOr<std::string> DefaultSpecPath(const GlobalOptions& global) {
+  GPUNODE_ASSIGN_OR_RETURN(HostFs fs, HostFs::Open(global.host_root));
+  return fs.Resolve(container::kDefaultSpecPath);
+}
+
+int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
+  std::string format = opts.format;
+  if (format.empty()) format = absl::EndsWith(opts.output, ".json") ? "json" : "yaml";
+  if (format != "yaml" && format != "json") {
+    PrintError(absl::StrCat("--format \"", format, "\": not one of yaml, json"));
+    return kExitUsage;
+  }
+  auto names = container::ParseNameStrategy(opts.names);
+  if (!names.ok()) {
+    PrintError(names.status());
+    return kExitUsage;
+  }
+  container::BuildOptions build;
+  build.names = *names;
+  build.all_device = !opts.no_all_device;
+  build.hook_path = opts.hook_path.empty() ? SelfPath() : opts.hook_path;
+
+  auto session = NodeSession::Open(global);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitUsage;
+  }
+  (*session)->probe_options().init_cuda = false;  // NVML and the files are all a spec needs
+  (*session)->probe_options().query_topology = false;
+  auto inv = (*session)->Inventory();
+  if (!inv.ok()) {
+    PrintError(inv.status());
+    return kExitUsage;
+  }
+  auto files = container::DiscoverDriverFiles((*session)->fs(), *inv, {opts.driver_root});
+  if (!files.ok()) {
+    PrintError(files.status());
+    return files.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+  }
+  auto built = container::BuildSpec(*inv, *files, build);
+  if (!built.ok()) {
+    PrintError(built.status());
+    return built.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+  }
+  for (const std::string& w : files->warnings) std::cerr << "warning: " << w << "\n";
+  for (const std::string& w : built->warnings) std::cerr << "warning: " << w << "\n";
+  const std::string text =
+      format == "json" ? cdi::RenderSpecJson(built->spec) : cdi::RenderSpecYaml(built->spec);
+  if (opts.output == "-") {
+    std::cout << text;
+    return kExitOk;
+  }
+  std::string path = opts.output;
+  if (path.empty()) path = (*session)->fs().Resolve(container::kDefaultSpecPath);
+  if (Status st = container::WriteFileAtomically(path, text, 0644); !st.ok()) {
+    PrintError(st);
+    return kExitFailed;
+  }
+  std::cerr << "wrote " << path << ": " << built->spec.devices.size() << " devices, driver " << files->version
+            << ", cdiVersion " << built->spec.cdi_version << " (names: gpunode cdi list " << path << ")\n";
+  return kExitOk;
+}
+
+// Reads and strictly parses a spec; prints the error and returns nullopt when it cannot.
+std::optional<cdi::Spec> LoadSpec(const std::string& path) {
+  auto text = ReadExplicitFile(path);
+  if (!text.ok()) {
+    PrintError(text.status());
+    return std::nullopt;
+  }
+  auto spec = cdi::ParseSpec(*text, path);
+  if (!spec.ok()) {
+    PrintError(spec.status());
+    return std::nullopt;
+  }
+  return *spec;
+}
+
+int RunList(const GlobalOptions& global, std::string path) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  if (path.empty()) {
+    auto def = DefaultSpecPath(global);
+    if (!def.ok()) {
+      PrintError(def.status());
+      return kExitUsage;
+    }
+    path = *def;
+  }
+  std::optional<cdi::Spec> spec = LoadSpec(path);
+  if (!spec) return kExitUsage;
+  std::vector<std::string> names = cdi::QualifiedNames(*spec);
+  if (*format == OutputFormat::kTable) {
+    for (const std::string& n : names) std::cout << n << "\n";
+  } else {
+    PrintDocument({{"apiVersion", "gpunode/v1"},
+                   {"kind", "CdiDeviceList"},
+                   {"file", path},
+                   {"cdiVersion", spec->cdi_version},
+                   {"devices", names}},
+                  *format);
+  }
+  return kExitOk;
+}
+
+int RunValidate(const GlobalOptions& global, const std::string& path) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  std::vector<std::string> problems;
+  std::optional<cdi::Spec> spec;
+  auto text = ReadExplicitFile(path);
+  if (!text.ok()) {
+    PrintError(text.status());
+    return kExitUsage;
+  }
+  auto parsed = cdi::ParseSpec(*text, path);
+  if (parsed.ok()) {
+    spec = *parsed;
+    problems = cdi::SpecProblems(*spec);
+  } else {
+    problems.push_back(std::string(parsed.status().message()));
+  }
+  if (*format != OutputFormat::kTable) {
+    PrintDocument({{"apiVersion", "gpunode/v1"},
+                   {"kind", "CdiValidation"},
+                   {"file", path},
+                   {"valid", problems.empty()},
+                   {"problems", problems}},
+                  *format);
+    return problems.empty() ? kExitOk : kExitUsage;
+  }
+  if (!problems.empty()) {
+    if (parsed.ok()) {
+      PrintError(absl::StrCat(path, ": invalid CDI spec (", problems.size(), " problem",
+                              problems.size() == 1 ? "" : "s", "):"));
+      for (const std::string& p : problems) std::cerr << "  " << p << "\n";
+    } else {
+      PrintError(problems.front());
+    }
+    return kExitUsage;
+  }
+  std::cout << path << ": valid (cdiVersion " << spec->cdi_version << ", kind " << spec->kind << ", "
+            << spec->devices.size() << " devices)\n";
+  return kExitOk;
+}
+
+// The hooks: OCI state on stdin -> the container's root.
+StatusOr<std::string> RootFromStdin() {
+  std::string state((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  return container::ContainerRootFromState(state);
+}
+
+int RunHook(const StatusOr<std::string>& root, const std::function<Status(const std::string&)>& action) {
+  if (!root.ok()) {
+    PrintError(root.status());
+    return kExitUsage;
+  }
+  if (Status st = action(*root); !st.ok()) {
+    PrintError(st);
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("cdi", "CDI specs for the GPUs: generate, list, validate (docs/cdi.md)");
+  cmd->require_subcommand(1);
+  cmd->footer(
+      "Examples:\n"
+      "  gpunode cdi generate                   write /var/run/cdi/nvidia.yaml for this node\n"
+      "  gpunode --simulate dgx-h200 cdi generate --output -\n"
+      "  gpunode cdi list                       the names to request: nvidia.com/gpu=0, ...=all\n"
+      "  gpunode cdi validate /etc/cdi/nvidia.yaml");
+
+  auto gen = std::make_shared<GenerateOptions>();
+  CLI::App* g = cmd->add_subcommand("generate", "Write a CDI spec (kind nvidia.com/gpu) for this node's GPUs");
+  g->add_option("--output", gen->output,
+                "File to write atomically (mode 0644), '-' for stdout (default: /var/run/cdi/nvidia.yaml "
+                "under --host-root)");
+  g->add_option("--format", gen->format, "yaml or json (default: from the --output extension, else yaml)");
+  g->add_option("--device-name-strategy", gen->names, "Device names: index, uuid or both (default both)");
+  g->add_option("--driver-root", gen->driver_root,
+                "Host path of the root the driver is installed in (default /), e.g. /run/nvidia/driver");
+  g->add_option("--hook-path", gen->hook_path,
+                "Absolute path of the gpunode binary the spec's hooks call (default: this executable)");
+  g->add_flag("--no-all-device", gen->no_all_device, "Leave out the \"all\" device");
+  g->callback([&global, gen, exit_code] { *exit_code = RunGenerate(global, *gen); });
+
+  auto list_file = std::make_shared<std::string>();
+  CLI::App* l = cmd->add_subcommand("list", "Print the fully-qualified device names a spec offers");
+  l->add_option("FILE", *list_file, "Spec file (default: /var/run/cdi/nvidia.yaml under --host-root)");
+  l->callback([&global, list_file, exit_code] { *exit_code = RunList(global, *list_file); });
+
+  auto validate_file = std::make_shared<std::string>();
+  CLI::App* v = cmd->add_subcommand("validate", "Check a spec: fields, names, cdiVersion, hooks (exit 3 if invalid)");
+  v->add_option("FILE", *validate_file, "Spec file (YAML or JSON)")->required();
+  v->callback([&global, validate_file, exit_code] { *exit_code = RunValidate(global, *validate_file); });
+
+  CLI::App* hook = cmd->add_subcommand("hook", "Hooks run by the container runtime (OCI state on stdin)");
+  hook->require_subcommand(1);
+  auto links = std::make_shared<std::vector<std::string>>();
+  CLI::App* sym = hook->add_subcommand("create-symlinks", "Create symlinks in the container");
+  sym->add_option("--link", *links, "TARGET::LINK (repeatable)");
+  sym->callback([links, exit_code] {
+    *exit_code = RunHook(RootFromStdin(), [&](const std::string& root) { return container::CreateSymlinks(root, *links); });
+  });
+  auto folders = std::make_shared<std::vector<std::string>>();
+  auto ldconfig = std::make_shared<std::string>("/sbin/ldconfig");
+  CLI::App* ld = hook->add_subcommand("update-ldcache", "Add the driver folders to the container's linker cache");
+  ld->add_option("--folder", *folders, "Folder holding mounted driver libraries (repeatable)");
+  ld->add_option("--ldconfig-path", *ldconfig, "ldconfig to run with -r <container root> (default /sbin/ldconfig)");
+  ld->callback([folders, ldconfig, exit_code] {
+    *exit_code = RunHook(RootFromStdin(), [&](const std::string& root) {
+      return container::UpdateLdCache(root, *folders, *ldconfig);
+    });
+  });
+}
+
+}  // namespace gpunode::cli

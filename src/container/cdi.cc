@@ -1,0 +1,493 @@
+#include "src/container/cdi.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/container/ldcache.h"
+
+namespace gpunode::container {
+namespace {
+
+// Driver user-space libraries, by SONAME prefix (libnvidia-container's per-capability lists,
+// shared/reference/container-cdi.md §2.5). An ldcache entry matching one of these locates a driver
+// library folder; every "lib*.so.<version>" of those folders is then mounted.
+constexpr const char* kDriverLibraries[] = {
+    // utility
+    "libnvidia-ml.so", "libnvidia-cfg.so", "libnvidia-nscq.so",
+    // compute
+    "libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-gpucomp.so",
+    "libnvidia-ptxjitcompiler.so", "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so",
+    "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so", "libnvidia-nvvm.so",
+    "libnvidia-tileiras.so",
+    // video
+    "libvdpau_nvidia.so", "libnvidia-encode.so", "libnvidia-opticalflow.so", "libnvcuvid.so",
+    // graphics
+    "libnvidia-eglcore.so", "libnvidia-glcore.so", "libnvidia-tls.so", "libnvidia-glsi.so", "libnvidia-fbc.so",
+    "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so", "libGLX_nvidia.so", "libEGL_nvidia.so",
+    "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so", "libnvidia-glvkspirv.so", "libnvidia-cbl.so",
+    // ngx
+    "libnvidia-ngx.so"};
+
+constexpr const char* kBinaries[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
+                                     "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+constexpr const char* kBinaryDirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin",
+                                       "/usr/local/nvidia/bin", "/bin", "/sbin"};
+// Searched only when the linker cache names no driver library.
+constexpr const char* kFallbackLibraryDirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu",
+                                                "/lib64", "/usr/lib"};
+constexpr const char* kControlNodes[] = {"/dev/nvidia-modeset", "/dev/nvidia-uvm-tools", "/dev/nvidia-uvm",
+                                         "/dev/nvidiactl"};
+
+const std::vector<std::string> kReadOnlyOptions = {"ro", "nosuid", "nodev", "rbind", "rprivate"};
+const std::vector<std::string> kIpcOptions = {"nosuid", "nodev", "rbind", "rprivate", "noexec"};
+
+std::string JoinRoot(const std::string& root, absl::string_view path) {
+  if (root == "/" || root.empty()) return std::string(path);
+  return absl::StrCat(absl::StripSuffix(root, "/"), path);
+}
+
+std::string Dirname(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  if (slash == absl::string_view::npos || slash == 0) return "/";
+  return std::string(path.substr(0, slash));
+}
+
+std::string Basename(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
+}
+
+// "/a/./b/../c" -> "/a/c" (lexically; the path is absolute).
+std::string Normalize(absl::string_view path) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (p == ".") continue;
+    if (p == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(p);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+// Follows symlinks of `path` (inside the driver root) to the final file, at most 16 hops.
+StatusOr<std::string> ResolveInRoot(const HostFs& fs, const std::string& root, std::string path) {
+  for (int hop = 0; hop < 16; ++hop) {
+    GPUNODE_ASSIGN_OR_RETURN(FileInfo info, fs.Stat(JoinRoot(root, path)));
+    if (info.type != FileType::kSymlink) return path;
+    GPUNODE_ASSIGN_OR_RETURN(std::string target, fs.ReadLink(JoinRoot(root, path)));
+    path = Normalize(absl::StartsWith(target, "/") ? target : absl::StrCat(Dirname(path), "/", target));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("resolve ", path, ": too many levels of symbolic links"));
+}
+
+bool IsDriverLibrary(absl::string_view soname) {
+  for (const char* prefix : kDriverLibraries) {
+    absl::string_view p(prefix);
+    if (absl::StartsWith(soname, p) && (soname.size() == p.size() || soname[p.size()] == '.')) return true;
+  }
+  return false;
+}
+
+std::optional<HostDeviceNode> StatNode(const HostFs& fs, const std::string& path) {
+  auto st = fs.Stat(path);
+  if (!st.ok()) return std::nullopt;
+  HostDeviceNode n;
+  n.path = path;
+  n.char_device = st->type == FileType::kCharDevice;
+  n.major = st->dev_major;
+  n.minor = st->dev_minor;
+  return n;
+}
+
+// Numbered entries "<prefix><N>" of a directory.
+std::map<unsigned, std::string> NumberedEntries(const HostFs& fs, const std::string& dir, absl::string_view prefix) {
+  std::map<unsigned, std::string> out;
+  auto entries = fs.ListDir(dir);
+  if (!entries.ok()) return out;
+  for (const std::string& e : *entries) {
+    unsigned n = 0;
+    if (absl::StartsWith(e, prefix) && absl::SimpleAtoi(absl::string_view(e).substr(prefix.size()), &n) &&
+        absl::ascii_isdigit(static_cast<unsigned char>(e.back()))) {
+      out[n] = absl::StrCat(dir, "/", e);
+    }
+  }
+  return out;
+}
+
+cdi::DeviceNode ToSpecNode(const HostDeviceNode& n) {
+  cdi::DeviceNode d;
+  d.path = n.path;
+  if (n.char_device) {
+    d.major = n.major;
+    d.minor = n.minor;
+  }
+  return d;
+}
+
+// Appends the nodes of `from` not yet in `to` (by path).
+void MergeNodes(const std::vector<cdi::DeviceNode>& from, std::vector<cdi::DeviceNode>* to) {
+  for (const cdi::DeviceNode& n : from) {
+    bool seen = std::any_of(to->begin(), to->end(), [&](const cdi::DeviceNode& m) { return m.path == n.path; });
+    if (!seen) to->push_back(n);
+  }
+}
+
+}  // namespace
+
+std::string RunningDriverVersion(const NodeInventory& inv) {
+  if (inv.driver.driver_version) return inv.driver.driver_version->ToString();
+  if (inv.kernel.version) return inv.kernel.version->ToString();
+  return "";
+}
+
+StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory& inv, const DiscoverOptions& options) {
+  DriverFiles f;
+  f.driver_root = options.driver_root.empty() ? "/" : options.driver_root;
+  if (f.driver_root.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("--driver-root \"", f.driver_root, "\": not an absolute path"));
+  }
+  if (f.driver_root != "/") {
+    auto st = fs.Stat(f.driver_root);
+    if (!st.ok()) return Annotate(st.status(), "--driver-root");
+  }
+  const std::string& root = f.driver_root;
+
+  // Device nodes (always from the host's /dev).
+  for (const char* path : kControlNodes) {
+    if (auto n = StatNode(fs, path)) f.control_nodes.push_back(*n);
+  }
+  for (const auto& [minor, path] : NumberedEntries(fs, "/dev", "nvidia")) {
+    if (auto n = StatNode(fs, path)) f.gpu_nodes[minor] = *n;
+  }
+  for (const auto& [minor, path] : NumberedEntries(fs, "/dev/nvidia-caps", "nvidia-cap")) {
+    if (auto n = StatNode(fs, path)) f.cap_nodes[minor] = *n;
+  }
+  if (auto text = fs.ReadFile("/proc/driver/nvidia-caps/mig-minors"); text.ok()) {
+    for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+      std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+      unsigned minor = 0;
+      if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &minor)) f.mig_minors[std::string(parts[0])] = minor;
+    }
+  }
+
+  // Libraries: driver folders from the linker cache.
+  f.version = RunningDriverVersion(inv);
+  std::vector<LdCacheEntry> entries;
+  const std::string cache_path = JoinRoot(root, "/etc/ld.so.cache");
+  if (auto cache = ReadLdCache(fs, cache_path); cache.ok()) {
+    for (LdCacheEntry& e : cache->entries) {
+      if (e.IsElf() && e.Is64Bit() && IsDriverLibrary(e.name)) entries.push_back(std::move(e));
+    }
+  } else {
+    f.warnings.push_back(std::string(cache.status().message()));
+  }
+  struct Resolved {
+    LdCacheEntry entry;
+    std::string file;
+  };
+  std::vector<Resolved> resolved;
+  for (const LdCacheEntry& e : entries) {
+    auto file = ResolveInRoot(fs, root, e.path);
+    if (file.ok()) resolved.push_back({e, *file});
+  }
+  if (f.version.empty()) {  // fallback: the suffix of libcuda.so.<version>
+    for (const Resolved& r : resolved) {
+      std::string base = Basename(r.file);
+      if (absl::StartsWith(base, "libcuda.so.") && std::count(base.begin(), base.end(), '.') >= 3) {
+        f.version = base.substr(std::string("libcuda.so.").size());
+        break;
+      }
+    }
+  }
+  if (f.version.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no NVIDIA driver: its version is unknown (NVML and /proc/driver/nvidia/version unavailable) and ",
+        cache_path, " names no libcuda.so"));
+  }
+  const std::string suffix = ".so." + f.version;
+  std::set<std::string> dirs;
+  for (const Resolved& r : resolved) {
+    if (absl::EndsWith(r.file, suffix)) dirs.insert(Dirname(r.file));
+  }
+  if (dirs.empty()) {
+    f.warnings.push_back(absl::StrCat("no driver library of version ", f.version, " in ", cache_path,
+                                      "; searching the usual library folders"));
+    for (const char* d : kFallbackLibraryDirs) dirs.insert(d);
+  }
+  std::set<std::string> libraries;
+  for (const std::string& dir : dirs) {
+    for (const std::string& sub : {dir, dir + "/vdpau"}) {
+      auto names = fs.ListDir(JoinRoot(root, sub));
+      if (!names.ok()) continue;
+      for (const std::string& name : *names) {
+        if (!absl::StartsWith(name, "lib") || !absl::EndsWith(name, suffix)) continue;
+        auto st = fs.Stat(JoinRoot(root, sub + "/" + name));
+        if (st.ok() && st->type == FileType::kRegular) libraries.insert(sub + "/" + name);
+      }
+    }
+  }
+  f.libraries.assign(libraries.begin(), libraries.end());
+  if (f.libraries.empty()) {
+    f.warnings.push_back(absl::StrCat("no driver library lib*", suffix, " found under driver root ", root));
+  }
+  // Symlinks: SONAME links the host has (libcuda.so.1 -> libcuda.so.<version>), and the
+  // development link libcuda.so -> libcuda.so.1.
+  std::set<std::pair<std::string, std::string>> links;
+  for (const Resolved& r : resolved) {
+    if (r.file != r.entry.path && libraries.count(r.file) && Dirname(r.file) == Dirname(r.entry.path)) {
+      links.emplace(Basename(r.file), r.entry.path);
+    }
+    if (r.entry.name == "libcuda.so.1" && libraries.count(r.file)) {
+      links.emplace("libcuda.so.1", Dirname(r.file) + "/libcuda.so");
+    }
+  }
+  f.links.assign(links.begin(), links.end());
+
+  // Binaries.
+  for (const char* name : kBinaries) {
+    for (const char* dir : kBinaryDirs) {
+      std::string path = absl::StrCat(dir, "/", name);
+      auto file = ResolveInRoot(fs, root, path);
+      if (!file.ok()) continue;
+      auto st = fs.Stat(JoinRoot(root, *file));
+      if (st.ok() && st->type == FileType::kRegular) {
+        f.binaries.push_back(path);
+        break;
+      }
+    }
+  }
+
+  // GSP firmware.
+  const std::string fw_dir = "/lib/firmware/nvidia/" + f.version;
+  if (auto names = fs.ListDir(JoinRoot(root, fw_dir)); names.ok()) {
+    for (const std::string& name : *names) {
+      if (absl::StartsWith(name, "gsp") && absl::EndsWith(name, ".bin")) f.firmware.push_back(fw_dir + "/" + name);
+    }
+  }
+
+  // IPC: persistenced and fabric-manager sockets, the MPS pipe directory.
+  for (const char* name : {"/nvidia-persistenced/socket", "/nvidia-fabricmanager/socket"}) {
+    for (const char* run : {"/run", "/var/run"}) {
+      std::string path = absl::StrCat(run, name);
+      if (fs.Exists(JoinRoot(root, path))) {
+        f.ipc.push_back(path);
+        break;
+      }
+    }
+  }
+  if (auto st = fs.Stat(JoinRoot(root, "/tmp/nvidia-mps")); st.ok() && st->type == FileType::kDirectory) {
+    f.ipc.push_back("/tmp/nvidia-mps");
+  }
+  return f;
+}
+
+StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text) {
+  if (text == "index") return NameStrategy::kIndex;
+  if (text == "uuid") return NameStrategy::kUuid;
+  if (text == "both") return NameStrategy::kBoth;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device-name-strategy \"", text, "\": not one of index, uuid, both"));
+}
+
+StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& files, const BuildOptions& options) {
+  if (options.hook_path.empty() || options.hook_path.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("hook path \"", options.hook_path, "\": not an absolute path"));
+  }
+  BuildResult result;
+  cdi::Spec& spec = result.spec;
+  spec.kind = kNvidiaKind;
+
+  // The GPUs: NVML's view, else /proc/driver/nvidia (no MIG information then).
+  struct GpuRef {
+    unsigned index;
+    std::string uuid;
+    std::optional<unsigned> minor;
+    const GpuInfo* info;
+  };
+  std::vector<GpuRef> gpus;
+  if (!inv.driver.gpus.empty()) {
+    for (const GpuInfo& g : inv.driver.gpus) {
+      std::optional<unsigned> minor = g.minor_number;
+      if (!minor) {
+        for (const ProcGpu& p : inv.kernel.gpus) {
+          if (p.bus_id == g.pci_bus_id) minor = p.minor;
+        }
+      }
+      gpus.push_back({g.index, g.uuid, minor, &g});
+    }
+  } else {
+    if (!inv.kernel.gpus.empty()) {
+      result.warnings.push_back(absl::StrCat("NVML gave no GPUs (", inv.driver.status.message(),
+                                             "): using /proc/driver/nvidia/gpus, without MIG devices"));
+    }
+    unsigned index = 0;
+    for (const ProcGpu& p : inv.kernel.gpus) gpus.push_back({index++, p.uuid, p.minor, nullptr});
+  }
+
+  auto add = [&](const std::string& index_name, const std::string& uuid, const cdi::ContainerEdits& edits) {
+    if (options.names != NameStrategy::kUuid) spec.devices.push_back({index_name, {}, edits});
+    if (options.names != NameStrategy::kIndex) {
+      if (uuid.empty()) {
+        result.warnings.push_back(absl::StrCat("device ", index_name, " has no UUID: named by index only"));
+        if (options.names == NameStrategy::kUuid) spec.devices.push_back({index_name, {}, edits});
+      } else {
+        spec.devices.push_back({uuid, {}, edits});
+      }
+    }
+  };
+
+  for (const GpuRef& g : gpus) {
+    const std::string what = absl::StrCat("GPU ", g.index, g.uuid.empty() ? "" : " (" + g.uuid + ")");
+    if (!g.minor) {
+      result.warnings.push_back(what + ": its device minor number is unknown; left out");
+      continue;
+    }
+    auto node = files.gpu_nodes.find(*g.minor);
+    if (node == files.gpu_nodes.end()) {
+      result.warnings.push_back(absl::StrCat(what, ": /dev/nvidia", *g.minor, " is missing; left out"));
+      continue;
+    }
+    const bool mig = g.info != nullptr && g.info->mig_enabled.value_or(false);
+    if (!mig) {
+      cdi::ContainerEdits edits;
+      edits.device_nodes.push_back(ToSpecNode(node->second));
+      add(absl::StrCat(g.index), g.uuid, edits);
+      continue;
+    }
+    if (g.info->mig_devices.empty()) {
+      result.warnings.push_back(what + ": MIG mode is enabled but it has no MIG device; left out");
+    }
+    for (const MigDevice& m : g.info->mig_devices) {
+      const std::string name = absl::StrCat(g.index, ":", m.index);
+      cdi::ContainerEdits edits;
+      edits.device_nodes.push_back(ToSpecNode(node->second));
+      if (!m.gpu_instance_id || !m.compute_instance_id) {
+        result.warnings.push_back(absl::StrCat("MIG device ", name, ": instance ids unknown; left out"));
+        continue;
+      }
+      bool complete = true;
+      for (const std::string& cap :
+           {absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/access"),
+            absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/ci", *m.compute_instance_id, "/access")}) {
+        auto minor = files.mig_minors.find(cap);
+        auto cap_node = minor == files.mig_minors.end() ? files.cap_nodes.end() : files.cap_nodes.find(minor->second);
+        if (cap_node == files.cap_nodes.end()) {
+          result.warnings.push_back(absl::StrCat("MIG device ", name, ": no /dev/nvidia-caps node for ", cap,
+                                                 " (proc/driver/nvidia-caps/mig-minors); left out"));
+          complete = false;
+          break;
+        }
+        edits.device_nodes.push_back(ToSpecNode(cap_node->second));
+      }
+      if (complete) add(name, m.uuid, edits);
+    }
+  }
+  if (spec.devices.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no GPU to describe: ", gpus.empty() ? "no GPU found (NVML and /proc/driver/nvidia/gpus)" : "",
+        absl::StrJoin(result.warnings, "; ")));
+  }
+  if (options.all_device) {
+    cdi::ContainerEdits all;
+    for (const cdi::Device& d : spec.devices) MergeNodes(d.edits.device_nodes, &all.device_nodes);
+    spec.devices.push_back({"all", {}, all});
+  }
+
+  // Spec-level edits, shared by every device.
+  cdi::ContainerEdits& e = spec.edits;
+  e.env.push_back("NVIDIA_VISIBLE_DEVICES=void");
+  for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n));
+  const std::string argv0 = Basename(options.hook_path);
+  if (!files.links.empty()) {
+    cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "create-symlinks"}, {}, {}};
+    for (const auto& [target, link] : files.links) {
+      h.args.push_back("--link");
+      h.args.push_back(absl::StrCat(target, "::", link));
+    }
+    e.hooks.push_back(std::move(h));
+  }
+  if (!files.libraries.empty()) {
+    cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "update-ldcache"}, {}, {}};
+    std::set<std::string> folders;
+    for (const std::string& lib : files.libraries) folders.insert(Dirname(lib));
+    for (const std::string& dir : folders) {
+      h.args.push_back("--folder");
+      h.args.push_back(dir);
+    }
+    e.hooks.push_back(std::move(h));
+  }
+  auto mount = [&](const std::string& path, const std::vector<std::string>& opts) {
+    e.mounts.push_back({JoinRoot(files.driver_root, path), path, opts, ""});
+  };
+  for (const std::string& p : files.libraries) mount(p, kReadOnlyOptions);
+  for (const std::string& p : files.binaries) mount(p, kReadOnlyOptions);
+  for (const std::string& p : files.firmware) mount(p, kReadOnlyOptions);
+  for (const std::string& p : files.ipc) mount(p, kIpcOptions);
+  if (files.libraries.empty()) {
+    result.warnings.push_back("no driver library found: containers get the device nodes only");
+  }
+
+  spec.cdi_version = cdi::MinimumVersion(spec).version;
+  if (Status s = cdi::ValidateSpec(spec, "generated spec"); !s.ok()) {
+    return absl::InternalError(s.message());
+  }
+  return result;
+}
+
+Status WriteFileAtomically(const std::string& path, absl::string_view content, uint32_t mode) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "create directory", dir.string());
+  }
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return ErrnoToStatus(errno, "create temporary file in", dir.string());
+  auto fail = [&](int err, absl::string_view op) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(err, op, tmp);
+  };
+  if (::fchmod(fd, mode) != 0) return fail(errno, "chmod");
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno, "write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return fail(errno, "fsync");
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(err, "close", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(err, "rename to", path);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpunode::container

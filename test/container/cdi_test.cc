@@ -1,0 +1,360 @@
+// The CDI generator against simulated nodes (real probes, real simulated NVML, generated host
+// roots), hand-written host roots for the driver root and IPC, the atomic writer, and the hooks.
+//
+// Golden file: test/fixtures/cdi/dgx-h200.yaml is the exact output for the simulated dgx-h200 with
+// --hook-path /usr/bin/gpunode. After an intended change, regenerate it with
+//   GPUNODE_UPDATE_GOLDEN=1 build/bin/container_tests --gtest_filter='*Golden*'
+// (or: build/bin/gpunode --simulate dgx-h200 cdi generate --hook-path /usr/bin/gpunode --output -)
+// and review the diff.
+#include "src/container/cdi.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/support/profile.h"
+#include "src/container/hooks.h"
+#include "src/container/ldcache.h"
+#include "src/node/probe.h"
+
+namespace gpunode::container {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string SimLibrary() {
+  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
+  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("gpunode-cdi-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A simulated node: its generated host root and the inventory the real probes read from it.
+class SimNode {
+ public:
+  explicit SimNode(const std::string& profile_name) : dir_(TempDir(profile_name)) {
+    auto source = sim::ResolveProfile(profile_name);
+    EXPECT_TRUE(source.ok()) << source.status();
+    const std::string profile_path = (dir_ / "profile.yaml").string();
+    std::ofstream(profile_path) << source->text;
+    auto profile = sim::ParseProfile(source->text, profile_name);
+    EXPECT_TRUE(profile.ok()) << profile.status();
+    Status st = sim::WriteHostRoot(*profile, (dir_ / "root").string());
+    EXPECT_TRUE(st.ok()) << st;
+    ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
+    auto host = HostFs::Open((dir_ / "root").string());
+    EXPECT_TRUE(host.ok()) << host.status();
+    fs_.emplace(*host);
+    ProbeOptions options;
+    options.nvml_library = options.cuda_library = SimLibrary();
+    options.init_cuda = false;
+    auto inv = ProbeNode(*fs_, options);
+    EXPECT_TRUE(inv.ok()) << inv.status();
+    inv_ = *inv;
+  }
+  ~SimNode() { fs::remove_all(dir_); }
+
+  StatusOr<BuildResult> Build(NameStrategy names = NameStrategy::kBoth) {
+    GPUNODE_ASSIGN_OR_RETURN(files_, DiscoverDriverFiles(*fs_, inv_, {}));
+    BuildOptions options;
+    options.names = names;
+    options.hook_path = "/usr/bin/gpunode";
+    return BuildSpec(inv_, files_, options);
+  }
+  const DriverFiles& files() const { return files_; }
+  NodeInventory& inventory() { return inv_; }
+
+ private:
+  fs::path dir_;
+  std::optional<HostFs> fs_;
+  NodeInventory inv_;
+  DriverFiles files_;
+};
+
+std::vector<std::string> DeviceNames(const cdi::Spec& spec) {
+  std::vector<std::string> out;
+  for (const cdi::Device& d : spec.devices) out.push_back(d.name);
+  return out;
+}
+
+std::vector<std::string> NodePaths(const cdi::ContainerEdits& e) {
+  std::vector<std::string> out;
+  for (const cdi::DeviceNode& n : e.device_nodes) out.push_back(n.path);
+  return out;
+}
+
+TEST(CdiGenerateTest, TheSimulatedDgxH200MatchesTheGoldenSpecByteForByte) {
+  SimNode node("dgx-h200");
+  auto built = node.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_THAT(built->warnings, ::testing::IsEmpty());
+  const std::string yaml = cdi::RenderSpecYaml(built->spec);
+  const fs::path golden = fs::path(GPUNODE_SOURCE_DIR) / "test/fixtures/cdi/dgx-h200.yaml";
+  if (std::getenv("GPUNODE_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(golden, std::ios::binary) << yaml;
+  }
+  EXPECT_EQ(yaml, ReadAll(golden)) << "regenerate: see the comment at the top of this file";
+}
+
+TEST(CdiGenerateTest, TheDgxH200SpecNamesEveryGpuTwiceAndMountsTheDriverOfItsVersion) {
+  SimNode node("dgx-h200");
+  auto built = node.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const cdi::Spec& spec = built->spec;
+  EXPECT_EQ(spec.cdi_version, "0.5.0");
+  EXPECT_EQ(spec.kind, "nvidia.com/gpu");
+  ASSERT_EQ(spec.devices.size(), 17u);
+  EXPECT_EQ(spec.devices[0].name, "0");
+  EXPECT_EQ(spec.devices[1].name, node.inventory().driver.gpus[0].uuid);
+  EXPECT_EQ(spec.devices.back().name, "all");
+  EXPECT_EQ(spec.devices.back().edits.device_nodes.size(), 8u);
+  EXPECT_THAT(NodePaths(spec.edits),
+              ElementsAre("/dev/nvidia-modeset", "/dev/nvidia-uvm-tools", "/dev/nvidia-uvm", "/dev/nvidiactl"));
+  std::vector<std::string> mounts;
+  for (const cdi::Mount& m : spec.edits.mounts) mounts.push_back(m.container_path);
+  EXPECT_THAT(mounts, Contains("/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"));
+  EXPECT_THAT(mounts, Contains("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05"));
+  EXPECT_THAT(mounts, Contains("/usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.580.95.05"));
+  EXPECT_THAT(mounts, Contains("/usr/bin/nvidia-smi"));
+  EXPECT_THAT(mounts, Contains("/lib/firmware/nvidia/580.95.05/gsp_ga10x.bin"));
+  EXPECT_THAT(mounts, Not(Contains("/usr/lib/i386-linux-gnu/libcuda.so.1")));  // 32-bit entry skipped
+  ASSERT_EQ(spec.edits.hooks.size(), 2u);
+  EXPECT_THAT(spec.edits.hooks[0].args, Contains("libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"));
+  EXPECT_THAT(spec.edits.hooks[1].args,
+              ElementsAre("gpunode", "cdi", "hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu",
+                          "--folder", "/usr/lib/x86_64-linux-gnu/vdpau"));
+}
+
+TEST(CdiGenerateTest, MigGpusAreOfferedAsTheirMigDevicesWithCapabilityNodes) {
+  SimNode node("a100-mig");
+  auto built = node.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const cdi::Spec& spec = built->spec;
+  EXPECT_THAT(DeviceNames(spec),
+              ElementsAre("0:0", "MIG-3566fd0d-6599-4b29-a558-a0b80cee56ab", "0:1",
+                          "MIG-e14bc570-a58b-467a-b377-bfae0b8deff0", "0:2",
+                          "MIG-37092878-2181-452f-8a43-4aaff500902a", "all"));
+  // gpu0/gi2/access and gpu0/gi2/ci0/access are caps 3 and 4 in the generated mig-minors.
+  EXPECT_THAT(NodePaths(spec.devices[0].edits),
+              ElementsAre("/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap3", "/dev/nvidia-caps/nvidia-cap4"));
+  EXPECT_THAT(NodePaths(spec.devices.back().edits), Contains("/dev/nvidia-caps/nvidia-cap8"));
+  EXPECT_THAT(NodePaths(spec.devices.back().edits), Not(Contains("/dev/nvidia-caps/nvidia-cap1")));
+  EXPECT_TRUE(cdi::ValidateSpec(spec, "a100-mig").ok());
+}
+
+TEST(CdiGenerateTest, TheIndexStrategyNamesDevicesByIndexOnly) {
+  SimNode node("pcie-l40s-4");
+  auto built = node.Build(NameStrategy::kIndex);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_THAT(DeviceNames(built->spec), ElementsAre("0", "1", "2", "3", "all"));
+  EXPECT_EQ(built->spec.cdi_version, "0.5.0");
+}
+
+TEST(CdiGenerateTest, TheUuidStrategyNeedsOnlyCdi030) {
+  SimNode node("t4-cloud");
+  auto built = node.Build(NameStrategy::kUuid);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_EQ(built->spec.devices.size(), 2u);
+  EXPECT_THAT(built->spec.devices[0].name, HasSubstr("GPU-"));
+  EXPECT_EQ(built->spec.cdi_version, "0.3.0");
+}
+
+TEST(CdiGenerateTest, AGpuWhoseDeviceNodeIsMissingIsLeftOutWithAWarning) {
+  SimNode node("pcie-l40s-4");
+  auto files = DriverFiles{};
+  files.version = "550.127.05";
+  files.gpu_nodes[0] = {"/dev/nvidia0", true, 195, 0};
+  BuildOptions options;
+  options.hook_path = "/usr/bin/gpunode";
+  auto built = BuildSpec(node.inventory(), files, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->spec.devices.size(), 3u);  // 0, its UUID, all
+  EXPECT_THAT(built->warnings, Contains(HasSubstr("/dev/nvidia1 is missing; left out")));
+  // A real character device carries its numbers.
+  EXPECT_EQ(built->spec.devices[0].edits.device_nodes[0].major, 195);
+  EXPECT_EQ(built->spec.devices[0].edits.device_nodes[0].minor, 0);
+}
+
+TEST(CdiGenerateTest, ANodeWithoutAnyDeviceNodeCannotBeDescribed) {
+  NodeInventory inv;
+  BuildOptions options;
+  options.hook_path = "/usr/bin/gpunode";
+  auto built = BuildSpec(inv, DriverFiles{}, options);
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(built.status().message(), HasSubstr("no GPU"));
+  options.hook_path = "gpunode";
+  EXPECT_EQ(BuildSpec(inv, DriverFiles{}, options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
+  fs::path dir = TempDir("driver-root");
+  const fs::path droot = dir / "run/nvidia/driver";
+  const std::string lib = "/usr/lib64";
+  fs::create_directories(droot / "usr/lib64");
+  fs::create_directories(droot / "etc");
+  fs::create_directories(droot / "run/nvidia-persistenced");
+  fs::create_directories(droot / "tmp/nvidia-mps");
+  fs::create_directories(droot / "usr/bin");
+  fs::create_directories(dir / "dev");
+  std::ofstream(droot / "usr/lib64/libcuda.so.570.10.01") << "x";
+  std::ofstream(droot / "usr/lib64/libnvidia-ml.so.570.10.01") << "x";
+  std::ofstream(droot / "usr/lib64/libnvidia-ml.so.535.1.1") << "old";  // another version: ignored
+  fs::create_symlink("libcuda.so.570.10.01", droot / "usr/lib64/libcuda.so.1");
+  std::ofstream(droot / "run/nvidia-persistenced/socket") << "";
+  std::ofstream(droot / "usr/bin/nvidia-smi") << "";
+  std::ofstream(dir / "dev/nvidia0") << "";
+  std::ofstream(dir / "dev/nvidiactl") << "";
+  constexpr int32_t kFlags = kLdFlagX8664Lib64 | kLdFlagElfLibc6;
+  std::ofstream(droot / "etc/ld.so.cache", std::ios::binary)
+      << EncodeLdCache({{"libcuda.so.1", kFlags, lib + "/libcuda.so.1", 0}}, LdCacheFormat::kCompat);
+
+  auto host = HostFs::Open(dir.string());
+  ASSERT_TRUE(host.ok());
+  NodeInventory inv;
+  ProcGpu gpu;
+  gpu.uuid = "GPU-11111111-2222-3333-4444-555555555555";
+  gpu.minor = 0;
+  inv.kernel.gpus.push_back(gpu);  // no NVML: the GPUs come from /proc
+  auto files = DiscoverDriverFiles(*host, inv, {"/run/nvidia/driver"});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->version, "570.10.01");  // from libcuda.so.<version>: no NVML, no /proc version
+  EXPECT_THAT(files->libraries,
+              ElementsAre("/usr/lib64/libcuda.so.570.10.01", "/usr/lib64/libnvidia-ml.so.570.10.01"));
+  EXPECT_THAT(files->ipc, ElementsAre("/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"));
+  BuildOptions options;
+  options.hook_path = "/opt/gpunode/bin/gpunode";
+  auto built = BuildSpec(inv, *files, options);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const cdi::Spec& spec = built->spec;
+  EXPECT_THAT(DeviceNames(spec), ElementsAre("0", "GPU-11111111-2222-3333-4444-555555555555", "all"));
+  ASSERT_GE(spec.edits.mounts.size(), 1u);
+  EXPECT_EQ(spec.edits.mounts[0].host_path, "/run/nvidia/driver/usr/lib64/libcuda.so.570.10.01");
+  EXPECT_EQ(spec.edits.mounts[0].container_path, "/usr/lib64/libcuda.so.570.10.01");
+  EXPECT_EQ(spec.edits.mounts.back().container_path, "/tmp/nvidia-mps");
+  EXPECT_THAT(spec.edits.mounts.back().options, Contains("noexec"));
+  EXPECT_EQ(spec.edits.hooks[0].path, "/opt/gpunode/bin/gpunode");
+  EXPECT_EQ(spec.edits.hooks[0].args[0], "gpunode");
+  EXPECT_THAT(built->warnings, Contains(HasSubstr("NVML gave no GPUs")));
+  fs::remove_all(dir);
+}
+
+TEST(CdiGenerateTest, NoDriverAtAllIsAFailedPrecondition) {
+  fs::path dir = TempDir("no-driver");
+  auto host = HostFs::Open(dir.string());
+  ASSERT_TRUE(host.ok());
+  auto files = DiscoverDriverFiles(*host, NodeInventory{}, {});
+  ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(files.status().message(), HasSubstr("no NVIDIA driver"));
+  EXPECT_EQ(DiscoverDriverFiles(*host, NodeInventory{}, {"/missing"}).status().code(), absl::StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST(AtomicWriteTest, TheFileIsWrittenWithMode0644) {
+  fs::path dir = TempDir("atomic");
+  const std::string path = (dir / "sub/nvidia.yaml").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "new\n", 0644).ok());
+  EXPECT_EQ(ReadAll(path), "new\n");
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  fs::remove_all(dir);
+}
+
+TEST(AtomicWriteTest, AFailedWriteLeavesTheOldFileAndNoTemporary) {
+  fs::path dir = TempDir("atomic-fail");
+  const std::string path = (dir / "nvidia.yaml").string();
+  std::ofstream(path) << "old\n";
+  // Make the write itself fail: a file size limit below the new content (EFBIG, not a signal).
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status st = WriteFileAtomically(path, std::string(4096, 'x'));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("write"));
+  EXPECT_EQ(ReadAll(path), "old\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  // A target that cannot be replaced (a directory) fails the same way.
+  fs::create_directories(dir / "taken/x");
+  EXPECT_FALSE(WriteFileAtomically((dir / "taken").string(), "new").ok());
+  EXPECT_TRUE(fs::is_directory(dir / "taken/x"));
+  fs::remove_all(dir);
+}
+
+class HookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TempDir("hook");
+    fs::create_directories(dir_ / "bundle/rootfs");
+    std::ofstream(dir_ / "bundle/config.json") << R"({"ociVersion": "1.0.2", "root": {"path": "rootfs"}})";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string State() const { return R"({"ociVersion":"1.0.2","id":"c1","bundle":")" + (dir_ / "bundle").string() + "\"}"; }
+  fs::path dir_;
+};
+
+TEST_F(HookTest, TheContainerRootComesFromTheBundleOfTheOciState) {
+  auto root = ContainerRootFromState(State());
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(*root, (dir_ / "bundle/rootfs").string());
+  EXPECT_FALSE(ContainerRootFromState("not json").ok());
+  EXPECT_FALSE(ContainerRootFromState(R"({"bundle": "/nonexistent-bundle"})").ok());
+}
+
+TEST_F(HookTest, CreateSymlinksMakesTheLinksInsideTheRootAndRefusesToEscape) {
+  const std::string root = (dir_ / "bundle/rootfs").string();
+  ASSERT_TRUE(CreateSymlinks(root, {"libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}).ok());
+  EXPECT_EQ(fs::read_symlink(dir_ / "bundle/rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
+  EXPECT_TRUE(CreateSymlinks(root, {"other::/usr/lib/x86_64-linux-gnu/libcuda.so"}).ok());  // kept as is
+  EXPECT_EQ(fs::read_symlink(dir_ / "bundle/rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
+  EXPECT_FALSE(CreateSymlinks(root, {"x::/../../etc/evil"}).ok());
+  EXPECT_FALSE(CreateSymlinks(root, {"no-separator"}).ok());
+  EXPECT_FALSE(fs::exists(dir_ / "etc/evil"));
+}
+
+TEST_F(HookTest, UpdateLdCacheListsTheFoldersAndRunsLdconfigInTheRoot) {
+  const std::string root = (dir_ / "bundle/rootfs").string();
+  const fs::path fake = dir_ / "ldconfig";
+  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << (dir_ / "args").string() << "\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  ASSERT_TRUE(UpdateLdCache(root, {"/usr/lib/x86_64-linux-gnu"}, fake.string()).ok());
+  EXPECT_THAT(ReadAll(dir_ / "bundle/rootfs/etc/ld.so.conf.d/00-gpunode-cdi.conf"),
+              HasSubstr("\n/usr/lib/x86_64-linux-gnu\n"));
+  EXPECT_EQ(ReadAll(dir_ / "bundle/rootfs/etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n");
+  EXPECT_EQ(ReadAll(dir_ / "args"), "-r " + root + " -f /etc/ld.so.conf -C /etc/ld.so.cache\n");
+  std::ofstream(fake) << "#!/bin/sh\nexit 1\n";
+  EXPECT_THAT(UpdateLdCache(root, {"/usr/lib"}, fake.string()).message(), HasSubstr("failed (exit 1)"));
+  EXPECT_FALSE(UpdateLdCache(root, {"relative"}, fake.string()).ok());
+}
+
+}  // namespace
+}  // namespace gpunode::container

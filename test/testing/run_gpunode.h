@@ -1,0 +1,35 @@
+// Runs the real gpunode binary (build/bin/gpunode) for end-to-end tests: exit code and output
+// (stdout and stderr together), as a user sees them.
+#ifndef GPUNODE_TEST_TESTING_RUN_GPUNODE_H_
+#define GPUNODE_TEST_TESTING_RUN_GPUNODE_H_
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace gpunode::testing {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// `args` is appended to the binary's path and run through the shell.
+inline Result RunGpunode(const std::string& args) {
+  std::string cmd = std::string(GPUNODE_BIN_DIR) + "/gpunode " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace gpunode::testing
+
+#endif  // GPUNODE_TEST_TESTING_RUN_GPUNODE_H_
