@@ -197,6 +197,11 @@ CheckResult CheckKernelDriver(const NodeInventory& inv) {
                               {Layer::kKernelDriver}));
   }
   bool loaded = k.proc_present || k.nvidia_loaded;
+  if (!loaded && inv.hardware.gpus.empty() && !k.nouveau_loaded) {
+    c.status = CheckStatus::kSkip;  // nothing for a driver to drive (the hardware check fails)
+    c.observed = "nvidia kernel module not loaded (no NVIDIA GPU to drive)";
+    return c;
+  }
   if (!loaded) {
     c.observed = "nvidia kernel module not loaded";
     if (!inv.hardware.gpus.empty()) {
@@ -302,6 +307,11 @@ CheckResult CheckUserDriver(const NodeInventory& inv) {
   const UserDriverLayer& d = inv.driver;
   const KernelDriverLayer& k = inv.kernel;
   c.expected = "NVML initialises, its version equals the kernel module's, it sees every GPU; cuInit succeeds";
+  if (!d.status.ok() && inv.hardware.gpus.empty() && !k.proc_present && !k.nvidia_loaded) {
+    c.status = CheckStatus::kSkip;  // no GPU and no driver: the hardware check says it all
+    c.observed = absl::StrCat("no NVIDIA driver (", d.status.message(), ")");
+    return c;
+  }
   if (!d.status.ok()) {
     auto code = NvmlReturnOf(d.status).value_or(NVML_ERROR_UNKNOWN);
     std::string observed = std::string(d.status.message());

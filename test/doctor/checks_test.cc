@@ -96,6 +96,18 @@ TEST(DoctorTest, NoGpuOnThePciBusFailsTheHardwareLayer) {
   EXPECT_EQ(ExitCode(r), 2);
 }
 
+TEST(DoctorTest, AMachineWithoutGpuOrDriverFailsOnlyTheHardwareLayer) {
+  NodeInventory inv = HealthyNode();
+  inv.hardware.gpus.clear();
+  inv.kernel = KernelDriverLayer{};
+  inv.driver = UserDriverLayer{};
+  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIBRARY_NOT_FOUND, "load libnvidia-ml.so.1");
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("hardware.no-gpu"));
+  EXPECT_EQ(r.checks[1].status, CheckStatus::kSkip);
+  EXPECT_EQ(r.checks[2].status, CheckStatus::kSkip);
+}
+
 TEST(DoctorTest, DriverLibraryMismatchNamesBothLayersAndComesFirst) {
   NodeInventory inv = HealthyNode();
   inv.kernel.version = *Version::Parse("550.127.05");
