@@ -76,6 +76,7 @@ void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails

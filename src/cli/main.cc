@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
       "  gpunode compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
       "  gpunode bench                          measure each GPU against its model's ceilings\n"
       "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
+      "  gpunode runtime configure --runtime containerd --cdi   add the nvidia runtime\n"
       "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.");
 
   int exit_code = kExitOk;
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
   AddSimCommand(app, global, &exit_code);
   AddBenchCommand(app, global, &exit_code);
   AddCdiCommand(app, global, &exit_code);
+  AddRuntimeCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,119 @@
+// gpunode runtime configure: add an `nvidia` runtime to Docker, containerd or CRI-O's config.
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "src/cli/common.h"
+#include "src/container/runtime_config.h"
+
+namespace gpunode::cli {
+namespace {
+
+struct ConfigureOptions {
+  std::string runtime;
+  std::string config;  // "" = default path under --host-root
+  std::string runtime_name = "nvidia";
+  std::string runtime_path;
+  bool set_as_default = false;
+  bool cdi = false;
+  bool dry_run = false;
+};
+
+int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  auto kind = container::ParseRuntimeKind(opts.runtime);
+  if (!kind.ok()) {
+    PrintError(kind.status());
+    return kExitUsage;
+  }
+  container::RuntimeConfigOptions options;
+  options.kind = *kind;
+  options.runtime_name = opts.runtime_name;
+  options.runtime_path = opts.runtime_path;
+  options.set_as_default = opts.set_as_default;
+  options.enable_cdi = opts.cdi;
+  if (*kind != container::RuntimeKind::kDocker && !options.runtime_path.empty() &&
+      options.runtime_path.front() != '/') {
+    PrintError(absl::StrCat("--runtime-path \"", options.runtime_path, "\": ", opts.runtime,
+                            " needs an absolute path"));
+    return kExitUsage;
+  }
+  std::string path = opts.config;
+  if (path.empty()) {
+    auto fs = HostFs::Open(global.host_root);
+    if (!fs.ok()) {
+      PrintError(fs.status());
+      return kExitUsage;
+    }
+    path = fs->Resolve(container::DefaultConfigPath(*kind));
+  }
+  auto result = container::ApplyRuntimeConfig(path, options, opts.dry_run);
+  if (!result.ok()) {
+    PrintError(result.status());
+    return kExitUsage;
+  }
+  for (const std::string& w : result->warnings) std::cerr << "warning: " << w << "\n";
+  if (*format != OutputFormat::kTable) {
+    nlohmann::ordered_json doc;
+    doc["apiVersion"] = "gpunode/v1";
+    doc["kind"] = "RuntimeConfigureResult";
+    doc["runtime"] = container::RuntimeKindName(*kind);
+    doc["config"] = result->path;
+    doc["changed"] = result->changed;
+    doc["created"] = result->created;
+    doc["dryRun"] = opts.dry_run;
+    if (!result->backup_path.empty()) doc["backup"] = result->backup_path;
+    if (!result->diff.empty()) doc["diff"] = result->diff;
+    PrintDocument(doc, *format);
+    return kExitOk;
+  }
+  if (!result->changed) {
+    std::cout << result->path << ": already configured (" << opts.runtime_name << " runtime for "
+              << opts.runtime << "); nothing changed\n";
+    return kExitOk;
+  }
+  if (opts.dry_run) {
+    std::cout << result->diff;
+    return kExitOk;
+  }
+  std::cout << (result->created ? "created " : "updated ") << result->path;
+  if (!result->backup_path.empty()) std::cout << " (backup: " << result->backup_path << ")";
+  std::cout << "\nRestart " << opts.runtime << " to use the " << opts.runtime_name
+            << " runtime (gpunode restarts nothing).\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  CLI::App* runtime = app.add_subcommand(
+      "runtime", "Configure container engines (Docker, containerd, CRI-O) for NVIDIA GPUs");
+  runtime->require_subcommand(1);
+  auto opts = std::make_shared<ConfigureOptions>();
+  CLI::App* configure = runtime->add_subcommand(
+      "configure",
+      "Add an nvidia runtime to the engine's config, keeping everything else in the file");
+  configure->add_option("--runtime", opts->runtime, "docker, containerd or crio")
+      ->required()
+      ->check(CLI::IsMember({"docker", "containerd", "crio"}));
+  configure->add_option("--config", opts->config,
+                        "Config file to edit (default: /etc/docker/daemon.json, "
+                        "/etc/containerd/config.toml, /etc/crio/crio.conf.d/99-nvidia.toml "
+                        "under --host-root)");
+  configure->add_option("--runtime-name", opts->runtime_name, "Name of the runtime (default nvidia)");
+  configure->add_option("--runtime-path", opts->runtime_path,
+                        "Runtime executable (default nvidia-container-runtime for docker, "
+                        "/usr/bin/nvidia-container-runtime for containerd and crio)");
+  configure->add_flag("--set-as-default", opts->set_as_default,
+                      "Make the nvidia runtime the engine's default");
+  configure->add_flag("--cdi", opts->cdi,
+                      "Enable CDI in the engine (docker features.cdi, containerd enable_cdi)");
+  configure->add_flag("--dry-run", opts->dry_run,
+                      "Print the change as a unified diff; write nothing");
+  configure->callback([&global, opts, exit_code] { *exit_code = RunConfigure(global, *opts); });
+}
+
+}  // namespace gpunode::cli

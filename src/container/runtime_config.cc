@@ -1,0 +1,922 @@
+#include "src/container/runtime_config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+
+// toml++ is used header-only, without exceptions: parse() returns a parse_result.
+#define TOML_EXCEPTIONS 0
+#include <toml++/toml.h>
+
+namespace gpunode::container {
+namespace {
+
+using Path = std::vector<std::string>;
+
+std::string Sv(std::string_view s) { return std::string(s); }
+
+// ---------------------------------------------------------------------------------------------
+// TOML values: a one-key table {"v": value} stands for any value (copyable and comparable).
+
+toml::table Wrap(const toml::node& node) {
+  toml::table t;
+  node.visit([&](auto&& n) { t.insert("v", n); });
+  return t;
+}
+template <typename T>
+toml::table WrapValue(T v) {
+  toml::table t;
+  t.insert("v", std::move(v));
+  return t;
+}
+
+// The TOML text of the wrapped value ("true", "\"x\"", "[ 1, 2 ]").
+std::string RenderValue(const toml::table& wrapped) {
+  std::ostringstream os;
+  os << toml::toml_formatter{wrapped, toml::format_flags::none};
+  std::string s = os.str();
+  size_t eq = s.find('=');
+  std::string v = eq == std::string::npos ? s : s.substr(eq + 1);
+  return std::string(absl::StripAsciiWhitespace(v));
+}
+
+bool IsBareKey(const std::string& k) {
+  if (k.empty()) return false;
+  for (char c : k) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+std::string QuoteKey(const std::string& k) {
+  if (IsBareKey(k)) return k;
+  std::string out = "\"";
+  for (char c : k) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string JoinKey(const Path& p, size_t from = 0) {
+  std::string out;
+  for (size_t i = from; i < p.size(); ++i) {
+    if (i > from) out += '.';
+    out += QuoteKey(p[i]);
+  }
+  return out;
+}
+
+Status TomlParseError(const toml::parse_error& e, absl::string_view source_name) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "parse ", source_name, ": line ", e.source().begin.line, ", column ",
+      e.source().begin.column, ": ", Sv(e.description())));
+}
+
+StatusOr<toml::table> ParseToml(absl::string_view text, absl::string_view source_name) {
+  toml::parse_result r = toml::parse(std::string_view(text.data(), text.size()),
+                                     std::string_view(source_name.data(), source_name.size()));
+  if (!r) return TomlParseError(r.error(), source_name);
+  return std::move(r).table();
+}
+
+const toml::node* Find(const toml::table& root, const Path& path) {
+  const toml::node* n = &root;
+  for (const std::string& k : path) {
+    const toml::table* t = n->as_table();
+    if (t == nullptr) return nullptr;
+    n = t->get(k);
+    if (n == nullptr) return nullptr;
+  }
+  return n;
+}
+
+// Sets path = value in `root`, creating tables; fails when a component is not a table.
+Status SetInTree(toml::table& root, const Path& path, const toml::table& wrapped) {
+  toml::table* t = &root;
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    toml::node* n = t->get(path[i]);
+    if (n == nullptr) {
+      t->insert(path[i], toml::table{});
+      n = t->get(path[i]);
+    }
+    t = n->as_table();
+    if (t == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot set ", JoinKey(path), ": ", JoinKey(Path(path.begin(), path.begin() + i + 1)),
+          " is not a table"));
+    }
+  }
+  wrapped.get("v")->visit([&](auto&& n) { t->insert_or_assign(path.back(), n); });
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A line scanner of TOML text: table headers and key/value lines (with the lines they span).
+
+struct Section {
+  Path path;
+  bool array = false;   // [[array of tables]]
+  size_t header = 0;    // line index; SIZE_MAX for the root section
+  size_t last_kv = 0;   // last line of the last key/value in the section; == header when none
+  bool has_kv = false;
+};
+
+struct KeyLine {
+  Path full_path;
+  size_t section = 0;  // index into sections
+  size_t first = 0, last = 0;
+  size_t eq = 0;        // column of '=' on the first line
+  std::string comment;  // trailing comment of a one-line value
+};
+
+struct Scan {
+  std::vector<std::string> lines;
+  bool trailing_newline = true;
+  std::vector<Section> sections;  // [0] is the root
+  std::vector<KeyLine> keys;
+};
+
+// Parses a (dotted) key starting at `pos`; stops at `stop` (after whitespace). False on garbage.
+bool ParseKey(const std::string& s, size_t& pos, char stop, Path& out) {
+  auto skip_ws = [&] {
+    while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t')) ++pos;
+  };
+  while (true) {
+    skip_ws();
+    if (pos >= s.size()) return false;
+    std::string part;
+    if (s[pos] == '"') {
+      ++pos;
+      while (pos < s.size() && s[pos] != '"') {
+        if (s[pos] == '\\' && pos + 1 < s.size()) {
+          char e = s[++pos];
+          switch (e) {
+            case 'n': part += '\n'; break;
+            case 't': part += '\t'; break;
+            default: part += e;
+          }
+        } else {
+          part += s[pos];
+        }
+        ++pos;
+      }
+      if (pos >= s.size()) return false;
+      ++pos;
+    } else if (s[pos] == '\'') {
+      size_t end = s.find('\'', pos + 1);
+      if (end == std::string::npos) return false;
+      part = s.substr(pos + 1, end - pos - 1);
+      pos = end + 1;
+    } else {
+      size_t start = pos;
+      while (pos < s.size() && (absl::ascii_isalnum(static_cast<unsigned char>(s[pos])) ||
+                                s[pos] == '_' || s[pos] == '-')) {
+        ++pos;
+      }
+      if (pos == start) return false;
+      part = s.substr(start, pos - start);
+    }
+    out.push_back(std::move(part));
+    skip_ws();
+    if (pos < s.size() && s[pos] == '.') {
+      ++pos;
+      continue;
+    }
+    return pos < s.size() && s[pos] == stop;
+  }
+}
+
+struct ValueState {
+  int depth = 0;
+  bool ml_basic = false;
+  bool ml_literal = false;
+  bool neutral() const { return depth == 0 && !ml_basic && !ml_literal; }
+};
+
+// Scans s[pos..] as value text; returns the column of a trailing comment or npos.
+size_t ScanValue(const std::string& s, size_t pos, ValueState& st) {
+  while (pos < s.size()) {
+    if (st.ml_basic) {
+      if (s[pos] == '\\') {
+        pos += 2;
+        continue;
+      }
+      if (s.compare(pos, 3, "\"\"\"") == 0) {
+        st.ml_basic = false;
+        pos += 3;
+        while (pos < s.size() && s[pos] == '"') ++pos;
+        continue;
+      }
+      ++pos;
+      continue;
+    }
+    if (st.ml_literal) {
+      if (s.compare(pos, 3, "'''") == 0) {
+        st.ml_literal = false;
+        pos += 3;
+        while (pos < s.size() && s[pos] == '\'') ++pos;
+        continue;
+      }
+      ++pos;
+      continue;
+    }
+    char c = s[pos];
+    if (c == '#') return pos;
+    if (c == '"') {
+      if (s.compare(pos, 3, "\"\"\"") == 0) {
+        st.ml_basic = true;
+        pos += 3;
+        continue;
+      }
+      ++pos;
+      while (pos < s.size() && s[pos] != '"') pos += (s[pos] == '\\') ? 2 : 1;
+      ++pos;
+      continue;
+    }
+    if (c == '\'') {
+      if (s.compare(pos, 3, "'''") == 0) {
+        st.ml_literal = true;
+        pos += 3;
+        continue;
+      }
+      size_t end = s.find('\'', pos + 1);
+      pos = end == std::string::npos ? s.size() : end + 1;
+      continue;
+    }
+    if (c == '[' || c == '{') ++st.depth;
+    if (c == ']' || c == '}') --st.depth;
+    ++pos;
+  }
+  return std::string::npos;
+}
+
+Scan ScanToml(absl::string_view text) {
+  Scan sc;
+  sc.lines = absl::StrSplit(text, '\n');
+  sc.trailing_newline = !text.empty() && text.back() == '\n';
+  if (sc.trailing_newline || text.empty()) sc.lines.pop_back();
+  Section root;
+  root.header = SIZE_MAX;
+  root.last_kv = SIZE_MAX;
+  sc.sections.push_back(root);
+  ValueState st;
+  for (size_t i = 0; i < sc.lines.size(); ++i) {
+    std::string& line = sc.lines[i];
+    if (!st.neutral()) {
+      ScanValue(line, 0, st);
+      if (st.neutral()) {
+        sc.keys.back().last = i;
+        sc.sections.back().last_kv = i;
+      }
+      continue;
+    }
+    size_t p = line.find_first_not_of(" \t\r");
+    if (p == std::string::npos || line[p] == '#') continue;
+    if (line[p] == '[') {
+      Section s;
+      s.header = i;
+      s.last_kv = i;
+      s.array = line.compare(p, 2, "[[") == 0;
+      size_t pos = p + (s.array ? 2 : 1);
+      if (!ParseKey(line, pos, ']', s.path)) s.path = {"\x01unparsed"};
+      sc.sections.push_back(std::move(s));
+      continue;
+    }
+    KeyLine k;
+    size_t pos = p;
+    Path rel;
+    if (!ParseKey(line, pos, '=', rel)) continue;  // toml++ has accepted the file; be lenient
+    k.full_path = sc.sections.back().path;
+    k.full_path.insert(k.full_path.end(), rel.begin(), rel.end());
+    k.section = sc.sections.size() - 1;
+    k.first = k.last = i;
+    k.eq = pos;
+    size_t comment = ScanValue(line, pos + 1, st);
+    if (st.neutral() && comment != std::string::npos) {
+      k.comment = std::string(absl::StripTrailingAsciiWhitespace(line.substr(comment)));
+    }
+    sc.keys.push_back(std::move(k));
+    sc.sections.back().has_kv = true;
+    sc.sections.back().last_kv = i;
+  }
+  return sc;
+}
+
+std::string JoinLines(const Scan& sc) {
+  std::string out = absl::StrJoin(sc.lines, "\n");
+  if (sc.trailing_newline || !sc.lines.empty()) out += '\n';
+  return out;
+}
+
+std::string IndentOf(const std::string& line) {
+  return line.substr(0, line.find_first_not_of(" \t"));
+}
+
+// Indentation for a key added to `sec`: that of its last key, else its header's.
+std::string KeyIndent(const Scan& sc, const Section& sec) {
+  if (sec.header == SIZE_MAX) return "";
+  if (sec.has_kv) {
+    for (size_t i = sc.keys.size(); i-- > 0;) {
+      if (&sc.sections[sc.keys[i].section] == &sec) return IndentOf(sc.lines[sc.keys[i].first]);
+    }
+  }
+  return IndentOf(sc.lines[sec.header]);
+}
+
+bool StartsWith(const Path& p, const Path& prefix) {
+  return p.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), p.begin());
+}
+
+// Sets one key in the text, keeping every other line. The caller verifies the result.
+std::string SetInText(absl::string_view text, const Path& path, const std::string& value) {
+  Scan sc = ScanToml(text);
+  Path parent(path.begin(), path.end() - 1);
+  auto in_array = [&](const KeyLine& k) { return sc.sections[k.section].array; };
+  // 1. The key exists: replace its value.
+  for (const KeyLine& k : sc.keys) {
+    if (k.full_path != path || in_array(k)) continue;
+    std::string prefix = sc.lines[k.first].substr(0, k.eq);
+    std::string line = absl::StrCat(prefix, "= ", value);
+    if (k.first == k.last && !k.comment.empty()) absl::StrAppend(&line, " ", k.comment);
+    sc.lines.erase(sc.lines.begin() + k.first, sc.lines.begin() + k.last + 1);
+    sc.lines.insert(sc.lines.begin() + k.first, line);
+    return JoinLines(sc);
+  }
+  // 2. The parent table has a header (or is the root): add the key after its last key.
+  for (size_t s = 0; s < sc.sections.size(); ++s) {
+    const Section& sec = sc.sections[s];
+    if (sec.array || sec.path != parent) continue;
+    std::string line = absl::StrCat(KeyIndent(sc, sec), QuoteKey(path.back()), " = ", value);
+    size_t at = sec.header == SIZE_MAX ? (sec.has_kv ? sec.last_kv + 1 : 0) : sec.last_kv + 1;
+    sc.lines.insert(sc.lines.begin() + at, line);
+    return JoinLines(sc);
+  }
+  // 3. The parent is defined by dotted keys in an enclosing section: add a dotted key there.
+  for (size_t i = sc.keys.size(); i-- > 0;) {
+    const KeyLine& k = sc.keys[i];
+    const Section& sec = sc.sections[k.section];
+    if (in_array(k) || !StartsWith(k.full_path, parent) || k.full_path.size() <= parent.size() ||
+        !StartsWith(parent, sec.path)) {
+      continue;
+    }
+    std::string line = absl::StrCat(IndentOf(sc.lines[k.first]), JoinKey(path, sec.path.size()),
+                                    " = ", value);
+    sc.lines.insert(sc.lines.begin() + k.last + 1, line);
+    return JoinLines(sc);
+  }
+  // 4. A new table, after the section closest to it in the tree (else at the end).
+  size_t best = SIZE_MAX, best_len = 0;
+  for (size_t s = 1; s < sc.sections.size(); ++s) {
+    const Section& sec = sc.sections[s];
+    size_t n = 0;
+    while (n < sec.path.size() && n < parent.size() && sec.path[n] == parent[n]) ++n;
+    if (n > 0 && n >= best_len) {
+      best = s;
+      best_len = n;
+    }
+  }
+  std::string header_indent, key_indent;
+  if (best != SIZE_MAX) {
+    header_indent = IndentOf(sc.lines[sc.sections[best].header]);
+    key_indent = KeyIndent(sc, sc.sections[best]);
+  }
+  std::vector<std::string> add = {
+      "", absl::StrCat(header_indent, "[", JoinKey(parent), "]"),
+      absl::StrCat(key_indent, QuoteKey(path.back()), " = ", value)};
+  size_t at = best == SIZE_MAX ? sc.lines.size() : sc.sections[best].last_kv + 1;
+  if (at == 0 || (at <= sc.lines.size() && at > 0 &&
+                  absl::StripAsciiWhitespace(sc.lines[at - 1]).empty())) {
+    add.erase(add.begin());  // no blank line at the top, nor after a blank line
+  }
+  if (at < sc.lines.size() && !absl::StripAsciiWhitespace(sc.lines[at]).empty()) add.push_back("");
+  sc.lines.insert(sc.lines.begin() + at, add.begin(), add.end());
+  return JoinLines(sc);
+}
+
+struct SetOp {
+  Path path;
+  toml::table value;  // wrapped
+};
+
+// Applies `ops` to the TOML text surgically and verifies the result with toml++.
+StatusOr<std::string> ApplyTomlOps(absl::string_view text, const toml::table& old_tree,
+                                   const std::vector<SetOp>& ops, absl::string_view source_name) {
+  toml::table expected = old_tree;
+  std::string out(text);
+  for (const SetOp& op : ops) {
+    const toml::node* have = Find(old_tree, op.path);
+    if (have != nullptr && Wrap(*have) == op.value) continue;  // already as wanted
+    if (Status s = SetInTree(expected, op.path, op.value); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(source_name, ": ", s.message()));
+    }
+    out = SetInText(out, op.path, RenderValue(op.value));
+  }
+  if (out == text) return out;
+  toml::parse_result r = toml::parse(std::string_view(out), std::string_view("edited"));
+  if (!r) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot edit ", source_name, " in place (its layout defeats the line editor: ",
+        Sv(r.error().description()), " at line ", r.error().source().begin.line,
+        " of the result); the file was not changed"));
+  }
+  if (!(r.table() == expected)) {
+    return absl::InternalError(absl::StrCat(
+        "editing ", source_name,
+        " did not give the intended document (other keys would change); the file was not changed"));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string RuntimePath(const RuntimeConfigOptions& o) {
+  return o.runtime_path.empty() ? DefaultRuntimePath(o.kind) : o.runtime_path;
+}
+
+}  // namespace
+
+StatusOr<RuntimeKind> ParseRuntimeKind(absl::string_view name) {
+  if (name == "docker") return RuntimeKind::kDocker;
+  if (name == "containerd") return RuntimeKind::kContainerd;
+  if (name == "crio" || name == "cri-o") return RuntimeKind::kCrio;
+  return absl::InvalidArgumentError(
+      absl::StrCat("runtime \"", name, "\": not one of docker, containerd, crio"));
+}
+
+std::string RuntimeKindName(RuntimeKind kind) {
+  switch (kind) {
+    case RuntimeKind::kDocker: return "docker";
+    case RuntimeKind::kContainerd: return "containerd";
+    case RuntimeKind::kCrio: return "crio";
+  }
+  return "?";
+}
+
+std::string DefaultConfigPath(RuntimeKind kind) {
+  switch (kind) {
+    case RuntimeKind::kDocker: return kDockerConfigPath;
+    case RuntimeKind::kContainerd: return kContainerdConfigPath;
+    case RuntimeKind::kCrio: return kCrioDropInPath;
+  }
+  return "";
+}
+
+std::string DefaultRuntimePath(RuntimeKind kind) {
+  return kind == RuntimeKind::kDocker ? "nvidia-container-runtime"
+                                      : "/usr/bin/nvidia-container-runtime";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Docker
+
+StatusOr<EditResult> EditDockerConfig(absl::string_view text, const RuntimeConfigOptions& options,
+                                      absl::string_view source_name) {
+  using Json = nlohmann::ordered_json;
+  EditResult result;
+  Json doc = Json::object();
+  if (!absl::StripAsciiWhitespace(text).empty()) {
+    try {
+      doc = Json::parse(text.begin(), text.end());
+    } catch (const Json::parse_error& e) {
+      // Byte offset -> line and column.
+      size_t off = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+      size_t line = 1, col = 1;
+      for (size_t i = 0; i < off; ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          col = 1;
+        } else {
+          ++col;
+        }
+      }
+      std::string what = e.what();
+      size_t colon = what.rfind(": ");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parse ", source_name, ": line ", line, ", column ", col, ": ",
+          colon == std::string::npos ? what : what.substr(colon + 2)));
+    }
+    if (!doc.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("parse ", source_name, ": not a JSON object"));
+    }
+  }
+  const Json before = doc;
+  Json& runtimes = doc["runtimes"];
+  if (runtimes.is_null()) runtimes = Json::object();
+  if (!runtimes.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": \"runtimes\" is not an object"));
+  }
+  Json& rt = runtimes[options.runtime_name];
+  if (!rt.is_object()) rt = Json::object();
+  if (!rt.contains("args")) rt["args"] = Json::array();
+  rt["path"] = RuntimePath(options);
+  if (options.set_as_default) doc["default-runtime"] = options.runtime_name;
+  if (options.enable_cdi) {
+    Json& features = doc["features"];
+    if (features.is_null()) features = Json::object();
+    if (!features.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": \"features\" is not an object"));
+    }
+    features["cdi"] = true;  // merged: other feature flags stay
+  }
+  if (doc == before) {
+    result.text = std::string(text);
+    return result;
+  }
+  // Keep the file's indentation (first indented line), else 4 spaces as nvidia-ctk writes.
+  int indent = 4;
+  char indent_char = ' ';
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    size_t n = 0;
+    while (n < line.size() && (line[n] == ' ' || line[n] == '\t')) ++n;
+    if (n > 0 && n < line.size()) {
+      indent_char = line[0];
+      indent = static_cast<int>(n);
+      break;
+    }
+  }
+  result.text = doc.dump(indent, indent_char) + "\n";
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// containerd
+
+StatusOr<int> ContainerdConfigVersion(absl::string_view text, absl::string_view source_name) {
+  GPUNODE_ASSIGN_OR_RETURN(toml::table tree, ParseToml(text, source_name));
+  if (const toml::node* v = tree.get("version")) {
+    std::optional<int64_t> n = v->value<int64_t>();
+    if (!n || *n < 1 || *n > 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": unsupported containerd config version (want 1, 2 or 3)"));
+    }
+    return static_cast<int>(*n);
+  }
+  return tree.empty() ? 2 : 1;
+}
+
+StatusOr<EditResult> EditContainerdConfig(absl::string_view text,
+                                          const RuntimeConfigOptions& options,
+                                          absl::string_view source_name) {
+  GPUNODE_ASSIGN_OR_RETURN(toml::table tree, ParseToml(text, source_name));
+  GPUNODE_ASSIGN_OR_RETURN(int version, ContainerdConfigVersion(text, source_name));
+  Path cri = version == 1   ? Path{"plugins", "cri"}
+             : version == 2 ? Path{"plugins", "io.containerd.grpc.v1.cri"}
+                            : Path{"plugins", "io.containerd.cri.v1.runtime"};
+  Path containerd = cri;
+  containerd.push_back("containerd");
+  Path runtimes = containerd;
+  runtimes.push_back("runtimes");
+  Path nvidia = runtimes;
+  nvidia.push_back(options.runtime_name);
+  auto at = [](Path p, std::initializer_list<std::string> more) {
+    p.insert(p.end(), more);
+    return p;
+  };
+
+  std::vector<SetOp> ops;
+  if (tree.empty() && !tree.contains("version")) {
+    ops.push_back({{"version"}, WrapValue<int64_t>(2)});
+  }
+  // The runtime whose options we copy: the default (unless it is an nvidia one), runc, crun.
+  const toml::table* source = nullptr;
+  std::vector<std::string> candidates;
+  if (const toml::node* d = Find(tree, at(containerd, {"default_runtime_name"}))) {
+    if (auto name = d->value<std::string>(); name && !absl::StartsWith(*name, "nvidia")) {
+      candidates.push_back(*name);
+    }
+  }
+  candidates.push_back("runc");
+  candidates.push_back("crun");
+  for (const std::string& c : candidates) {
+    if (const toml::node* n = Find(tree, at(runtimes, {c})); n != nullptr && n->is_table()) {
+      source = n->as_table();
+      break;
+    }
+  }
+  const std::string path = RuntimePath(options);
+  if (source != nullptr) {
+    for (auto&& [key, value] : *source) {
+      if (value.is_table()) continue;
+      ops.push_back({at(nvidia, {Sv(key.str())}), Wrap(value)});
+    }
+    if (const toml::table* opts = source->get_as<toml::table>("options")) {
+      for (auto&& [key, value] : *opts) {
+        if (value.is_table() || key.str() == "BinaryName") continue;
+        ops.push_back({at(nvidia, {"options", Sv(key.str())}), Wrap(value)});
+      }
+    }
+  }
+  if (source == nullptr) {
+    ops.push_back({at(nvidia, {"privileged_without_host_devices"}), WrapValue(false)});
+    ops.push_back({at(nvidia, {"runtime_engine"}), WrapValue(std::string())});
+    ops.push_back({at(nvidia, {"runtime_root"}), WrapValue(std::string())});
+  }
+  if (source == nullptr || !source->contains("runtime_type")) {
+    ops.push_back({at(nvidia, {"runtime_type"}), WrapValue(std::string("io.containerd.runc.v2"))});
+  }
+  ops.push_back({at(nvidia, {"options", "BinaryName"}), WrapValue(path)});
+  if (version == 1) ops.push_back({at(nvidia, {"options", "Runtime"}), WrapValue(path)});
+  if (options.set_as_default) {
+    ops.push_back({at(containerd, {"default_runtime_name"}), WrapValue(options.runtime_name)});
+  }
+  if (options.enable_cdi) ops.push_back({at(cri, {"enable_cdi"}), WrapValue(true)});
+
+  EditResult result;
+  GPUNODE_ASSIGN_OR_RETURN(result.text, ApplyTomlOps(text, tree, ops, source_name));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRI-O
+
+StatusOr<EditResult> EditCrioConfig(absl::string_view text, const RuntimeConfigOptions& options,
+                                    absl::string_view source_name) {
+  GPUNODE_ASSIGN_OR_RETURN(toml::table tree, ParseToml(text, source_name));
+  Path nvidia = {"crio", "runtime", "runtimes", options.runtime_name};
+  std::vector<SetOp> ops;
+  ops.push_back({{"crio", "runtime", "runtimes", options.runtime_name, "runtime_path"},
+                 WrapValue(RuntimePath(options))});
+  ops.push_back({{"crio", "runtime", "runtimes", options.runtime_name, "runtime_type"},
+                 WrapValue(std::string("oci"))});
+  if (options.set_as_default) {
+    ops.push_back({{"crio", "runtime", "default_runtime"}, WrapValue(options.runtime_name)});
+  }
+  EditResult result;
+  if (options.enable_cdi) {
+    result.warnings.push_back("--cdi is ignored for CRI-O: CRI-O enables CDI by default");
+  }
+  GPUNODE_ASSIGN_OR_RETURN(result.text, ApplyTomlOps(text, tree, ops, source_name));
+  return result;
+}
+
+StatusOr<EditResult> EditRuntimeConfig(absl::string_view text, const RuntimeConfigOptions& options,
+                                       absl::string_view source_name) {
+  switch (options.kind) {
+    case RuntimeKind::kDocker: return EditDockerConfig(text, options, source_name);
+    case RuntimeKind::kContainerd: return EditContainerdConfig(text, options, source_name);
+    case RuntimeKind::kCrio: return EditCrioConfig(text, options, source_name);
+  }
+  return absl::InvalidArgumentError("unknown runtime");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unified diff (LCS over lines; config files are small).
+
+std::string UnifiedDiff(absl::string_view old_text, absl::string_view new_text,
+                        absl::string_view old_name, absl::string_view new_name) {
+  if (old_text == new_text) return "";
+  auto split = [](absl::string_view t) {
+    std::vector<std::string> v = absl::StrSplit(t, '\n');
+    if (!t.empty() && t.back() == '\n') v.pop_back();
+    if (t.empty()) v.clear();
+    return v;
+  };
+  std::vector<std::string> a = split(old_text), b = split(new_text);
+  size_t n = a.size(), m = b.size();
+  // ops: ' ' keep, '-' old line, '+' new line, with line indices.
+  struct Op {
+    char kind;
+    size_t ai, bi;
+  };
+  std::vector<Op> seq;
+  if (n * m <= 16u * 1024 * 1024) {
+    std::vector<std::vector<uint32_t>> lcs(n + 1, std::vector<uint32_t>(m + 1, 0));
+    for (size_t i = n; i-- > 0;) {
+      for (size_t j = m; j-- > 0;) {
+        lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+      }
+    }
+    size_t i = 0, j = 0;
+    while (i < n || j < m) {
+      if (i < n && j < m && a[i] == b[j]) {
+        seq.push_back({' ', i++, j++});
+      } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+        seq.push_back({'-', i++, j});
+      } else {
+        seq.push_back({'+', i, j++});
+      }
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) seq.push_back({'-', i, 0});
+    for (size_t j = 0; j < m; ++j) seq.push_back({'+', n, j});
+  }
+  std::string out = absl::StrCat("--- ", old_name, "\n+++ ", new_name, "\n");
+  constexpr size_t kContext = 3;
+  size_t k = 0;
+  while (k < seq.size()) {
+    // Next change.
+    size_t c = k;
+    while (c < seq.size() && seq[c].kind == ' ') ++c;
+    if (c == seq.size()) break;
+    size_t start = c >= kContext ? c - kContext : 0;
+    start = std::max(start, k);
+    // Extend the hunk while changes are within 2*context of each other.
+    size_t end = c;
+    while (true) {
+      while (end < seq.size() && seq[end].kind != ' ') ++end;
+      size_t next = end;
+      while (next < seq.size() && seq[next].kind == ' ') ++next;
+      if (next < seq.size() && next - end <= 2 * kContext) {
+        end = next;
+        continue;
+      }
+      end = std::min(seq.size(), end + kContext);
+      break;
+    }
+    size_t a_start = seq[start].ai, b_start = seq[start].bi, a_len = 0, b_len = 0;
+    std::string body;
+    for (size_t x = start; x < end; ++x) {
+      const Op& op = seq[x];
+      if (op.kind == ' ') {
+        ++a_len;
+        ++b_len;
+        absl::StrAppend(&body, " ", a[op.ai], "\n");
+      } else if (op.kind == '-') {
+        ++a_len;
+        absl::StrAppend(&body, "-", a[op.ai], "\n");
+      } else {
+        ++b_len;
+        absl::StrAppend(&body, "+", b[op.bi], "\n");
+      }
+    }
+    absl::StrAppend(&out, "@@ -", a_len == 0 ? a_start : a_start + 1, ",", a_len, " +",
+                    b_len == 0 ? b_start : b_start + 1, ",", b_len, " @@\n", body);
+    k = end;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file applier.
+
+namespace {
+
+Status WriteAll(int fd, absl::string_view data, const std::string& path) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(errno, "write", path);
+    }
+    off += static_cast<size_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> ReadWhole(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(errno, "read", path);
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return ErrnoToStatus(e, "read", path);
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+    if (out.size() > (16u << 20)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("read ", path, ": larger than 16 MiB"));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+Status MakeDirs(const std::string& dir) {
+  if (dir.empty() || dir == "/") return absl::OkStatus();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("create ", dir, ": not a directory"));
+  }
+  size_t slash = dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    GPUNODE_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoToStatus(errno, "create directory", dir);
+  }
+  return absl::OkStatus();
+}
+
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Writes `data` to a new temp file next to `path` with mode/owner; returns its name.
+StatusOr<std::string> WriteTemp(const std::string& path, absl::string_view data, mode_t mode,
+                                const struct stat* owner, std::vector<std::string>* warnings) {
+  std::string tmpl = path + ".gpunode.tmp.XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  int fd = ::mkstemp(buf.data());
+  if (fd < 0) return ErrnoToStatus(errno, "create a temporary file in", DirOf(path));
+  std::string tmp(buf.data());
+  auto fail = [&](Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  if (Status s = WriteAll(fd, data, tmp); !s.ok()) return fail(s);
+  if (::fchmod(fd, mode) != 0) return fail(ErrnoToStatus(errno, "chmod", tmp));
+  if (owner != nullptr && (owner->st_uid != ::geteuid() || owner->st_gid != ::getegid()) &&
+      ::fchown(fd, owner->st_uid, owner->st_gid) != 0 && warnings != nullptr) {
+    warnings->push_back(absl::StrCat("could not keep the owner of ", path, " (uid ",
+                                     owner->st_uid, ", gid ", owner->st_gid, ")"));
+  }
+  if (::fsync(fd) != 0) return fail(ErrnoToStatus(errno, "fsync", tmp));
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return ErrnoToStatus(errno, "close", tmp);
+  }
+  return tmp;
+}
+
+}  // namespace
+
+StatusOr<ApplyResult> ApplyRuntimeConfig(const std::string& path_in,
+                                         const RuntimeConfigOptions& options, bool dry_run) {
+  ApplyResult result;
+  std::string path = path_in;
+  struct stat lst;
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    char real[PATH_MAX];
+    if (::realpath(path.c_str(), real) != nullptr) path = real;  // edit the link's target
+  }
+  result.path = path;
+  struct stat st;
+  bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return ErrnoToStatus(errno, "stat", path);
+  if (exists && !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
+  }
+  std::string old_text;
+  if (exists) {
+    GPUNODE_ASSIGN_OR_RETURN(old_text, ReadWhole(path));
+  }
+  GPUNODE_ASSIGN_OR_RETURN(EditResult edit, EditRuntimeConfig(old_text, options, path));
+  result.warnings = edit.warnings;
+  result.created = !exists;
+  result.changed = !exists || edit.text != old_text;
+  if (!result.changed) return result;
+  result.diff = UnifiedDiff(old_text, edit.text, exists ? path : "/dev/null", path);
+  if (dry_run) return result;
+
+  GPUNODE_RETURN_IF_ERROR(MakeDirs(DirOf(path)));
+  mode_t mode = exists ? (st.st_mode & 07777) : 0644;
+  GPUNODE_ASSIGN_OR_RETURN(std::string tmp,
+                           WriteTemp(path, edit.text, mode, exists ? &st : nullptr,
+                                     &result.warnings));
+  if (exists) {
+    // The backup: the file as it was before this change (overwritten by each change we make).
+    std::string backup = path + ".gpunode.bak";
+    StatusOr<std::string> btmp = WriteTemp(backup, old_text, mode, &st, nullptr);
+    if (!btmp.ok() || ::rename(btmp->c_str(), backup.c_str()) != 0) {
+      Status s = btmp.ok() ? ErrnoToStatus(errno, "rename to", backup) : btmp.status();
+      if (btmp.ok()) ::unlink(btmp->c_str());
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    result.backup_path = backup;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = ErrnoToStatus(errno, "rename to", path);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return result;
+}
+
+}  // namespace gpunode::container

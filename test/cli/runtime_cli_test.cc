@@ -1,0 +1,115 @@
+// End-to-end tests of `gpunode runtime configure` (the real binary): files under a host root or
+// named by --config, idempotence, dry-run, and refused inputs with exit code 3.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/run_gpunode.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::gpunode::testing::Result;
+using ::gpunode::testing::RunGpunode;
+using ::testing::HasSubstr;
+
+class RuntimeCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpunode-runtime-cli-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(Path(name));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static std::string Fixture(const std::string& name) {
+    return std::string(GPUNODE_SOURCE_DIR) + "/test/fixtures/runtime/" + name;
+  }
+  fs::path dir_;
+};
+
+TEST_F(RuntimeCliTest, ContainerdUnderHostRootThenAlreadyConfigured) {
+  fs::create_directories(dir_ / "etc/containerd");
+  fs::copy_file(Fixture("containerd-v2.toml"), dir_ / "etc/containerd/config.toml");
+  Result r = RunGpunode("--host-root " + dir_.string() +
+                        " runtime configure --runtime containerd --set-as-default --cdi");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("updated " + Path("etc/containerd/config.toml")));
+  EXPECT_THAT(r.out, HasSubstr("config.toml.gpunode.bak"));
+  std::string text = Read("etc/containerd/config.toml");
+  EXPECT_THAT(text, HasSubstr("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]"));
+  EXPECT_THAT(text, HasSubstr("enable_cdi = true"));
+  EXPECT_THAT(text, HasSubstr("# systemd cgroups: required by kubelet's cgroupDriver=systemd"));
+
+  Result again = RunGpunode("--host-root " + dir_.string() +
+                            " runtime configure --runtime containerd --set-as-default --cdi");
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_THAT(again.out, HasSubstr("already configured"));
+  EXPECT_EQ(Read("etc/containerd/config.toml"), text);
+}
+
+TEST_F(RuntimeCliTest, DockerDryRunPrintsDiffAndWritesNothing) {
+  fs::copy_file(Fixture("daemon-runtimes.json"), Path("daemon.json"));
+  std::string before = Read("daemon.json");
+  Result r = RunGpunode("runtime configure --runtime docker --dry-run --cdi --config " +
+                        Path("daemon.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--- " + Path("daemon.json")));
+  EXPECT_THAT(r.out, HasSubstr("+    \"nvidia\": {"));
+  EXPECT_THAT(r.out, HasSubstr("+    \"cdi\": true"));
+  EXPECT_EQ(Read("daemon.json"), before);
+  EXPECT_FALSE(fs::exists(Path("daemon.json.gpunode.bak")));
+}
+
+TEST_F(RuntimeCliTest, CrioDropInCreatedAndJsonOutput) {
+  Result r = RunGpunode("-o json --host-root " + dir_.string() +
+                        " runtime configure --runtime crio --runtime-path /usr/bin/gpunode-shim");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["kind"], "RuntimeConfigureResult");
+  EXPECT_EQ(doc["created"], true);
+  EXPECT_EQ(doc["config"], Path("etc/crio/crio.conf.d/99-nvidia.toml"));
+  EXPECT_THAT(Read("etc/crio/crio.conf.d/99-nvidia.toml"),
+              HasSubstr("runtime_path = \"/usr/bin/gpunode-shim\""));
+}
+
+TEST_F(RuntimeCliTest, MalformedConfigExit3Untouched) {
+  fs::copy_file(Fixture("containerd-malformed.toml"), Path("config.toml"));
+  std::string before = Read("config.toml");
+  Result r = RunGpunode("runtime configure --runtime containerd --config " + Path("config.toml"));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("parse " + Path("config.toml") + ": line 2"));
+  EXPECT_EQ(Read("config.toml"), before);
+}
+
+TEST_F(RuntimeCliTest, UnwritableTargetExit3Untouched) {
+  // A directory where the backup must go stops the write, for root too.
+  fs::copy_file(Fixture("daemon-runtimes.json"), Path("daemon.json"));
+  fs::create_directory(Path("daemon.json.gpunode.bak"));
+  std::string before = Read("daemon.json");
+  Result r = RunGpunode("runtime configure --runtime docker --config " + Path("daemon.json"));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("daemon.json.gpunode.bak"));
+  EXPECT_EQ(Read("daemon.json"), before);
+}
+
+TEST_F(RuntimeCliTest, BadFlags) {
+  EXPECT_EQ(RunGpunode("runtime configure --runtime podman").exit_code, 3);
+  Result r = RunGpunode("runtime configure --runtime containerd --runtime-path relative --config " +
+                        Path("c.toml"));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("absolute path"));
+}
+
+}  // namespace
