@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/run_gpunode.h"
+#include "test/testing/temp_dir_test.h"
 
 namespace {
 
@@ -20,22 +21,7 @@ using ::gpunode::testing::RunGpunode;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class CdiCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpunode-cdi-cli-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(Path(name));
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  fs::path dir_;
+class CdiCliTest : public ::gpunode::testing::TempDirTest {
 };
 
 TEST_F(CdiCliTest, GenerateToStdoutPrintsAYamlSpecForTheSimulatedNode) {

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/run_gpunode.h"
+#include "test/testing/temp_dir_test.h"
 
 namespace {
 
@@ -18,25 +19,11 @@ using ::gpunode::testing::Result;
 using ::gpunode::testing::RunGpunode;
 using ::testing::HasSubstr;
 
-class RuntimeCliTest : public ::testing::Test {
+class RuntimeCliTest : public ::gpunode::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpunode-runtime-cli-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(Path(name));
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
   static std::string Fixture(const std::string& name) {
     return std::string(GPUNODE_SOURCE_DIR) + "/test/fixtures/runtime/" + name;
   }
-  fs::path dir_;
 };
 
 TEST_F(RuntimeCliTest, ContainerdUnderHostRootThenAlreadyConfigured) {
