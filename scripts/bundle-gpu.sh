@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .gpubundle
 progs=(build/bin/gpunode)
+# --with-runc: also Debian's runc (+ libseccomp) and a static busybox, for the container proof
+# (scripts/gpu-proof-containers.sh); the GPU machine has no container runtime.
+if [ "${1:-}" = "--with-runc" ]; then
+  progs+=("$(command -v runc)")
+fi
 [ -x build/bin/nvml_call_costs ] && progs+=(build/bin/nvml_call_costs)
+[ -x build/bin/kubelet_emulator ] && progs+=(build/bin/kubelet_emulator)
+# The simulated NVML, so benchmarks of simulated nodes can run on the GPU machine's CPU too.
+[ -f build/bin/libgpunode-simnvml.so ] && progs+=(build/bin/libgpunode-simnvml.so)
 ../shared/tools/bundle-for-gpu.sh .gpubundle "${progs[@]}"
 strip .gpubundle/bin/*
+if [ "${1:-}" = "--with-runc" ]; then
+  file -L /bin/busybox | grep -q 'statically linked' || { echo "need busybox-static" >&2; exit 2; }
+  cp -L /bin/busybox .gpubundle/bin/busybox
+fi

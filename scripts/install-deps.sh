@@ -8,10 +8,14 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
+  # gRPC (kubelet device plugin and pod-resources APIs)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # tests, fuzzing, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   # tools the tests and benchmark scripts call
   python3 procps
+  # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
+  podman runc busybox-static
 )
 
 missing=()

@@ -78,7 +78,8 @@ CUresult cuDriverGetVersion(int* driverVersion) {
   auto& s = gpunode::sim::SimState::Get();
   std::lock_guard<std::mutex> lock(s.mu);
   if (driverVersion == nullptr) return kInvalidValue;
-  if (!s.loaded() && !EnsureProfile(s)) return kUnknown;
+  // The profile of now (GPUNODE_SIM_PROFILE may name another file than when NVML last loaded it).
+  if (!EnsureProfile(s)) return kUnknown;
   auto v = gpunode::Version::Parse(s.profile().driver.cuda_version);
   if (!v.ok()) return kUnknown;
   *driverVersion = static_cast<int>(v->major() * 1000 + v->minor() * 10);

@@ -407,9 +407,10 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
     GPUNODE_RETURN_IF_ERROR(w.Link("usr/local/cuda", versioned));
   }
 
-  // The driver's utilities come with its user-space libraries (an empty stand-in binary).
+  // The driver's utilities come with its user-space libraries (a stand-in that starts like an ELF
+  // file, as `cdi generate` checks, and runs nowhere).
   if (p.host.nvidia_utils && !p.driver.version.empty()) {
-    GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", ""));
+    GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", std::string("\x7f" "ELF (gpunode simulated nvidia-smi)\n")));
   }
   if (!p.driver.version.empty()) GPUNODE_RETURN_IF_ERROR(WriteDriverLibraries(w, p.driver.version));
   for (const auto& [path, content] : p.host.files) GPUNODE_RETURN_IF_ERROR(w.File(path, content));

@@ -30,12 +30,6 @@ struct GenerateOptions {
   bool no_all_device = false;
 };
 
-std::string SelfPath() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/usr/bin/gpunode");
-}
-
 StatusOr<std::string> ReadExplicitFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoToStatus(errno, "read", path);
@@ -68,28 +62,13 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
   build.all_device = !opts.no_all_device;
   build.hook_path = opts.hook_path.empty() ? SelfPath() : opts.hook_path;
 
-  auto session = NodeSession::Open(global);
-  if (!session.ok()) {
-    PrintError(session.status());
-    return kExitUsage;
+  auto generated = GenerateHostSpec(global, opts.driver_root, build);
+  if (!generated.ok()) {
+    PrintError(generated.status());
+    return generated.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
   }
-  (*session)->probe_options().init_cuda = false;  // NVML and the files are all a spec needs
-  (*session)->probe_options().query_topology = false;
-  auto inv = (*session)->Inventory();
-  if (!inv.ok()) {
-    PrintError(inv.status());
-    return kExitUsage;
-  }
-  auto files = container::DiscoverDriverFiles((*session)->fs(), *inv, {opts.driver_root});
-  if (!files.ok()) {
-    PrintError(files.status());
-    return files.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
-  }
-  auto built = container::BuildSpec(*inv, *files, build);
-  if (!built.ok()) {
-    PrintError(built.status());
-    return built.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
-  }
+  const container::BuildResult* built = &generated->built;
+  const container::DriverFiles* files = &generated->files;
   for (const std::string& w : files->warnings) std::cerr << "warning: " << w << "\n";
   for (const std::string& w : built->warnings) std::cerr << "warning: " << w << "\n";
   const std::string text =
@@ -99,7 +78,7 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
     return kExitOk;
   }
   std::string path = opts.output;
-  if (path.empty()) path = (*session)->fs().Resolve(container::kDefaultSpecPath);
+  if (path.empty()) path = generated->default_path;
   if (Status st = container::WriteFileAtomically(path, text, 0644); !st.ok()) {
     PrintError(st);
     return kExitFailed;
@@ -217,6 +196,25 @@ int RunHook(const StatusOr<std::string>& root, const std::function<Status(const 
 }
 
 }  // namespace
+
+std::string SelfPath() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("/usr/bin/gpunode");
+}
+
+StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std::string& driver_root,
+                                         const container::BuildOptions& build) {
+  GPUNODE_ASSIGN_OR_RETURN(std::unique_ptr<NodeSession> session, NodeSession::Open(global));
+  session->probe_options().init_cuda = false;  // NVML and the files are all a spec needs
+  session->probe_options().query_topology = false;
+  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, session->Inventory());
+  GeneratedSpec out;
+  GPUNODE_ASSIGN_OR_RETURN(out.files, container::DiscoverDriverFiles(session->fs(), inv, {driver_root}));
+  GPUNODE_ASSIGN_OR_RETURN(out.built, container::BuildSpec(inv, out.files, build));
+  out.default_path = session->fs().Resolve(container::kDefaultSpecPath);
+  return out;
+}
 
 void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("cdi", "CDI specs for the GPUs: generate, list, validate (docs/cdi.md)");

@@ -12,6 +12,7 @@
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/bench/report.h"
+#include "src/container/cdi.h"
 #include "src/node/inventory.h"
 #include "src/node/probe.h"
 
@@ -77,12 +78,32 @@ void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails
 // when nothing can run (simulated node, no kernels, no libcuda, no GPU, bad --gpus index).
 StatusOr<bench::BenchReport> RunBenchOnSession(const NodeSession& session,
                                                const bench::BenchOptions& options, bool progress);
+
+// The spec `gpunode cdi generate` writes, for the session's node (NVML and files; no cuInit).
+// Shared with `gpunode oci-runtime`, which builds one in memory when no spec file offers the GPUs.
+struct GeneratedSpec {
+  container::DriverFiles files;
+  container::BuildResult built;
+  std::string default_path;  // /var/run/cdi/nvidia.yaml under the host root
+};
+StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std::string& driver_root,
+                                         const container::BuildOptions& build);
+// The absolute path of this executable (/proc/self/exe).
+std::string SelfPath();
+
+// `gpunode oci-runtime ARGS...` (and the binary called as nvidia-container-runtime): parsed by
+// hand, since everything after our own flags belongs to the real runtime. Returns only on error
+// (otherwise it execs the runtime).
+int RunOciRuntime(const std::vector<std::string>& args);
+void AddOciRuntimeHelp(CLI::App& app);
 
 }  // namespace gpunode::cli
 

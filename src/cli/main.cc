@@ -1,11 +1,25 @@
 // gpunode: one program from "the card is in the slot" to "Kubernetes schedules it".
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "src/cli/common.h"
 
 int main(int argc, char** argv) {
   using namespace gpunode::cli;
+  // The OCI runtime shim takes runc's arguments, which CLI11 must not see: as
+  // `gpunode oci-runtime ...`, or as gpunode installed under the shim's name.
+  {
+    const std::string self = argc > 0 ? argv[0] : "";
+    const std::string base = self.substr(self.rfind('/') + 1);
+    if (base == "nvidia-container-runtime" || base == "gpunode-oci-runtime") {
+      return RunOciRuntime(std::vector<std::string>(argv + 1, argv + argc));
+    }
+    if (argc > 1 && std::string(argv[1]) == "oci-runtime") {
+      return RunOciRuntime(std::vector<std::string>(argv + 2, argv + argc));
+    }
+  }
   CLI::App app{
       "gpunode: check, describe and serve the NVIDIA GPUs of this node.\n"
       "Every command reads the host through --host-root (default /), or a simulated node with\n"
@@ -46,6 +60,9 @@ int main(int argc, char** argv) {
   AddBenchCommand(app, global, &exit_code);
   AddCdiCommand(app, global, &exit_code);
   AddRuntimeCommand(app, global, &exit_code);
+  AddLabelsCommand(app, global, &exit_code);
+  AddOciRuntimeHelp(app);
+  AddPluginCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);

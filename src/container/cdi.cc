@@ -258,17 +258,29 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   }
   f.links.assign(links.begin(), links.end());
 
-  // Binaries.
+  // Binaries: the first ELF file in the search order. A script (e.g. a /usr/bin/nvidia-smi that
+  // execs /usr/local/nvidia/bin/nvidia-smi, as some images install) is only taken when no ELF
+  // binary of that name exists: mounted alone it would exec a file the container does not have.
   for (const char* name : kBinaries) {
+    std::string script;
+    bool found = false;
     for (const char* dir : kBinaryDirs) {
       std::string path = absl::StrCat(dir, "/", name);
       auto file = ResolveInRoot(fs, root, path);
       if (!file.ok()) continue;
       auto st = fs.Stat(JoinRoot(root, *file));
-      if (st.ok() && st->type == FileType::kRegular) {
+      if (!st.ok() || st->type != FileType::kRegular) continue;
+      auto magic = fs.ReadPrefix(JoinRoot(root, *file), 4);
+      if (magic.ok() && *magic == "\x7f" "ELF") {
         f.binaries.push_back(path);
+        found = true;
         break;
       }
+      if (script.empty()) script = path;
+    }
+    if (!found && !script.empty()) {
+      f.binaries.push_back(script);
+      f.warnings.push_back(absl::StrCat(script, " is not an ELF binary (a wrapper script?); mounted as it is"));
     }
   }
 
@@ -449,7 +461,8 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
   return result;
 }
 
-Status WriteFileAtomically(const std::string& path, absl::string_view content, uint32_t mode) {
+Status WriteFileAtomically(const std::string& path, absl::string_view content, uint32_t mode,
+                           bool durable) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -476,7 +489,7 @@ Status WriteFileAtomically(const std::string& path, absl::string_view content, u
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) return fail(errno, "fsync");
+  if (durable && ::fsync(fd) != 0) return fail(errno, "fsync");
   if (::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());

@@ -1,10 +1,12 @@
 #include "src/container/hooks.h"
 
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,6 +28,50 @@ bool HasDotDot(absl::string_view path) {
     if (p == "..") return true;
   }
   return false;
+}
+
+// The path in our view of `path`, an absolute path as the container will see it, inside `rootfs`.
+// The hooks run before pivot_root, where an image's absolute symlink (/usr/lib/x86_64-linux-gnu ->
+// /etc) would point into the host: so every symlink on the way is followed as the container would
+// follow it, with `rootfs` as "/", and ".." stops at `rootfs` (what runc's securejoin does). The
+// result never leaves `rootfs`; its existing components are not symlinks, except the last one when
+// !follow_last. Missing components are kept as they are.
+StatusOr<fs::path> ResolveInRootfs(const std::string& rootfs, absl::string_view path, bool follow_last) {
+  std::vector<std::string> done;  // components below rootfs, resolved
+  std::deque<std::string> todo;   // components still to walk
+  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) todo.emplace_back(p);
+  auto joined = [&] {
+    fs::path p(rootfs);
+    for (const std::string& c : done) p /= c;
+    return p;
+  };
+  int links = 0;
+  while (!todo.empty()) {
+    std::string c = std::move(todo.front());
+    todo.pop_front();
+    if (c == ".") continue;
+    if (c == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    const fs::path candidate = joined() / c;
+    struct stat st;
+    if (::lstat(candidate.c_str(), &st) != 0 || !S_ISLNK(st.st_mode) || (todo.empty() && !follow_last)) {
+      done.push_back(std::move(c));
+      continue;
+    }
+    if (++links > 255) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("resolve ", path, " in ", rootfs, ": too many levels of symbolic links"));
+    }
+    std::error_code ec;
+    const std::string target = fs::read_symlink(candidate, ec).string();
+    if (ec) return ErrnoToStatus(ec.value(), "readlink", candidate.string());
+    if (absl::StartsWith(target, "/")) done.clear();
+    std::vector<std::string> parts = absl::StrSplit(target, '/', absl::SkipEmpty());
+    todo.insert(todo.begin(), parts.begin(), parts.end());
+  }
+  return joined();
 }
 
 Status WriteText(const fs::path& path, const std::string& text) {
@@ -67,14 +113,18 @@ Status CreateSymlinks(const std::string& rootfs, const std::vector<std::string>&
     }
     const std::string target = spec.substr(0, sep);
     const std::string link = spec.substr(sep + 2);
-    if (link.front() != '/' || HasDotDot(link)) {
-      return absl::InvalidArgumentError(absl::StrCat("--link \"", spec, "\": the link must be absolute, without .."));
+    if (link.front() != '/' || link.back() == '/' || HasDotDot(link)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--link \"", spec, "\": the link must be an absolute file path, without .."));
     }
-    const fs::path path = fs::path(rootfs) / link.substr(1);
+    // The folder as the container sees it (through its own symlinks), never outside the root.
+    const size_t slash = link.rfind('/');
+    GPUNODE_ASSIGN_OR_RETURN(fs::path dir, ResolveInRootfs(rootfs, link.substr(0, slash), true));
+    const fs::path path = dir / link.substr(slash + 1);
     std::error_code ec;
     if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) continue;  // already there
-    fs::create_directories(path.parent_path(), ec);
-    if (ec) return ErrnoToStatus(ec.value(), "create directory", path.parent_path().string());
+    fs::create_directories(dir, ec);
+    if (ec) return ErrnoToStatus(ec.value(), "create directory", dir.string());
     fs::create_symlink(target, path, ec);
     if (ec) return ErrnoToStatus(ec.value(), "symlink", path.string());
   }
@@ -82,13 +132,17 @@ Status CreateSymlinks(const std::string& rootfs, const std::vector<std::string>&
 }
 
 Status UpdateLdCache(const std::string& rootfs, const std::vector<std::string>& folders, const std::string& ldconfig) {
+  // Each path as the container sees it (through its own symlinks), never outside the root.
   std::error_code ec;
-  const fs::path etc = fs::path(rootfs) / "etc";
-  fs::create_directories(etc / "ld.so.conf.d", ec);
-  if (ec) return ErrnoToStatus(ec.value(), "create directory", (etc / "ld.so.conf.d").string());
-  if (!fs::exists(etc / "ld.so.conf", ec)) {
-    GPUNODE_RETURN_IF_ERROR(WriteText(etc / "ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n"));
+  GPUNODE_ASSIGN_OR_RETURN(fs::path conf_d, ResolveInRootfs(rootfs, "/etc/ld.so.conf.d", true));
+  fs::create_directories(conf_d, ec);
+  if (ec) return ErrnoToStatus(ec.value(), "create directory", conf_d.string());
+  GPUNODE_ASSIGN_OR_RETURN(fs::path main_conf, ResolveInRootfs(rootfs, "/etc/ld.so.conf", true));
+  if (!fs::exists(main_conf, ec)) {
+    GPUNODE_RETURN_IF_ERROR(WriteText(main_conf, "include /etc/ld.so.conf.d/*.conf\n"));
   }
+  GPUNODE_ASSIGN_OR_RETURN(fs::path our_conf,
+                           ResolveInRootfs(rootfs, "/etc/ld.so.conf.d/00-gpunode-cdi.conf", true));
   std::string conf = "# Written by `gpunode cdi hook update-ldcache`: the folders of the GPU driver's libraries.\n";
   for (const std::string& f : folders) {
     if (f.empty() || f.front() != '/' || f.find('\n') != std::string::npos) {
@@ -96,7 +150,7 @@ Status UpdateLdCache(const std::string& rootfs, const std::vector<std::string>& 
     }
     absl::StrAppend(&conf, f, "\n");
   }
-  GPUNODE_RETURN_IF_ERROR(WriteText(etc / "ld.so.conf.d" / "00-gpunode-cdi.conf", conf));
+  GPUNODE_RETURN_IF_ERROR(WriteText(our_conf, conf));
 
   std::vector<std::string> args = {ldconfig, "-r", rootfs, "-f", "/etc/ld.so.conf", "-C", "/etc/ld.so.cache"};
   std::vector<char*> argv;

@@ -619,6 +619,64 @@ CheckResult CheckContainers(const NodeInventory& inv) {
                                     " (or nvidia-ctk cdi generate).",
                                 {Layer::kContainerRuntime, Layer::kUserDriver}));
     }
+    // Device nodes: the spec's against the host's. A node the spec names and the host lacks makes
+    // every container that asks for it fail ("failed to stat CDI host device"); a GPU node the
+    // host has and the spec lacks is a GPU that `nvidia.com/gpu=all` silently leaves out.
+    std::vector<std::string> gone, unlisted, renumbered;
+    std::set<std::string> named(spec.device_nodes.begin(), spec.device_nodes.end());
+    for (const DeviceNode& n : inv.kernel.device_nodes) {
+      if (auto it = spec.node_numbers.find(n.path);
+          n.present && n.char_device && it != spec.node_numbers.end() &&
+          (it->second.first != n.major || it->second.second != n.minor)) {
+        renumbered.push_back(absl::StrCat(n.path, " (spec ", it->second.first, ":", it->second.second, ", host ",
+                                          n.major, ":", n.minor, ")"));
+      }
+      const bool per_gpu = n.path.size() > 11 && n.path.compare(0, 11, "/dev/nvidia") == 0 &&
+                           std::isdigit(static_cast<unsigned char>(n.path[11]));
+      if (!n.present && named.count(n.path)) gone.push_back(n.path);
+      if (n.present && per_gpu && !named.count(n.path)) unlisted.push_back(n.path);
+    }
+    for (const std::string& p : named) {
+      const bool known = std::any_of(inv.kernel.device_nodes.begin(), inv.kernel.device_nodes.end(),
+                                     [&](const DeviceNode& n) { return n.path == p; });
+      const bool per_gpu = p.size() > 11 && p.compare(0, 11, "/dev/nvidia") == 0 &&
+                           std::isdigit(static_cast<unsigned char>(p[11]));
+      if (!known && per_gpu) gone.push_back(p);  // /dev/nvidiaN the host does not have at all
+    }
+    if (!gone.empty()) {
+      c.findings.push_back(Make("runtime.cdi-missing-node", CheckStatus::kFail,
+                                absl::StrCat("CDI spec ", spec.path, " names device nodes the host does not have: ",
+                                             absl::StrJoin(gone, ", ")),
+                                absl::StrCat(gone.size(), " device node(s) of the spec missing under /dev"),
+                                "every device node of the spec present on the host",
+                                "A GPU fell off the bus or the spec was made on another node: containers that ask "
+                                "for these devices fail with \"failed to stat CDI host device\".",
+                                "Find out why the node is gone (kernel layer above), then regenerate: gpunode cdi "
+                                "generate --output " + spec.path + ".",
+                                {Layer::kContainerRuntime, Layer::kKernelDriver}));
+    }
+    if (!renumbered.empty()) {
+      c.findings.push_back(Make("runtime.cdi-stale-node", CheckStatus::kFail,
+                                absl::StrCat("CDI spec ", spec.path, " gives device nodes other numbers than the host: ",
+                                             absl::StrJoin(renumbered, ", ")),
+                                absl::StrJoin(renumbered, ", "), "the host's major:minor for every node",
+                                "Engines create the container's node with the spec's numbers: after a driver reload "
+                                "(nvidia-uvm's major is assigned at load time) containers get a node that points at "
+                                "nothing, and CUDA fails without a clear error.",
+                                "Regenerate the spec: gpunode cdi generate --output " + spec.path + ".",
+                                {Layer::kContainerRuntime, Layer::kKernelDriver}));
+    }
+    if (!unlisted.empty()) {
+      c.findings.push_back(Make("runtime.cdi-incomplete", CheckStatus::kWarn,
+                                absl::StrCat("CDI spec ", spec.path, " leaves out GPUs the host has: ",
+                                             absl::StrJoin(unlisted, ", ")),
+                                absl::StrCat(unlisted.size(), " GPU device node(s) not in the spec"),
+                                "one device per GPU of the node",
+                                "The spec was generated while a GPU was missing or before one was added: "
+                                "nvidia.com/gpu=all gives containers fewer GPUs than the node has.",
+                                "Regenerate the spec: gpunode cdi generate --output " + spec.path + ".",
+                                {Layer::kContainerRuntime}));
+    }
   }
   bool any_nvidia = std::any_of(inv.containers.runtimes.begin(), inv.containers.runtimes.end(),
                                 [](const ContainerRuntime& rt) { return rt.installed && rt.nvidia_runtime; });

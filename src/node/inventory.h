@@ -5,6 +5,7 @@
 #define GPUNODE_NODE_INVENTORY_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,7 +116,10 @@ struct CdiSpec {
   std::string path;
   std::string kind;                        // "nvidia.com/gpu"
   std::optional<Version> driver_version;   // version found in the spec's library paths (libcuda.so.X)
-  std::vector<std::string> device_nodes;   // device node paths it names
+  std::vector<std::string> device_nodes;   // host paths of the device nodes it names (hostPath, else path)
+  // The major:minor the spec gives a node (by host path), when it gives them. Engines keep the
+  // spec's numbers over the host's, so numbers that changed (nvidia-uvm's major is dynamic) matter.
+  std::map<std::string, std::pair<uint32_t, uint32_t>> node_numbers;
   Status error;
 };
 

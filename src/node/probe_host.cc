@@ -314,7 +314,18 @@ CdiSpec ReadCdiSpec(const HostFs& fs, const std::string& path) {
     for (const YAML::Node& e : edits) {
       if (e["deviceNodes"] && e["deviceNodes"].IsSequence()) {
         for (const auto& n : e["deviceNodes"]) {
-          if (n["path"] && n["path"].IsScalar()) spec.device_nodes.push_back(n["path"].as<std::string>());
+          // The node on the host: hostPath when given, else path.
+          std::string host;
+          if (n["hostPath"] && n["hostPath"].IsScalar() && !n["hostPath"].as<std::string>().empty()) {
+            host = n["hostPath"].as<std::string>();
+          } else if (n["path"] && n["path"].IsScalar()) {
+            host = n["path"].as<std::string>();
+          }
+          if (host.empty()) continue;
+          spec.device_nodes.push_back(host);
+          if (n["major"] && n["minor"] && n["major"].IsScalar() && n["minor"].IsScalar()) {
+            spec.node_numbers[host] = {n["major"].as<uint32_t>(), n["minor"].as<uint32_t>()};
+          }
         }
       }
       if (e["mounts"] && e["mounts"].IsSequence() && !spec.driver_version) {

@@ -225,7 +225,11 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
   std::ofstream(droot / "usr/lib64/libnvidia-ml.so.535.1.1") << "old";  // another version: ignored
   fs::create_symlink("libcuda.so.570.10.01", droot / "usr/lib64/libcuda.so.1");
   std::ofstream(droot / "run/nvidia-persistenced/socket") << "";
-  std::ofstream(droot / "usr/bin/nvidia-smi") << "";
+  // As on the GPU machine here: /usr/bin/nvidia-smi is a script that execs the real binary.
+  fs::create_directories(droot / "usr/local/nvidia/bin");
+  std::ofstream(droot / "usr/bin/nvidia-smi") << "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n";
+  std::ofstream(droot / "usr/local/nvidia/bin/nvidia-smi") << "\x7f" "ELF-real";
+  std::ofstream(droot / "usr/bin/nvidia-debugdump") << "#!/bin/sh\n";  // only a script: taken, with a warning
   std::ofstream(dir / "dev/nvidia0") << "";
   std::ofstream(dir / "dev/nvidiactl") << "";
   constexpr int32_t kFlags = kLdFlagX8664Lib64 | kLdFlagElfLibc6;
@@ -245,6 +249,8 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
   EXPECT_THAT(files->libraries,
               ElementsAre("/usr/lib64/libcuda.so.570.10.01", "/usr/lib64/libnvidia-ml.so.570.10.01"));
   EXPECT_THAT(files->ipc, ElementsAre("/run/nvidia-persistenced/socket", "/tmp/nvidia-mps"));
+  EXPECT_THAT(files->binaries, ElementsAre("/usr/local/nvidia/bin/nvidia-smi", "/usr/bin/nvidia-debugdump"));
+  EXPECT_THAT(files->warnings, Contains(HasSubstr("/usr/bin/nvidia-debugdump is not an ELF binary")));
   BuildOptions options;
   options.hook_path = "/opt/gpunode/bin/gpunode";
   auto built = BuildSpec(inv, *files, options);
@@ -339,6 +345,36 @@ TEST_F(HookTest, CreateSymlinksMakesTheLinksInsideTheRootAndRefusesToEscape) {
   EXPECT_FALSE(CreateSymlinks(root, {"x::/../../etc/evil"}).ok());
   EXPECT_FALSE(CreateSymlinks(root, {"no-separator"}).ok());
   EXPECT_FALSE(fs::exists(dir_ / "etc/evil"));
+}
+
+TEST_F(HookTest, AnImagesAbsoluteSymlinksAreFollowedInsideTheRootNeverIntoTheHost) {
+  // The hooks run before pivot_root: an image whose /usr/lib/x86_64-linux-gnu or /etc/ld.so.conf.d
+  // is an absolute symlink must not make them write into the host's folder of that name.
+  const fs::path rootfs = dir_ / "bundle/rootfs";
+  const fs::path host_lib = dir_ / "host-lib";  // stands for the host's /usr/lib/x86_64-linux-gnu
+  fs::create_directories(host_lib);
+  fs::create_directories(rootfs / "usr/lib");
+  fs::create_directories(rootfs / "lib/x86_64-linux-gnu");
+  // In the image: /usr/lib/x86_64-linux-gnu -> /lib/x86_64-linux-gnu (absolute, as merged-/usr
+  // images have); seen from the host that name would be the host's folder.
+  fs::create_symlink("/lib/x86_64-linux-gnu", rootfs / "usr/lib/x86_64-linux-gnu");
+  fs::create_symlink(host_lib, rootfs / "usr/lib/escape");  // an absolute link to a host path
+  ASSERT_TRUE(CreateSymlinks(rootfs.string(), {"libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so",
+                                               "libcuda.so.1::/usr/lib/escape/libcuda.so"})
+                  .ok());
+  EXPECT_EQ(fs::read_symlink(rootfs / "lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
+  EXPECT_TRUE(fs::is_empty(host_lib)) << "a hook wrote into the host";
+  // host_lib's absolute path, taken inside the root, is created there instead.
+  EXPECT_TRUE(fs::is_symlink(rootfs / host_lib.relative_path() / "libcuda.so"));
+
+  fs::create_directories(dir_ / "host-etc");
+  fs::create_directories(rootfs / "etc");
+  fs::create_symlink(dir_ / "host-etc", rootfs / "etc/ld.so.conf.d");
+  const fs::path fake = dir_ / "ldconfig";
+  std::ofstream(fake) << "#!/bin/sh\nexit 0\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  ASSERT_TRUE(UpdateLdCache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, fake.string()).ok());
+  EXPECT_TRUE(fs::is_empty(dir_ / "host-etc")) << "update-ldcache wrote into the host";
 }
 
 TEST_F(HookTest, UpdateLdCacheListsTheFoldersAndRunsLdconfigInTheRoot) {

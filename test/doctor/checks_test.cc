@@ -294,10 +294,63 @@ TEST(DoctorTest, ACdiSpecOlderThanTheDriverFails) {
   spec.path = "/etc/cdi/nvidia.yaml";
   spec.kind = "nvidia.com/gpu";
   spec.driver_version = *Version::Parse("570.86.15");
+  for (const DeviceNode& n : inv.kernel.device_nodes) {
+    if (n.present) spec.device_nodes.push_back(n.path);
+  }
   inv.containers.cdi_specs.push_back(spec);
   DoctorReport r = RunDoctor(inv);
   EXPECT_THAT(Ids(r), ::testing::ElementsAre("runtime.cdi-stale"));
   EXPECT_EQ(r.first->layers[1], Layer::kUserDriver);
+}
+
+TEST(DoctorTest, ACdiSpecNamingAMissingNodeFailsAndOneMissingAGpuWarns) {
+  NodeInventory inv = HealthyNode();
+  ContainerRuntime podman;
+  podman.name = "podman";
+  podman.installed = podman.cdi_enabled = true;
+  inv.containers.runtimes.push_back(podman);
+  CdiSpec spec;
+  spec.path = "/var/run/cdi/nvidia.yaml";
+  spec.kind = "nvidia.com/gpu";
+  std::string a_gpu_node;
+  for (const DeviceNode& n : inv.kernel.device_nodes) {
+    if (!n.present) continue;
+    if (a_gpu_node.empty() && n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]))) {
+      a_gpu_node = n.path;  // left out of the spec: a GPU `=all` would not give
+      continue;
+    }
+    spec.device_nodes.push_back(n.path);
+  }
+  ASSERT_FALSE(a_gpu_node.empty());
+  spec.device_nodes.push_back("/dev/nvidia9");  // a GPU the host does not have
+  inv.containers.cdi_specs.push_back(spec);
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::UnorderedElementsAre("runtime.cdi-missing-node", "runtime.cdi-incomplete"));
+  EXPECT_EQ(r.first->id, "runtime.cdi-missing-node");
+  EXPECT_THAT(r.first->summary, ::testing::HasSubstr("/dev/nvidia9"));
+  EXPECT_THAT(r.first->action, ::testing::HasSubstr("gpunode cdi generate --output /var/run/cdi/nvidia.yaml"));
+}
+
+TEST(DoctorTest, ACdiSpecWithOtherNodeNumbersThanTheHostFails) {
+  NodeInventory inv = HealthyNode();
+  ContainerRuntime podman;
+  podman.name = "podman";
+  podman.installed = podman.cdi_enabled = true;
+  inv.containers.runtimes.push_back(podman);
+  CdiSpec spec;
+  spec.path = "/var/run/cdi/nvidia.yaml";
+  spec.kind = "nvidia.com/gpu";
+  for (DeviceNode& n : inv.kernel.device_nodes) {
+    if (!n.present) continue;
+    n.char_device = true;
+    if (n.path == "/dev/nvidia-uvm") n.major = 509;  // reloaded: a new dynamic major
+    spec.device_nodes.push_back(n.path);
+    spec.node_numbers[n.path] = {n.path == "/dev/nvidia-uvm" ? 510u : n.major, n.minor};
+  }
+  inv.containers.cdi_specs.push_back(spec);
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("runtime.cdi-stale-node"));
+  EXPECT_THAT(r.first->summary, ::testing::HasSubstr("/dev/nvidia-uvm (spec 510:0, host 509:0)"));
 }
 
 TEST(DoctorTest, AToolkitNewerThanTheDriverWarnsWithinAMajorAndFailsAcrossMajors) {

@@ -16,9 +16,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-// `args` is appended to the binary's path and run through the shell.
-inline Result RunGpunode(const std::string& args) {
-  std::string cmd = std::string(GPUNODE_BIN_DIR) + "/gpunode " + args + " 2>&1";
+// Runs `command` through the shell; stdout and stderr together.
+inline Result RunShell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -28,6 +28,11 @@ inline Result RunGpunode(const std::string& args) {
   int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// `args` is appended to the binary's path and run through the shell.
+inline Result RunGpunode(const std::string& args) {
+  return RunShell(std::string(GPUNODE_BIN_DIR) + "/gpunode " + args);
 }
 
 }  // namespace gpunode::testing

@@ -1,0 +1,335 @@
+// gpunode oci-runtime: the OCI runtime shim (what nvidia-container-runtime is to runc).
+//
+// Called by containerd, Docker or CRI-O with runc's arguments. For `create` (and `run`, which is
+// create + start) it reads the bundle's config.json, works out which GPUs the container asks for
+// (src/container/oci_inject.h), applies the CDI edits of those devices, writes config.json back
+// atomically, and then execs the real runtime with the original arguments. Every other command
+// (start, state, kill, delete, features, ...) goes straight to the real runtime.
+//
+// Installed under the name the runtime configs point at (/usr/bin/nvidia-container-runtime, a
+// symlink to gpunode), it takes no flags of its own: settings come from the environment
+// (GPUNODE_RUNTIME_PATH, GPUNODE_CDI_SPEC_DIRS, GPUNODE_OCI_LOG, GPUNODE_HOST_ROOT). As
+// `gpunode oci-runtime`, our flags come first and everything from the first other argument (or
+// after `--`) belongs to the runtime.
+//
+// Errors go to stderr and, when the runtime was given `--log FILE`, into that log in its format
+// (containerd shows the last error of that file), and the exit status is 1 without running the
+// runtime: a container that asked for a GPU must not start without one.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "src/cli/common.h"
+#include "src/container/oci_inject.h"
+
+namespace gpunode::cli {
+namespace {
+
+constexpr char kDefaultSpecDirs[] = "/etc/cdi:/var/run/cdi";
+constexpr char kDefaultKind[] = "nvidia.com/gpu";
+
+constexpr char kHelp[] =
+    "gpunode oci-runtime: an OCI runtime shim that gives containers the GPUs they ask for.\n"
+    "\n"
+    "Usage: gpunode oci-runtime [SHIM OPTIONS] [--] RUNTIME ARGS...\n"
+    "       nvidia-container-runtime RUNTIME ARGS...   (gpunode installed under that name)\n"
+    "\n"
+    "For `create` and `run` it reads <bundle>/config.json; when the container asks for GPUs\n"
+    "(NVIDIA_VISIBLE_DEVICES=all | 0,1 | GPU-<uuid> | 0:1 (MIG) | nvidia.com/gpu=0 | none, or\n"
+    "annotations cdi.k8s.io/*=<CDI names>) it applies those devices' CDI edits (device nodes and\n"
+    "their cgroup rules, mounts, env, hooks), then execs the real runtime with the same arguments.\n"
+    "Every other command goes straight to the runtime. NVIDIA_VISIBLE_DEVICES=void, empty or unset\n"
+    "leaves the container alone. Devices come from the CDI specs in the spec directories; when none\n"
+    "offers nvidia.com/gpu, a spec is generated in memory from this node (as `gpunode cdi generate`).\n"
+    "\n"
+    "Shim options (or environment):\n"
+    "  --runtime-path PATH   the real runtime (GPUNODE_RUNTIME_PATH; default runc, from PATH)\n"
+    "  --spec-dir DIR        CDI spec directory, repeatable; later ones win a name conflict\n"
+    "                        (GPUNODE_CDI_SPEC_DIRS, colon-separated; default /etc/cdi:/var/run/cdi)\n"
+    "  --no-generate         never generate a spec in memory; fail when no spec file has the device\n"
+    "  --debug-log FILE      append one line per decision to FILE (GPUNODE_OCI_LOG)\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "Examples:\n"
+    "  gpunode oci-runtime --runtime-path /usr/sbin/runc run --bundle ./bundle demo\n"
+    "  ln -s /usr/bin/gpunode /usr/bin/nvidia-container-runtime   # what runtime configs point at\n"
+    "  gpunode runtime configure --runtime containerd                # adds the `nvidia` runtime\n";
+
+struct ShimOptions {
+  std::string runtime_path;
+  std::vector<std::string> spec_dirs;
+  bool generate = true;
+  std::string debug_log;
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// What we need from runc's arguments.
+struct RuntimeCall {
+  std::string command;  // "create", "run", "start", ... ; empty when none
+  std::string bundle;   // create/run: --bundle, else the working directory
+  std::string log_file;
+  std::string log_format = "text";
+};
+
+bool TakesValue(absl::string_view global_flag) {
+  static const char* kValueFlags[] = {"--log", "--log-format", "--root", "--criu", "--rootless"};
+  for (const char* f : kValueFlags) {
+    if (global_flag == f) return true;
+  }
+  return false;
+}
+
+// runc [global options] command [command options] [arguments...]. Global flags also accept a
+// single dash (urfave/cli), and `--flag=value`.
+RuntimeCall ParseRuntimeCall(const std::vector<std::string>& args) {
+  RuntimeCall call;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.empty() || a[0] != '-') break;
+    std::string flag = absl::StartsWith(a, "--") ? a : "-" + a;  // -log == --log
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    if (TakesValue(flag) && !has_value && i + 1 < args.size()) {
+      value = args[++i];
+      has_value = true;
+    }
+    if (flag == "--log" && has_value) call.log_file = value;
+    if (flag == "--log-format" && has_value) call.log_format = value;
+  }
+  if (i >= args.size()) return call;
+  call.command = args[i];
+  for (size_t j = i + 1; j < args.size(); ++j) {
+    const std::string& a = args[j];
+    if (a == "--bundle" || a == "-b" || a == "-bundle") {
+      if (j + 1 < args.size()) call.bundle = args[++j];
+    } else if (absl::StartsWith(a, "--bundle=") || absl::StartsWith(a, "-b=")) {
+      call.bundle = a.substr(a.find('=') + 1);
+    }
+  }
+  if (call.bundle.empty()) {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) call.bundle = cwd;
+  }
+  return call;
+}
+
+std::string Now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class ShimLog {
+ public:
+  ShimLog(const RuntimeCall& call, std::string debug_log)
+      : call_(call), debug_log_(std::move(debug_log)) {}
+
+  void Info(const std::string& msg) const { Debug("info", msg); }
+
+  // stderr, the runtime's log (so containerd reports it), and our debug log.
+  void Error(const std::string& msg) const {
+    std::cerr << "gpunode oci-runtime: error: " << msg << "\n";
+    Debug("error", msg);
+    if (call_.log_file.empty()) return;
+    std::ofstream out(call_.log_file, std::ios::app);
+    const std::string full = absl::StrCat("gpunode oci-runtime: ", msg);
+    if (call_.log_format == "json") {
+      out << nlohmann::json{{"level", "error"}, {"msg", full}, {"time", Now()}}.dump() << "\n";
+    } else {
+      out << "time=\"" << Now() << "\" level=error msg=" << nlohmann::json(full).dump() << "\n";
+    }
+  }
+
+ private:
+  void Debug(const char* level, const std::string& msg) const {
+    if (debug_log_.empty()) return;
+    std::ofstream out(debug_log_, std::ios::app);
+    out << Now() << " " << level << " [" << ::getpid() << "] " << msg << "\n";
+  }
+  const RuntimeCall& call_;
+  std::string debug_log_;
+};
+
+// PATH lookup as execvp does it, so we can refuse to exec ourselves.
+std::string FindInPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = Env("PATH");
+  if (path.empty()) path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log) {
+  const std::string config_path = call.bundle + "/config.json";
+  std::ifstream in(config_path, std::ios::binary);
+  if (!in) return ErrnoToStatus(errno, "read the bundle's", config_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not valid JSON"));
+
+  GPUNODE_ASSIGN_OR_RETURN(container::DeviceRequest request,
+                           container::RequestedDevices(config, kDefaultKind));
+  if (request.Empty()) {
+    log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; spec untouched"));
+    return absl::OkStatus();
+  }
+  container::SpecRegistry registry = container::SpecRegistry::Load(options.spec_dirs);
+  if (!registry.HasKind(kDefaultKind) && options.generate) {
+    GlobalOptions global;
+    if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
+    container::BuildOptions build;
+    build.hook_path = SelfPath();
+    auto generated = GenerateHostSpec(global, "/", build);
+    if (!generated.ok()) {
+      return Status(generated.status().code(),
+                    absl::StrCat("no CDI spec for ", kDefaultKind, " in ", absl::StrJoin(options.spec_dirs, ", "),
+                                 " and none could be generated: ", generated.status().message(),
+                                 " (requested by ", request.source, "; run `gpunode doctor`)"));
+    }
+    log.Info(absl::StrCat("no spec file offers ", kDefaultKind, "; generated one in memory (driver ",
+                          generated->files.version, ")"));
+    registry.Add(std::move(generated->built.spec), "generated in memory");
+  }
+  GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
+                           container::InjectDevices(config, registry, request, kDefaultKind));
+  if (result.devices.empty() && result.specs.empty()) {
+    log.Info(absl::StrCat(call.bundle, ": already injected; spec untouched"));
+    return absl::OkStatus();
+  }
+  struct stat st;
+  const uint32_t mode = ::stat(config_path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
+  GPUNODE_RETURN_IF_ERROR(container::WriteFileAtomically(config_path, config.dump(), mode, /*durable=*/false));
+  log.Info(absl::StrCat(call.command, " ", call.bundle, ": ", request.source, " -> injected ",
+                        result.devices.empty() ? std::string("the driver only")
+                                               : absl::StrJoin(result.devices, ", "),
+                        " from ", absl::StrJoin(result.specs, ", ")));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddOciRuntimeHelp(CLI::App& app) {
+  // Parsed by hand in main() before CLI11 sees the arguments; registered so `gpunode --help` lists it.
+  app.add_subcommand("oci-runtime", "OCI runtime shim: inject requested GPUs, then exec runc (see its --help)")
+      ->allow_extras()
+      ->prefix_command();
+}
+
+int RunOciRuntime(const std::vector<std::string>& args) {
+  ShimOptions options;
+  options.runtime_path = Env("GPUNODE_RUNTIME_PATH");
+  if (options.runtime_path.empty()) options.runtime_path = "runc";
+  std::string dirs = Env("GPUNODE_CDI_SPEC_DIRS");
+  bool dirs_from_flags = false;
+  options.debug_log = Env("GPUNODE_OCI_LOG");
+
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* flag) -> std::optional<std::string> {
+      const std::string eq = absl::StrCat(flag, "=");
+      if (absl::StartsWith(a, eq)) return a.substr(eq.size());
+      if (a == flag && i + 1 < args.size()) return args[++i];
+      return std::nullopt;
+    };
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      std::cout << kHelp;
+      return kExitOk;
+    }
+    if (auto v = value("--runtime-path")) {
+      options.runtime_path = *v;
+    } else if (auto d = value("--spec-dir")) {
+      if (!dirs_from_flags) options.spec_dirs.clear();
+      dirs_from_flags = true;
+      options.spec_dirs.push_back(*d);
+    } else if (auto l = value("--debug-log")) {
+      options.debug_log = *l;
+    } else if (a == "--no-generate") {
+      options.generate = false;
+    } else if (a == "--runtime-path" || a == "--spec-dir" || a == "--debug-log") {
+      PrintError(absl::StrCat(a, " needs a value"));
+      return kExitUsage;
+    } else {
+      break;  // the runtime's arguments start here
+    }
+  }
+  if (!dirs_from_flags) {
+    for (absl::string_view d : absl::StrSplit(dirs.empty() ? kDefaultSpecDirs : dirs, ':')) {
+      if (!d.empty()) options.spec_dirs.emplace_back(d);
+    }
+  }
+  const std::vector<std::string> runtime_args(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  const RuntimeCall call = ParseRuntimeCall(runtime_args);
+  const ShimLog log(call, options.debug_log);
+
+  const std::string runtime = FindInPath(options.runtime_path);
+  if (runtime.empty() || ::access(runtime.c_str(), X_OK) != 0) {
+    log.Error(absl::StrCat("the runtime \"", options.runtime_path,
+                           "\" is not an executable file (not found in PATH?); set --runtime-path or "
+                           "GPUNODE_RUNTIME_PATH to runc's or crun's path"));
+    return 1;
+  }
+  if (RealPath(runtime) == RealPath("/proc/self/exe")) {
+    log.Error(absl::StrCat("the runtime path \"", options.runtime_path,
+                           "\" is gpunode itself; set GPUNODE_RUNTIME_PATH to the real runc"));
+    return 1;
+  }
+  if (call.command == "create" || call.command == "run") {
+    if (Status st = Inject(call, options, log); !st.ok()) {
+      log.Error(std::string(st.message()));
+      return 1;
+    }
+  }
+  std::vector<char*> argv;
+  std::string argv0 = options.runtime_path;
+  argv.push_back(argv0.data());
+  std::vector<std::string> owned = runtime_args;
+  for (std::string& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(runtime.c_str(), argv.data());
+  log.Error(absl::StrCat("exec ", runtime, ": ", std::strerror(errno)));
+  return 1;
+}
+
+}  // namespace gpunode::cli

@@ -1,0 +1,79 @@
+// GPU health for the device plugin: a thread that waits on NVML events (XID critical errors, a GPU
+// that falls off the bus) and polls each GPU once a second, and reports health changes through a
+// callback. Application XIDs do not count (13, 31, 43, 45, 68, 109 by default); the environment
+// variables DP_DISABLE_HEALTHCHECKS / DP_ENABLE_HEALTHCHECKS behave as in NVIDIA's plugin
+// (shared/reference/device-plugin.md §1.6). Unlike NVIDIA's plugin, a GPU that answers NVML
+// normally again for a quiet period (default 5 min) without a new critical XID is reported
+// healthy again.
+#ifndef GPUNODE_PLUGIN_HEALTH_H_
+#define GPUNODE_PLUGIN_HEALTH_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/gpu/nvml.h"
+
+namespace gpunode::plugin {
+
+struct HealthOptions {
+  bool disabled = false;                   // DP_DISABLE_HEALTHCHECKS=all|xids
+  bool all_xids_fatal = false;             // DP_ENABLE_HEALTHCHECKS=all
+  std::set<unsigned long long> ignored_xids = {13, 31, 43, 45, 68, 109};
+  std::set<unsigned long long> forced_xids;  // DP_ENABLE_HEALTHCHECKS list: fatal even if ignored
+  std::chrono::milliseconds recovery_quiet{std::chrono::minutes(5)};
+  std::chrono::milliseconds poll_interval{1000};
+
+  bool IsFatal(unsigned long long xid) const;
+};
+
+// Reads DP_DISABLE_HEALTHCHECKS and DP_ENABLE_HEALTHCHECKS from `env` over `base`. A token that
+// is not a number, `all` or `xids` is InvalidArgument naming the variable.
+StatusOr<HealthOptions> HealthOptionsFromEnvironment(const std::map<std::string, std::string>& env,
+                                                     HealthOptions base = {});
+
+struct HealthEvent {
+  std::string uuid;  // the GPU's
+  bool healthy = false;
+  std::string reason;  // "XID 79", "GPU is lost", "answered NVML normally for 300 s"
+};
+
+class HealthMonitor {
+ public:
+  using Callback = std::function<void(const HealthEvent&)>;
+  // `gpus` are (NVML index, UUID) of the GPUs to watch. The NVML library must outlive the monitor.
+  HealthMonitor(const NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
+                HealthOptions options, Callback callback);
+  ~HealthMonitor();
+  HealthMonitor(const HealthMonitor&) = delete;
+  HealthMonitor& operator=(const HealthMonitor&) = delete;
+
+  void Start();  // no-op when options.disabled
+  void Stop();
+
+ private:
+  void Run();
+  void RegisterEvents();
+  void Report(const std::string& uuid, bool healthy, const std::string& reason);
+  std::string UuidOf(nvmlDevice_t device) const;
+
+  const NvmlLibrary& nvml_;
+  std::vector<std::pair<unsigned, std::string>> gpus_;
+  HealthOptions options_;
+  Callback callback_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  nvmlEventSet_t set_ = nullptr;
+  std::map<std::string, bool> healthy_;  // by UUID
+  std::map<std::string, std::chrono::steady_clock::time_point> last_bad_;
+};
+
+}  // namespace gpunode::plugin
+
+#endif  // GPUNODE_PLUGIN_HEALTH_H_

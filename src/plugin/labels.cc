@@ -1,0 +1,480 @@
+#include "src/plugin/labels.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "src/compat/engine.h"
+#include "src/compat/image_ref.h"
+#include "src/doctor/doctor.h"
+#include "src/gpu/nvml.h"
+#include "src/plugin/devices.h"
+
+namespace gpunode::plugin {
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+constexpr char kGpu[] = "nvidia.com/gpu";
+
+bool Alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+bool ValueChar(char c) { return Alnum(c) || c == '-' || c == '_' || c == '.'; }
+
+// GFD's product name: the parts sanitised and joined with '-', "SHARED" appended when the
+// resource is time-sliced or MPS-shared under its own name.
+std::string ProductName(const std::vector<std::string>& parts, bool shared_suffix) {
+  std::vector<std::string> kept;
+  for (const std::string& p : parts) {
+    std::string s = SanitizeLabelValue(p);
+    if (!s.empty()) kept.push_back(std::move(s));
+  }
+  if (kept.empty()) return "";
+  if (shared_suffix) kept.push_back("SHARED");
+  return SanitizeLabelValue(absl::StrJoin(kept, "-"));
+}
+
+// The labels of one resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`): product, count,
+// replicas, sharing-strategy. `sharing` null: sharing does not apply (GFD labels MIG-enabled GPUs
+// so, with 0 replicas).
+void ResourceLabels(const std::string& resource, const std::vector<std::string>& product_parts,
+                    int count, const Sharing* sharing, Labels* out) {
+  int replicas = 0;
+  std::string strategy = "none";
+  bool shared = false;
+  if (sharing != nullptr) {
+    replicas = std::max(1, sharing->ReplicasOf(resource));
+    if (replicas > 1) {
+      shared = true;
+      strategy = SharingStrategyName(sharing->strategy);
+    }
+  }
+  const std::string product =
+      ProductName(product_parts, shared && !(sharing && sharing->rename_by_default));
+  if (!product.empty()) (*out)[resource + ".product"] = product;
+  (*out)[resource + ".count"] = absl::StrCat(count);
+  (*out)[resource + ".replicas"] = absl::StrCat(replicas);
+  (*out)[resource + ".sharing-strategy"] = strategy;
+}
+
+// Memory, compute capability and family of a full GPU.
+void FullGpuAttributes(const GpuInfo& g, Labels* out) {
+  const uint64_t mib = g.memory_total_bytes.value_or(0) / kMiB;
+  if (mib != 0) (*out)["nvidia.com/gpu.memory"] = absl::StrCat(mib);
+  if (g.cc_major && *g.cc_major != 0) {
+    const int minor = g.cc_minor.value_or(0);
+    (*out)["nvidia.com/gpu.family"] = ArchFamily(*g.cc_major, minor);
+    (*out)["nvidia.com/gpu.compute.major"] = absl::StrCat(*g.cc_major);
+    (*out)["nvidia.com/gpu.compute.minor"] = absl::StrCat(minor);
+  }
+}
+
+// A MIG device's attributes under `resource`. GFD also emits engines.{copy,decoder,encoder,jpeg,
+// ofa}; the inventory does not hold the shared engine counts, so they are left out.
+void MigAttributes(const std::string& resource, const MigDevice& m, Labels* out) {
+  if (m.memory_total_bytes)
+    (*out)[resource + ".memory"] = absl::StrCat(*m.memory_total_bytes / kMiB);
+  if (m.multiprocessors) (*out)[resource + ".multiprocessors"] = absl::StrCat(*m.multiprocessors);
+  if (m.slices) (*out)[resource + ".slices.gi"] = absl::StrCat(*m.slices);
+  if (m.compute_slices) (*out)[resource + ".slices.ci"] = absl::StrCat(*m.compute_slices);
+}
+
+bool MigEnabled(const GpuInfo& g) { return g.mig_enabled.value_or(false); }
+
+// nvidia.com/gpu.*: one model. GFD keys its full-GPU labels by model and lets the last one win
+// (Go map order); gpunode picks deterministically: the model of the first GPU not in MIG mode,
+// else of the first MIG-enabled GPU (labelled without sharing). The count is every GPU of that
+// model.
+void FullGpuLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, LabelSet* set) {
+  std::map<std::string, int> counts;
+  std::vector<std::string> models;
+  for (const GpuInfo& g : gpus) {
+    if (counts[g.name]++ == 0) models.push_back(g.name);
+  }
+  if (models.size() > 1) {
+    set->warnings.push_back(
+        absl::StrCat("several GPU models on this node (", absl::StrJoin(models, ", "),
+                     "): the nvidia.com/gpu.* labels describe one of them, as in GFD"));
+  }
+  const GpuInfo* chosen = nullptr;
+  for (const GpuInfo& g : gpus) {
+    if (!MigEnabled(g)) {
+      chosen = &g;
+      break;
+    }
+  }
+  const bool with_sharing = chosen != nullptr;
+  if (chosen == nullptr) chosen = &gpus.front();
+  ResourceLabels(kGpu, {chosen->name}, counts[chosen->name],
+                 with_sharing ? &config.sharing : nullptr, &set->labels);
+  FullGpuAttributes(*chosen, &set->labels);
+}
+
+// MIG devices grouped by profile name, in the order first seen.
+struct MigGroup {
+  std::string profile;
+  std::string model;  // of the parent GPU of the first device
+  const MigDevice* first = nullptr;
+  int count = 0;
+};
+
+std::vector<MigGroup> GroupMigDevices(const std::vector<GpuInfo>& gpus) {
+  std::vector<MigGroup> groups;
+  for (const GpuInfo& g : gpus) {
+    if (!MigEnabled(g)) continue;
+    for (const MigDevice& m : g.mig_devices) {
+      const std::string profile = MigProfileName(m, g.memory_total_bytes);
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [&](const MigGroup& x) { return x.profile == profile; });
+      if (it == groups.end()) {
+        groups.push_back({profile, g.name, &m, 0});
+        it = groups.end() - 1;
+      }
+      ++it->count;
+    }
+  }
+  return groups;
+}
+
+void InvalidSingleLabels(const GpuInfo& first_mig, const std::string& reason, LabelSet* set) {
+  set->warnings.push_back(absl::StrCat("invalid configuration for mig-strategy=single: ", reason,
+                                       "; nvidia.com/gpu.product says MIG-INVALID"));
+  Labels& l = set->labels;
+  l["nvidia.com/gpu.product"] = ProductName({first_mig.name, "MIG", "INVALID"}, false);
+  l["nvidia.com/gpu.count"] = "0";
+  l["nvidia.com/gpu.replicas"] = "0";
+  l["nvidia.com/gpu.memory"] = "0";
+}
+
+void MigLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, LabelSet* set) {
+  if (config.mig_strategy == MigStrategy::kNone) return;
+  set->labels["nvidia.com/mig.strategy"] = MigStrategyName(config.mig_strategy);
+  const GpuInfo* first_mig = nullptr;
+  bool any_full = false;
+  bool any_empty = false;
+  for (const GpuInfo& g : gpus) {
+    if (MigEnabled(g)) {
+      if (first_mig == nullptr) first_mig = &g;
+      if (g.mig_devices.empty()) any_empty = true;
+    } else {
+      any_full = true;
+    }
+  }
+  const std::vector<MigGroup> groups = GroupMigDevices(gpus);
+  if (config.mig_strategy == MigStrategy::kSingle) {
+    if (first_mig == nullptr) return;  // no GPU in MIG mode: the same as `none`
+    if (any_empty)
+      return InvalidSingleLabels(*first_mig, "at least one MIG device is enabled but empty", set);
+    if (any_full)
+      return InvalidSingleLabels(*first_mig, "devices with MIG enabled and disable detected", set);
+    if (groups.size() != 1) {
+      return InvalidSingleLabels(*first_mig, "more than one MIG device type present on node", set);
+    }
+    const MigGroup& g = groups.front();
+    ResourceLabels(kGpu, {g.model, "MIG", g.profile}, g.count, &config.sharing, &set->labels);
+    MigAttributes(kGpu, *g.first, &set->labels);
+    return;
+  }
+  for (const MigGroup& g : groups) {
+    const std::string resource = absl::StrCat("nvidia.com/mig-", g.profile);
+    ResourceLabels(resource, {g.model, "MIG", g.profile}, g.count, &config.sharing, &set->labels);
+    MigAttributes(resource, *g.first, &set->labels);
+  }
+}
+
+void VersionLabels(const UserDriverLayer& d, LabelSet* set) {
+  Labels& l = set->labels;
+  if (d.driver_version) {
+    const std::string full = d.driver_version->ToString();
+    std::vector<std::string> parts = absl::StrSplit(full, '.');
+    if (parts.size() < 2 || parts.size() > 3) {
+      set->warnings.push_back(absl::StrCat("driver version \"", full,
+                                           "\" does not match X.Y[.Z]: no cuda.driver labels"));
+    } else {
+      const std::string rev = parts.size() > 2 ? parts[2] : "";
+      l["nvidia.com/cuda.driver.major"] = parts[0];  // deprecated names, still emitted by GFD
+      l["nvidia.com/cuda.driver.minor"] = parts[1];
+      l["nvidia.com/cuda.driver.rev"] = rev;
+      l["nvidia.com/cuda.driver-version.major"] = parts[0];
+      l["nvidia.com/cuda.driver-version.minor"] = parts[1];
+      l["nvidia.com/cuda.driver-version.revision"] = rev;
+      l["nvidia.com/cuda.driver-version.full"] = full;
+    }
+  }
+  if (d.cuda_version) {
+    const std::string major = absl::StrCat(d.cuda_version->major());
+    const std::string minor = absl::StrCat(d.cuda_version->minor());
+    l["nvidia.com/cuda.runtime.major"] = major;  // deprecated
+    l["nvidia.com/cuda.runtime.minor"] = minor;  // deprecated
+    l["nvidia.com/cuda.runtime-version.major"] = major;
+    l["nvidia.com/cuda.runtime-version.minor"] = minor;
+    l["nvidia.com/cuda.runtime-version.full"] = absl::StrCat(major, ".", minor);
+  }
+}
+
+// GFD reads the PCI class of each device and keeps the first one's.
+std::string GpuMode(const NodeInventory& inv) {
+  const GpuInfo& first = inv.driver.gpus.front();
+  for (const PciDevice& p : inv.hardware.gpus) {
+    if (absl::AsciiStrToLower(p.bus_id) != absl::AsciiStrToLower(first.pci_bus_id)) continue;
+    if (p.class_code == 0x030200) return "compute";
+    if (p.class_code == 0x030000) return "graphics";
+    return "unknown";
+  }
+  return "unknown";
+}
+
+bool Lost(const Status& s) { return NvmlReturnOf(s) == NVML_ERROR_GPU_IS_LOST; }
+
+// A GPU NVML opened, that has not lost the bus since and whose memory has not failed row remapping.
+bool Healthy(const GpuInfo& g) {
+  if (g.remapped_rows && g.remapped_rows->failure) return false;
+  for (const auto& [query, status] : g.field_errors) {
+    if (Lost(status)) return false;
+  }
+  return true;
+}
+
+std::optional<Version> DriverVersion(const NodeInventory& inv) {
+  if (inv.driver.driver_version) return inv.driver.driver_version;
+  return inv.kernel.version;
+}
+
+void GpunodeLabels(const NodeInventory& inv, const LabelOptions& options, LabelSet* set) {
+  Labels& l = set->labels;
+  const std::optional<Version> driver = DriverVersion(inv);
+  if (driver) {
+    l["gpunode.io/driver.branch"] = absl::StrCat(driver->major());
+    if (options.compat != nullptr) {
+      std::set<int> majors;
+      for (const compat::MinorCompat& m : options.compat->minor_compat) majors.insert(m.cuda_major);
+      compat::NodeTarget target;
+      target.driver = driver;
+      target.origin = "this node";
+      for (int major : majors) {
+        auto workload = compat::WorkloadFromCuda(absl::StrCat(major, ".0"));
+        if (!workload.ok()) continue;
+        const compat::CompatReport report = compat::Check(*options.compat, *workload, target);
+        if (report.verdict == compat::Verdict::kUnknown) continue;
+        const bool runs = report.verdict == compat::Verdict::kCompatible ||
+                          report.verdict == compat::Verdict::kCompatibleWithCaveats;
+        l[absl::StrCat("gpunode.io/driver.cuda-", major)] = runs ? "true" : "false";
+      }
+    }
+  }
+  if (inv.kernel.flavor == ModuleFlavor::kOpen) l["gpunode.io/driver.kernel-module"] = "open";
+  if (inv.kernel.flavor == ModuleFlavor::kProprietary)
+    l["gpunode.io/driver.kernel-module"] = "proprietary";
+
+  // Health: the GPUs NVML counts, or more when the bus has more (not counting passthrough GPUs):
+  // a GPU without a driver, or that NVML lost entirely, is not healthy.
+  size_t healthy = 0;
+  for (const GpuInfo& g : inv.driver.gpus) healthy += Healthy(g) ? 1 : 0;
+  size_t total = inv.driver.device_count ? *inv.driver.device_count
+                                         : inv.driver.gpus.size() + inv.driver.gpu_failures.size();
+  size_t on_bus = 0;
+  for (const PciDevice& p : inv.hardware.gpus) {
+    // GPUs handed to virtual machines are not this node's to use.
+    const bool passthrough = absl::StartsWith(p.driver, "vfio") || p.driver == "pci-stub";
+    on_bus += passthrough ? 0 : 1;
+  }
+  total = std::max({total, on_bus, healthy});
+  l["gpunode.io/gpu.healthy-count"] = absl::StrCat(healthy);
+  l["gpunode.io/gpu.unhealthy-count"] = absl::StrCat(total - healthy);
+
+  const doctor::DoctorReport report = doctor::RunDoctor(inv);
+  const doctor::CheckStatus overall =
+      report.overall == doctor::CheckStatus::kSkip ? doctor::CheckStatus::kOk : report.overall;
+  l["gpunode.io/doctor.status"] = std::string(doctor::StatusName(overall));
+  if (overall != doctor::CheckStatus::kOk && report.first) {
+    l["gpunode.io/doctor.first-finding"] = report.first->id;
+  }
+}
+
+}  // namespace
+
+LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
+                     const LabelOptions& options) {
+  LabelSet set;
+  Labels& l = set.labels;
+  if (options.timestamp) l["nvidia.com/gfd.timestamp"] = absl::StrCat(*options.timestamp);
+  {
+    std::string machine = options.machine_type.empty() ? "unknown" : options.machine_type;
+    std::string value = SanitizeLabelValue(machine);
+    l["nvidia.com/gpu.machine"] = value.empty() ? "unknown" : value;
+  }
+  if (!inv.hardware.gpus.empty() || !inv.driver.gpus.empty()) l["nvidia.com/gpu.present"] = "true";
+
+  const std::vector<GpuInfo>& gpus = inv.driver.gpus;
+  if (!gpus.empty()) {
+    VersionLabels(inv.driver, &set);
+    const bool capable = std::any_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) {
+      return g.mig_enabled.has_value() || g.mig_max_devices.value_or(0) > 0;
+    });
+    l["nvidia.com/mig.capable"] = capable ? "true" : "false";
+    const bool any_mig = std::any_of(gpus.begin(), gpus.end(), MigEnabled);
+    bool mps = config.sharing.strategy == SharingStrategy::kMps;
+    if (mps && any_mig) {
+      set.warnings.push_back(
+          "MPS sharing is not supported for MIG devices: nvidia.com/mps.capable=false");
+      mps = false;
+    }
+    l["nvidia.com/mps.capable"] = mps ? "true" : "false";
+    FullGpuLabels(gpus, config, &set);
+    MigLabels(gpus, config, &set);
+    l["nvidia.com/gpu.mode"] = GpuMode(inv);
+  }
+  GpunodeLabels(inv, options, &set);
+
+  // Every value must be a valid label value; the builders above already produce them, this keeps
+  // that true whatever the hardware reports.
+  for (auto& [key, value] : l) {
+    if (!IsValidLabelValue(value)) value = SanitizeLabelValue(value);
+  }
+  return set;
+}
+
+std::string RenderFeaturesFile(const Labels& labels) {
+  std::string out;
+  for (const auto& [key, value] : labels) absl::StrAppend(&out, key, "=", value, "\n");
+  return out;
+}
+
+std::string ArchFamily(int cc_major, int cc_minor) {
+  switch (cc_major) {
+    case 1:
+      return "tesla";
+    case 2:
+      return "fermi";
+    case 3:
+      return "kepler";
+    case 5:
+      return "maxwell";
+    case 6:
+      return "pascal";
+    case 7:
+      return cc_minor < 5 ? "volta" : "turing";
+    case 8:
+      return cc_minor < 9 ? "ampere" : "ada-lovelace";
+    case 9:
+      return "hopper";
+    case 10:
+    case 12:
+      return "blackwell";
+    case 13:
+      return "rubin";
+    default:
+      return "undefined";
+  }
+}
+
+std::string SanitizeLabelValue(absl::string_view raw) {
+  std::string out;
+  bool pending_dash = false;
+  for (char c : raw) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      pending_dash = !out.empty();
+      continue;
+    }
+    if (!ValueChar(c)) continue;
+    if (pending_dash) out.push_back('-');
+    pending_dash = false;
+    out.push_back(c);
+  }
+  auto trim = [](std::string* s) {
+    size_t b = 0;
+    while (b < s->size() && !Alnum((*s)[b])) ++b;
+    size_t e = s->size();
+    while (e > b && !Alnum((*s)[e - 1])) --e;
+    *s = s->substr(b, e - b);
+  };
+  trim(&out);
+  if (out.size() > 63) {
+    out.resize(63);
+    trim(&out);
+  }
+  return out;
+}
+
+bool IsValidLabelValue(absl::string_view value) {
+  if (value.empty()) return true;
+  if (value.size() > 63) return false;
+  if (!Alnum(value.front()) || !Alnum(value.back())) return false;
+  return std::all_of(value.begin(), value.end(), ValueChar);
+}
+
+bool IsValidLabelKey(absl::string_view key) {
+  absl::string_view name = key;
+  const size_t slash = key.find('/');
+  if (slash != absl::string_view::npos) {
+    const absl::string_view prefix = key.substr(0, slash);
+    name = key.substr(slash + 1);
+    if (prefix.empty() || prefix.size() > 253) return false;
+    for (absl::string_view part : absl::StrSplit(prefix, '.')) {
+      if (part.empty() || part.size() > 63 || !Alnum(part.front()) || !Alnum(part.back()))
+        return false;
+      for (char c : part) {
+        if (!(std::islower(static_cast<unsigned char>(c)) ||
+              std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
+          return false;
+        }
+      }
+    }
+  }
+  return !name.empty() && IsValidLabelValue(name);
+}
+
+StatusOr<int> ParseSleepInterval(absl::string_view text) {
+  const std::string t(absl::StripAsciiWhitespace(text));
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sleep interval \"", text,
+                     "\": not a duration of whole seconds such as 60s, 5m, "
+                     "1h30m, or infinite"));
+  };
+  if (t == "infinite") return -1;
+  if (t.empty()) return bad();
+  int64_t seconds = 0;
+  if (std::all_of(t.begin(), t.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    if (t.size() > 9 || !absl::SimpleAtoi(t, &seconds)) return bad();
+  } else {
+    int64_t ms = 0;
+    size_t i = 0;
+    while (i < t.size()) {
+      size_t j = i;
+      while (j < t.size() && std::isdigit(static_cast<unsigned char>(t[j]))) ++j;
+      if (j == i || j - i > 9) return bad();
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(absl::string_view(t).substr(i, j - i), &n)) return bad();
+      size_t k = j;
+      while (k < t.size() && std::isalpha(static_cast<unsigned char>(t[k]))) ++k;
+      const std::string unit = t.substr(j, k - j);
+      if (unit == "h")
+        ms += n * 3600000;
+      else if (unit == "m")
+        ms += n * 60000;
+      else if (unit == "s")
+        ms += n * 1000;
+      else if (unit == "ms")
+        ms += n;
+      else
+        return bad();
+      if (ms > int64_t{1} << 40) return bad();
+      i = k;
+    }
+    if (ms % 1000 != 0) return bad();
+    seconds = ms / 1000;
+  }
+  if (seconds <= 0 || seconds > 365LL * 24 * 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sleep interval \"", text, "\": must be between 1s and a year (or infinite)"));
+  }
+  return static_cast<int>(seconds);
+}
+
+}  // namespace gpunode::plugin

@@ -1,0 +1,73 @@
+// Node-feature labels: the label set of NVIDIA's gpu-feature-discovery (GFD), with its names and
+// value formats (shared/reference/device-plugin.md §1.9), plus gpunode's own under `gpunode.io/`
+// (driver branch, which CUDA majors the driver runs, a health summary). User doc: docs/labels.md.
+//
+// Pure: BuildLabels reads a NodeInventory, the plugin configuration and a few facts the caller
+// gathers (machine type, time, compat data set); the command (src/cli/labels_cmd.cc) probes,
+// prints, and writes node-feature-discovery's features file.
+#ifndef GPUNODE_PLUGIN_LABELS_H_
+#define GPUNODE_PLUGIN_LABELS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "src/base/status.h"
+#include "src/compat/dataset.h"
+#include "src/node/inventory.h"
+#include "src/plugin/config.h"
+
+namespace gpunode::plugin {
+
+// Label key -> value, sorted by key (the order of the features file).
+using Labels = std::map<std::string, std::string>;
+
+struct LabelOptions {
+  // Unix seconds for `nvidia.com/gfd.timestamp`; empty leaves the label out (--no-timestamp).
+  std::optional<int64_t> timestamp;
+  // The DMI product name as read (e.g. "DGX H200"), "unknown" when it could not be read.
+  std::string machine_type = "unknown";
+  // For `gpunode.io/driver.cuda-<major>`; null leaves those labels out.
+  const compat::CompatData* compat = nullptr;
+};
+
+struct LabelSet {
+  Labels labels;
+  // What a user should know about the set (several GPU models, an invalid MIG layout for the
+  // `single` strategy, MPS with MIG, ...). GFD logs the same situations.
+  std::vector<std::string> warnings;
+};
+
+// Every label for the node. Never fails: what cannot be read is left out (GFD's full-GPU labels
+// need NVML; a node without readable GPUs keeps the timestamp, machine and gpunode.io labels).
+LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
+                     const LabelOptions& options);
+
+// node-feature-discovery's "local" feature file: one `key=value` line per label, sorted by key.
+std::string RenderFeaturesFile(const Labels& labels);
+
+// GFD's `nvidia.com/gpu.family` from a compute capability: tesla (1.x), fermi (2.x), kepler
+// (3.x), maxwell (5.x), pascal (6.x), volta (7.0-7.4), turing (7.5+), ampere (8.0-8.8),
+// ada-lovelace (8.9), hopper (9.x), blackwell (10.x, 12.x), rubin (13.x), else "undefined".
+std::string ArchFamily(int cc_major, int cc_minor);
+
+// A valid Kubernetes label value from any text: runs of blanks become one '-', characters outside
+// [A-Za-z0-9._-] are dropped (as GFD sanitises product names), then the value is cut to 63
+// characters and trimmed so that it begins and ends with a letter or digit. May return "".
+std::string SanitizeLabelValue(absl::string_view raw);
+// Empty, or <= 63 characters of [A-Za-z0-9._-] beginning and ending alphanumeric.
+bool IsValidLabelValue(absl::string_view value);
+// [prefix/]name: prefix a DNS subdomain (<= 253), name as a value but non-empty.
+bool IsValidLabelKey(absl::string_view key);
+
+// GFD's --sleep-interval: a Go duration of whole seconds ("60s", "5m", "1h30m", "90" = seconds)
+// or "infinite" (-1: label once, then wait for a signal). Returns seconds; below one second,
+// zero, negative and malformed text are InvalidArgument.
+StatusOr<int> ParseSleepInterval(absl::string_view text);
+
+}  // namespace gpunode::plugin
+
+#endif  // GPUNODE_PLUGIN_LABELS_H_

@@ -1,0 +1,88 @@
+// `gpunode plugin`, the real binary: what it would advertise, bad input, and a clean stop. The
+// gRPC conversation with a kubelet is in test/plugin/server_test.cc.
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/run_gpunode.h"
+#include "test/testing/temp_dir_test.h"
+
+namespace gpunode {
+namespace {
+
+using ::gpunode::testing::RunGpunode;
+using ::testing::HasSubstr;
+
+class PluginCliTest : public gpunode::testing::TempDirTest {};
+
+TEST_F(PluginCliTest, PrintShowsWhatItWouldAdvertise) {
+  auto r = RunGpunode("--simulate dgx-h200 plugin --print -o json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["kind"], "DevicePluginResources");
+  ASSERT_EQ(doc["resources"].size(), 1u);
+  EXPECT_EQ(doc["resources"][0]["name"], "nvidia.com/gpu");
+  EXPECT_EQ(doc["resources"][0]["devices"].size(), 8u);
+  auto idx = RunGpunode("--simulate a100-mig plugin --print --mig-strategy single --device-id-strategy index");
+  EXPECT_EQ(idx.exit_code, 2);  // 3g.40gb + 2g.20gb: single needs one profile
+  EXPECT_THAT(idx.out, HasSubstr("more than one MIG device type present on node"));
+}
+
+TEST_F(PluginCliTest, BadConfigurationIsRefusedWithTheReason) {
+  std::ofstream(Path("bad.yaml")) << "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 0}]}}\n";
+  auto r = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("bad.yaml"));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, HasSubstr("replicas: 0: must be 2 or more"));
+  auto missing = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("nope.yaml"));
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_THAT(missing.out, HasSubstr("nope.yaml"));
+  std::ofstream(Path("mps.yaml")) << "sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n";
+  auto mps = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("mps.yaml"));
+  EXPECT_EQ(mps.exit_code, 2);
+  EXPECT_THAT(mps.out, HasSubstr("MPS sharing is not yet supported"));
+  auto bad_env = gpunode::testing::RunShell("MIG_STRATEGY=odd " + std::string(GPUNODE_BIN_DIR) +
+                                            "/gpunode --simulate dgx-h200 plugin --print");
+  EXPECT_EQ(bad_env.exit_code, 3);
+  EXPECT_THAT(bad_env.out, HasSubstr("environment variable MIG_STRATEGY"));
+}
+
+TEST_F(PluginCliTest, WithoutAKubeletItRetriesAndSigtermStopsItCleanly) {
+  const std::string dir = Path("dp");
+  std::filesystem::create_directories(dir);
+  const std::string log = Path("plugin.log");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::dup2(fd, 1);
+    const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
+    ::execl(bin.c_str(), bin.c_str(), "--simulate", "pcie-l40s-4", "plugin", "--kubelet-dir", dir.c_str(), nullptr);
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(dir + "/nvidia-gpu.sock") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/nvidia-gpu.sock")) << Read("plugin.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_THAT(Read("plugin.log"), HasSubstr("no kubelet socket at"));
+  EXPECT_THAT(Read("plugin.log"), HasSubstr("stopped"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/nvidia-gpu.sock"));  // its socket is removed
+}
+
+}  // namespace
+}  // namespace gpunode

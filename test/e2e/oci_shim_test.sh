@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# ctest label "e2e": `gpunode oci-runtime` in front of the REAL runc. OCI bundles whose config.json
+# asks for GPUs through NVIDIA_VISIBLE_DEVICES (or a CDI annotation) get exactly those GPUs' device
+# nodes, the driver files and the hooks' work, from the spec `gpunode cdi generate` wrote for a
+# fixture host root with real character devices (see podman_cdi_test.sh for the fixture steps).
+#
+#   usage: oci_shim_test.sh PATH/TO/gpunode      (as root; needs runc, busybox-static)
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+bin=${1:?usage: $0 PATH/TO/gpunode}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+[ -x "$bin" ] || e2e_fail "$bin: not an executable"
+profile=dgx-h200
+
+e2e_require_root
+e2e_require_tools runc busybox python3 ldconfig
+e2e_init
+
+e2e_step "fixture host root of $profile, spec from gpunode cdi generate"
+host=$E2E_TMP/host
+e2e_fixture_root "$bin" "$profile" "$host"
+driver_root=$(e2e_fixture_driver_root "$host")
+cdi_dir=$E2E_TMP/cdi
+mkdir -p "$cdi_dir"
+e2e_gpunode_fixture "$bin" "$profile" "$host" cdi generate --hook-path "$bin" --driver-root "$driver_root" \
+  --output "$cdi_dir/nvidia.yaml" 2> "$E2E_TMP/generate.err" || e2e_fail "cdi generate: $(cat "$E2E_TMP/generate.err")"
+e2e_cdi_relocate_device_nodes "$cdi_dir/nvidia.yaml" "$host"
+libcuda=$(grep -o 'containerPath: "[^"]*/libcuda\.so\.[0-9][0-9.]*"' "$cdi_dir/nvidia.yaml" | head -1 | cut -d'"' -f2)
+[ -n "$libcuda" ] || e2e_fail "no libcuda mount in the spec"
+e2e_ok "spec with $(grep -c '  - name: ' "$cdi_dir/nvidia.yaml") devices; libcuda at $libcuda"
+
+e2e_busybox_rootfs "$E2E_TMP/busybox"
+# shellcheck disable=SC2016
+report='for n in /dev/nvidia*; do [ -c "$n" ] && echo "node $n $(stat -c %t:%T "$n")"; done
+echo "env $NVIDIA_VISIBLE_DEVICES"
+echo "lib $(md5sum < "$1" | cut -d" " -f1)"
+echo "link $(readlink "$(dirname "$1")/libcuda.so")"
+echo "ldconf $(grep -v "^#" /etc/ld.so.conf.d/00-gpunode-cdi.conf 2>/dev/null | tr "\n" " ")"'
+
+# shim_run NAME VISIBLE [python edit of config c]: a fresh bundle + rootfs, run through the shim.
+shim_run() {
+  local name=$1 visible=$2 edit=${3:-}
+  local rootfs=$E2E_TMP/rootfs-$name bundle=$E2E_TMP/bundle-$name
+  cp -a "$E2E_TMP/busybox" "$rootfs"
+  e2e_oci_bundle "$bundle" "$rootfs" /bin/sh -c "$report" report "$libcuda"
+  e2e_oci_edit "$bundle/config.json" "
+c['process']['env'] = [e for e in c['process']['env'] if not e.startswith('NVIDIA_')]
+if '$visible' != '-': c['process']['env'].append('NVIDIA_VISIBLE_DEVICES=$visible')
+$edit"
+  mkdir -p "$E2E_TMP/runc-state"
+  out=$("$bin" oci-runtime --runtime-path "$(command -v runc)" --spec-dir "$cdi_dir" --no-generate \
+          --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
+  rc=$?
+  e2e_runc delete -f "gpunode-shim-$name" >/dev/null 2>&1 || true
+}
+
+e2e_step "NVIDIA_VISIBLE_DEVICES=1 through gpunode oci-runtime --runtime-path runc run"
+set +e
+shim_run one 1
+set -e
+[ "$rc" -eq 0 ] || e2e_fail "the shim + runc failed ($rc): $out"
+e2e_assert_contains "$out" "node /dev/nvidia1 c3:1" "GPU 1's node, 195:1"
+if grep -q '^node /dev/nvidia0 ' <<< "$out"; then e2e_fail "GPU 0's node is in the container: $out"; fi
+e2e_ok "GPU 0's node is absent"
+e2e_assert_contains "$out" "node /dev/nvidiactl c3:ff" "the control node"
+want=$(md5sum < "$host$libcuda" | cut -d' ' -f1)
+e2e_assert_contains "$out" "lib $want" "libcuda mounted with the fixture's content"
+e2e_assert_contains "$out" "link libcuda.so.1" "create-symlinks hook ran (libcuda.so -> libcuda.so.1)"
+e2e_assert_contains "$out" "ldconf $(dirname "$libcuda")" "update-ldcache hook ran"
+e2e_assert_contains "$out" "env void" "the spec's NVIDIA_VISIBLE_DEVICES=void comes last (no double injection)"
+e2e_assert_contains "$(cat "$E2E_TMP/bundle-one/config.json")" '"gpunode.io/injected-devices":"nvidia.com/gpu=1"' \
+  "config.json records what was injected"
+
+e2e_step "NVIDIA_VISIBLE_DEVICES=all"
+set +e; shim_run all all; set -e
+[ "$rc" -eq 0 ] || e2e_fail "all: $out"
+e2e_assert_eq "$(grep -c '^node /dev/nvidia[0-9]' <<< "$out")" 8 "8 GPU nodes"
+
+e2e_step "a CDI annotation instead of the variable"
+set +e; shim_run annot - "c.setdefault('annotations', {})['cdi.k8s.io/gpunode_test'] = 'nvidia.com/gpu=2,nvidia.com/gpu=5'"; set -e
+[ "$rc" -eq 0 ] || e2e_fail "annotation: $out"
+e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia2 /dev/nvidia5 " "GPU 2 and 5"
+
+e2e_step "NVIDIA_VISIBLE_DEVICES unset: the container is left alone"
+set +e; shim_run none -; set -e
+[ "$rc" -eq 0 ] || e2e_fail "unset: $out"
+if grep -q '^node ' <<< "$out"; then e2e_fail "a container that asked for nothing got nodes: $out"; fi
+e2e_ok "no NVIDIA node, config.json unchanged by the shim"
+
+e2e_step "an unknown GPU is refused before runc runs"
+set +e; shim_run bad 9; set -e
+[ "$rc" -ne 0 ] || e2e_fail "NVIDIA_VISIBLE_DEVICES=9 started a container: $out"
+e2e_assert_contains "$out" "unresolvable CDI device nvidia.com/gpu=9" "the error names the device"
+e2e_assert_contains "$(cat "$E2E_TMP/shim.log")" "injected nvidia.com/gpu=1 from $cdi_dir/nvidia.yaml" "the debug log"
+echo "PASS: $(basename "$0")"

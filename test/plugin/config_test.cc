@@ -1,0 +1,122 @@
+// NVIDIA's device plugin config format v1: what parses, what is refused (with the field's path),
+// and the environment's precedence.
+#include "src/plugin/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpunode::plugin {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PluginConfigTest, AFullFileParses) {
+  auto c = ParseConfig(R"(
+version: v1
+flags:
+  migStrategy: mixed
+  failOnInitError: false
+  nvidiaDriverRoot: /run/nvidia/driver
+  plugin:
+    passDeviceSpecs: true
+    deviceListStrategy: [envvar, cdi-cri]
+    deviceIDStrategy: index
+  gfd:
+    oneshot: true
+    sleepInterval: 1m30s
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    failRequestsGreaterThanOne: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 10
+)",
+                       "config.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mig_strategy, MigStrategy::kMixed);
+  EXPECT_FALSE(c->fail_on_init_error);
+  EXPECT_EQ(c->driver_root, "/run/nvidia/driver");
+  EXPECT_TRUE(c->pass_device_specs);
+  EXPECT_TRUE(c->device_list.envvar);
+  EXPECT_TRUE(c->device_list.cdi_cri);
+  EXPECT_FALSE(c->device_list.volume_mounts);
+  EXPECT_EQ(c->device_id, DeviceIdStrategy::kIndex);
+  EXPECT_TRUE(c->gfd_oneshot);
+  EXPECT_EQ(c->gfd_sleep_interval_s, 90);
+  EXPECT_EQ(c->sharing.strategy, SharingStrategy::kTimeSlicing);
+  EXPECT_TRUE(c->sharing.rename_by_default);
+  EXPECT_EQ(c->sharing.ReplicasOf("nvidia.com/gpu"), 10);
+  EXPECT_EQ(c->sharing.ReplicasOf("nvidia.com/mig-1g.10gb"), 1);
+  EXPECT_TRUE(ValidateConfig(*c).ok());
+}
+
+TEST(PluginConfigTest, JsonAndAnEmptyFileWork) {
+  auto j = ParseConfig(R"({"version": "v1", "flags": {"migStrategy": "single"}})", "c.json");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->mig_strategy, MigStrategy::kSingle);
+  auto empty = ParseConfig("", "empty.yaml");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->mig_strategy, MigStrategy::kNone);
+  EXPECT_TRUE(empty->device_list.envvar);
+}
+
+TEST(PluginConfigTest, BadFilesNameTheFieldThatIsWrong) {
+  struct Case {
+    const char* text;
+    const char* message;
+  } cases[] = {
+      {"version: v2\n", "version: \"v2\": unknown version"},
+      {"flags: {migStrategy: some}\n", "flags.migStrategy: MIG strategy \"some\""},
+      {"flags: {plugin: {deviceIDStrategy: serial}}\n", "flags.plugin.deviceIDStrategy"},
+      {"flags: {plugin: {deviceListStrategy: [envvar, magic]}}\n", "device list strategy \"magic\""},
+      {"flags: {migStrategi: none}\n", "flags.migStrategi: unknown field"},
+      {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 1}]}}\n",
+       "sharing.timeSlicing.resources[0].replicas: 1: must be 2 or more"},
+      {"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 4}]}}\n", "not an nvidia.com/ resource"},
+      {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: four}]}}\n", "not an integer"},
+      {"sharing: {timeSlicing: {}, mps: {}}\n", "mutually exclusive"},
+      {"flags: [\n", "not valid YAML/JSON"},
+      {"flags: {gfd: {sleepInterval: 500ms}}\n", "flags.gfd.sleepInterval"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseConfig(c.text, "config.yaml");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr("config.yaml")) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message)) << c.text;
+  }
+}
+
+TEST(PluginConfigTest, UnsupportedPartsWarnAndMpsIsAClearNotYet) {
+  auto c = ParseConfig("resources: {gpus: [{pattern: '*', name: gpu}]}\nflags: {gdsEnabled: true}\n", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->warnings.size(), 2u);
+  auto mps = ParseConfig("sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n", "c.yaml");
+  ASSERT_TRUE(mps.ok());
+  EXPECT_TRUE(mps->sharing.fail_requests_greater_than_one);  // NVIDIA's MPS default
+  Status st = ValidateConfig(*mps);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(st.message(), HasSubstr("MPS sharing is not yet supported"));
+  mps->mig_strategy = MigStrategy::kMixed;
+  EXPECT_THAT(ValidateConfig(*mps).message(), HasSubstr("mixed is not supported with MPS"));
+}
+
+TEST(PluginConfigTest, TheEnvironmentOverridesTheFileAndBadValuesNameTheVariable) {
+  auto c = ParseConfig("flags: {migStrategy: single}\n", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(ApplyEnvironment({{"MIG_STRATEGY", "mixed"}, {"DEVICE_LIST_STRATEGY", "volume-mounts"},
+                                {"PASS_DEVICE_SPECS", "true"}, {"UNRELATED", "x"}},
+                               &*c)
+                  .ok());
+  EXPECT_EQ(c->mig_strategy, MigStrategy::kMixed);
+  EXPECT_TRUE(c->device_list.volume_mounts);
+  EXPECT_FALSE(c->device_list.envvar);
+  EXPECT_TRUE(c->pass_device_specs);
+  Status bad = ApplyEnvironment({{"DEVICE_ID_STRATEGY", "serial"}}, &*c);
+  EXPECT_THAT(bad.message(), HasSubstr("environment variable DEVICE_ID_STRATEGY"));
+  EXPECT_THAT(ApplyEnvironment({{"FAIL_ON_INIT_ERROR", "maybe"}}, &*c).message(), HasSubstr("FAIL_ON_INIT_ERROR"));
+}
+
+}  // namespace
+}  // namespace gpunode::plugin
