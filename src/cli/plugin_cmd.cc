@@ -1,4 +1,5 @@
 // gpunode plugin: the kubelet device plugin for nvidia.com/gpu (src/plugin, docs/plugin.md).
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -144,6 +145,8 @@ nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resour
 }
 
 int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
+  // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
+  ::mallopt(M_ARENA_MAX, 2);
   const auto env = Environment();
   auto config = LoadConfig(flags, env);
   if (!config.ok()) {

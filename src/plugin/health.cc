@@ -125,7 +125,6 @@ void HealthMonitor::Run() {
     next_poll = Clock::now() + options_.poll_interval;
     // The poll: each GPU must still answer; an unhealthy one that answered for the quiet period
     // with no new critical XID is healthy again.
-    bool recovered = false;
     for (const auto& [index, uuid] : gpus_) {
       auto h = nvml_.DeviceHandle(index);
       char buf[96] = {0};
@@ -139,10 +138,10 @@ void HealthMonitor::Run() {
                absl::StrCat("answered NVML normally for ",
                             std::chrono::duration_cast<std::chrono::seconds>(options_.recovery_quiet).count(),
                             " s with no critical XID"));
-        recovered = true;
       }
     }
-    if (recovered) RegisterEvents();  // a recovered GPU's events (and loss) are watched again
+    // The event set stays as it is: its registrations outlive a GPU's bad spell, and a GPU lost
+    // again is caught by this poll even when NVML reports the loss only once per registration.
   }
   if (set_ != nullptr) {
     fn.nvmlEventSetFree(set_);

@@ -59,6 +59,11 @@ Status ResourceServer::Serve(const std::string& dir) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + socket_path_, grpc::InsecureServerCredentials());
   builder.RegisterService(this);
+  // The kubelet is the only client and calls one thing at a time (plus one open stream): a
+  // couple of pollers is plenty, and each idle thread costs memory.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("serve ", resource_.name, " on ", socket_path_,

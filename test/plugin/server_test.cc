@@ -259,24 +259,33 @@ TEST_F(PluginTest, ALostGpuTurnsUnhealthyWithinASecondAndComesBackAfterTheQuietP
   EXPECT_THAT(Log(), HasSubstr("is now Healthy: answered NVML normally"));
 }
 
-TEST_F(PluginTest, AFatalXidMakesItsGpuUnhealthyButAnApplicationXidDoesNot) {
+TEST_F(PluginTest, XidSeventyNineMakesGpuThreeUnhealthyXidThirteenDoesNotAndItRecovers) {
   Open("dgx-h200");
   kubelet_ = std::make_unique<gpunode::testing::KubeletEmulator>((dir_ / "dp").string());
   ASSERT_TRUE(kubelet_->Start());
-  StartPlugin();
+  HealthOptions health;
+  health.recovery_quiet = 800ms;  // 5 min in production, shortened here
+  StartPlugin({}, health);
   ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return Count(r, kHealthy) == 8; }, 10s)) << Log();
   EditGpu(1, "events: [{type: xid, xid: 13}]");  // application error: ignored
   std::this_thread::sleep_for(600ms);
   EXPECT_EQ(Count(kubelet_->Lists(kGpuResource).back(), kHealthy), 8);
-  EditGpu(5, "events: [{type: xid, xid: 79}]");  // fell off the bus: fatal
+  const size_t messages = kubelet_->Lists(kGpuResource).size();
+  const auto t0 = std::chrono::steady_clock::now();
+  EditGpu(3, "events: [{type: xid, xid: 79}]");  // fell off the bus: fatal
   ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return Count(r, kUnhealthy) == 1; }, 1s)) << Log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_EQ(kubelet_->Lists(kGpuResource).size(), messages + 1);  // one new message
   const v1beta1::ListAndWatchResponse latest = kubelet_->Lists(kGpuResource).back();
   for (const auto& d : latest.devices()) {
-    if (d.health() == kUnhealthy) {
-      EXPECT_EQ(d.id(), Uuid(5));
-    }
+    EXPECT_EQ(d.health(), d.id() == Uuid(3) ? kUnhealthy : kHealthy) << d.id();
   }
   EXPECT_THAT(Log(), HasSubstr("XID 79"));
+  // It answers NVML normally and no new critical XID comes: Healthy after the quiet period.
+  ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return Count(r, kHealthy) == 8; }, 5s)) << Log();
+  // ... and stays so: the event is not delivered again.
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Count(kubelet_->Lists(kGpuResource).back(), kHealthy), 8);
 }
 
 TEST_F(PluginTest, TimeSlicedReplicasAreAdvertisedAndSpreadAcrossGpus) {
