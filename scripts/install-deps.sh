@@ -16,6 +16,8 @@ packages=(
   python3 procps
   # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
   podman runc busybox-static
+  # promtool (metric lint) and a real Prometheus server for the exporter's tests
+  prometheus
 )
 
 missing=()

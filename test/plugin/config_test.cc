@@ -120,3 +120,41 @@ TEST(PluginConfigTest, TheEnvironmentOverridesTheFileAndBadValuesNameTheVariable
 
 }  // namespace
 }  // namespace gpunode::plugin
+
+#include "src/plugin/health.h"
+
+namespace gpunode::plugin {
+namespace {
+
+TEST(HealthOptionsTest, ApplicationXidsAreIgnoredAndTheVariablesBehaveAsNvidiasPlugin) {
+  auto d = HealthOptionsFromEnvironment({});
+  ASSERT_TRUE(d.ok());
+  for (unsigned long long x : {13, 31, 43, 45, 68, 109}) EXPECT_FALSE(d->IsFatal(x)) << x;
+  EXPECT_TRUE(d->IsFatal(79));
+  EXPECT_TRUE(d->IsFatal(48));
+
+  auto extra = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "48, 63"}});
+  ASSERT_TRUE(extra.ok());
+  EXPECT_FALSE(extra->IsFatal(48));
+  EXPECT_FALSE(extra->IsFatal(63));
+  EXPECT_TRUE(extra->IsFatal(79));
+
+  auto all_off = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(all_off.ok());
+  EXPECT_FALSE(all_off->IsFatal(79));
+
+  auto forced = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "109"}, {"DP_ENABLE_HEALTHCHECKS", "109"}});
+  ASSERT_TRUE(forced.ok());
+  EXPECT_TRUE(forced->IsFatal(109));
+
+  auto every = HealthOptionsFromEnvironment({{"DP_ENABLE_HEALTHCHECKS", "all"}});
+  ASSERT_TRUE(every.ok());
+  EXPECT_TRUE(every->IsFatal(13));
+
+  auto bad = HealthOptionsFromEnvironment({{"DP_ENABLE_HEALTHCHECKS", "79,xid48"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("DP_ENABLE_HEALTHCHECKS: \"xid48\""));
+}
+
+}  // namespace
+}  // namespace gpunode::plugin

@@ -1,0 +1,198 @@
+#include "src/exporter/render.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace gpunode::exporter {
+namespace {
+
+// Appends text and numbers (absl::StrAppend wants absl::string_view, which Debian's abseil keeps
+// distinct from std::string_view).
+void AppendTo(std::string& out, std::string_view s) { out.append(s); }
+void AppendTo(std::string& out, const char* s) { out.append(s); }
+void AppendTo(std::string& out, const std::string& s) { out.append(s); }
+void AppendTo(std::string& out, unsigned n) { out.append(std::to_string(n)); }
+void AppendTo(std::string& out, int n) { out.append(std::to_string(n)); }
+void AppendTo(std::string& out, uint64_t n) { out.append(std::to_string(n)); }
+template <typename... Parts>
+void Append(std::string& out, const Parts&... parts) {
+  (AppendTo(out, parts), ...);
+}
+template <typename... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string out;
+  (AppendTo(out, parts), ...);
+  return out;
+}
+
+std::string_view PrometheusType(MetricType type) {
+  return type == MetricType::kCounter ? "counter" : "gauge";
+}
+
+void AppendFamilyHeader(std::string& out, std::string_view name, std::string_view help,
+                        std::string_view type) {
+  Append(out, "# HELP ", name, " ", EscapeHelp(help), "\n", "# TYPE ", name, " ", type, "\n");
+}
+
+std::string NonFinite(double value) {
+  if (std::isnan(value)) return "NaN";
+  return value > 0 ? "+Inf" : "-Inf";
+}
+
+// gpu, UUID, pci_bus_id, device[, modelName][, <hostname label>]: without braces.
+std::string IdentityLabels(const GpuSample& g, const std::string& hostname,
+                           const RenderOptions& options, bool model_name) {
+  std::string out =
+      Cat("gpu=\"", g.index, "\",UUID=\"", EscapeLabelValue(g.uuid), "\",pci_bus_id=\"",
+          EscapeLabelValue(g.pci_bus_id), "\",device=\"", EscapeLabelValue(g.device), "\"");
+  if (model_name) Append(out, ",modelName=\"", EscapeLabelValue(g.model_name), "\"");
+  if (!options.hostname_label.empty() && !hostname.empty()) {
+    Append(out, ",", options.hostname_label, "=\"", EscapeLabelValue(hostname), "\"");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string EscapeHelp(std::string_view help) {
+  std::string out;
+  out.reserve(help.size());
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string FormatDcgmValue(double value, bool is_double) {
+  if (!std::isfinite(value)) return NonFinite(value);
+  char buf[64];
+  if (is_double) {
+    std::snprintf(buf, sizeof buf, "%f", value);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(std::llround(value)));
+  }
+  return buf;
+}
+
+std::string FormatValue(double value) {
+  if (!std::isfinite(value)) return NonFinite(value);
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  if (ec != std::errc()) return std::to_string(value);
+  return std::string(buf, end);
+}
+
+std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counter>& counters,
+                          const RenderOptions& options) {
+  // Label-type counters: extra labels on every series, sorted by name (dcgm-exporter's order).
+  std::vector<std::pair<std::string_view, std::string>> extra_labels;
+  std::vector<const Counter*> numeric;
+  for (const Counter& c : counters) {
+    if (c.type == MetricType::kLabel) {
+      if (c.field->id == FieldId::kDriverVersion && !snapshot.driver_version.empty()) {
+        extra_labels.emplace_back(c.field->name, snapshot.driver_version);
+      }
+    } else {
+      numeric.push_back(&c);
+    }
+  }
+  std::sort(extra_labels.begin(), extra_labels.end());
+  std::stable_sort(numeric.begin(), numeric.end(), [](const Counter* a, const Counter* b) {
+    return a->field->dcgm_field_id < b->field->dcgm_field_id;
+  });
+
+  // Per GPU, the label set once.
+  std::vector<std::string> labels(snapshot.gpus.size());
+  for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
+    labels[i] = IdentityLabels(snapshot.gpus[i], snapshot.hostname, options, /*model_name=*/true);
+    for (const auto& [name, value] : extra_labels)
+      Append(labels[i], ",", name, "=\"", EscapeLabelValue(value), "\"");
+  }
+
+  std::string out;
+  for (const Counter* c : numeric) {
+    std::string lines;
+    for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
+      const GpuSample& g = snapshot.gpus[i];
+      const std::optional<double>& v = g.value(c->field->id);
+      if (!g.healthy || !v) continue;
+      Append(lines, c->field->name, "{", labels[i], "} ", FormatDcgmValue(*v, c->field->is_double),
+             "\n");
+    }
+    if (lines.empty()) continue;
+    AppendFamilyHeader(out, c->field->name, c->help, PrometheusType(c->type));
+    out += lines;
+  }
+  out += RenderSelfMetrics(snapshot, options);
+  return out;
+}
+
+std::string RenderSelfMetrics(const NodeSnapshot& snapshot, const RenderOptions& options) {
+  std::string out;
+  if (!snapshot.gpus.empty()) {
+    AppendFamilyHeader(
+        out, "gpunode_gpu_health",
+        "1 when the GPU answered the last collection, 0 when it could not be read (lost, no "
+        "permission, ...).",
+        "gauge");
+    for (const GpuSample& g : snapshot.gpus) {
+      Append(out, "gpunode_gpu_health{", IdentityLabels(g, snapshot.hostname, options, false), "} ",
+             g.healthy ? 1 : 0, "\n");
+    }
+  }
+  AppendFamilyHeader(out, "gpunode_collection_duration_seconds",
+                     "Time the last collection of all GPUs took.", "gauge");
+  Append(out, "gpunode_collection_duration_seconds ",
+         FormatValue(snapshot.collection_duration_seconds), "\n");
+  AppendFamilyHeader(out, "gpunode_last_collection_timestamp_seconds",
+                     "Unix time the last collection finished; the GPU values were read then.",
+                     "gauge");
+  Append(out, "gpunode_last_collection_timestamp_seconds ", FormatValue(snapshot.timestamp_seconds),
+         "\n");
+  if (!snapshot.collection_errors_total.empty()) {
+    AppendFamilyHeader(out, "gpunode_collection_errors_total",
+                       "Failed queries since start, by field (field=\"gpu\": a GPU that could not "
+                       "be read at all).",
+                       "counter");
+    for (const auto& [field, count] : snapshot.collection_errors_total) {
+      Append(out, "gpunode_collection_errors_total{field=\"", EscapeLabelValue(field), "\"} ",
+             count, "\n");
+    }
+  }
+  AppendFamilyHeader(out, "gpunode_build_info", "gpunode's version; the value is always 1.",
+                     "gauge");
+  Append(out, "gpunode_build_info{version=\"", EscapeLabelValue(options.version), "\"} 1\n");
+  return out;
+}
+
+}  // namespace gpunode::exporter

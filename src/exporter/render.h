@@ -1,0 +1,58 @@
+// The Prometheus text exposition format 0.0.4 of a snapshot: dcgm-exporter's families (names,
+// HELP/TYPE from the counters, labels in its order) followed by gpunode's own metrics. Pure: the
+// HTTP handler calls RenderMetrics on the last published snapshot and never touches NVML.
+#ifndef GPUNODE_EXPORTER_RENDER_H_
+#define GPUNODE_EXPORTER_RENDER_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/exporter/counters.h"
+#include "src/exporter/sample.h"
+
+namespace gpunode::exporter {
+
+// What /metrics answers with (dcgm-exporter sends none; Prometheus 3 wants one).
+inline constexpr std::string_view kPrometheusTextContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
+
+struct RenderOptions {
+  // Name of the hostname label: "Hostname" (every released dcgm-exporter), "hostname" (its main
+  // branch since #655), or empty to leave it out (dcgm-exporter -n/--no-hostname).
+  std::string hostname_label = "Hostname";
+  // gpunode_build_info{version}.
+  std::string version = GPUNODE_VERSION;
+};
+
+// Every selected counter's family with at least one value (a field no GPU has is left out,
+// HELP/TYPE included), families in DCGM field id order, one line per healthy GPU in index order:
+//   NAME{gpu="0",UUID="GPU-..",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA
+//   H200",
+//        Hostname="node",DCGM_FI_DRIVER_VERSION="580.95.05"} 1980
+// (`label` counters become labels, after Hostname, in alphabetical order). Integer fields print as
+// "%d", FP64 fields as "%f", as dcgm-exporter does. Then RenderSelfMetrics.
+std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counter>& counters,
+                          const RenderOptions& options = {});
+
+// gpunode's own, promtool-lint-clean families:
+//   gpunode_gpu_health{gpu,UUID,pci_bus_id,device,Hostname}  gauge 1/0 (every GPU NVML counts)
+//   gpunode_collection_duration_seconds                      gauge
+//   gpunode_last_collection_timestamp_seconds                gauge
+//   gpunode_collection_errors_total{field}                   counter (only when there were errors)
+//   gpunode_build_info{version}                              gauge 1
+std::string RenderSelfMetrics(const NodeSnapshot& snapshot, const RenderOptions& options = {});
+
+// Label value escaping: \ -> \\, " -> \", newline -> \n.
+std::string EscapeLabelValue(std::string_view value);
+// HELP text escaping: \ -> \\, newline -> \n.
+std::string EscapeHelp(std::string_view help);
+// dcgm-exporter's value format: "%f" when `is_double`, else the value as an int64 ("%d");
+// NaN, +Inf, -Inf as Prometheus spells them.
+std::string FormatDcgmValue(double value, bool is_double);
+// Shortest text that reads back as the same double ("0.0125", "1767225600", "NaN", "+Inf").
+std::string FormatValue(double value);
+
+}  // namespace gpunode::exporter
+
+#endif  // GPUNODE_EXPORTER_RENDER_H_

@@ -1,0 +1,170 @@
+#include "src/exporter/sample.h"
+
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "src/gpu/gpu_reader.h"
+
+namespace gpunode::exporter {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// ReadGpu's query names -> the fields they feed.
+const std::vector<std::pair<std::string_view, std::vector<FieldId>>>& QueryFields() {
+  static const auto* const kMap =
+      new std::vector<std::pair<std::string_view, std::vector<FieldId>>>{
+          {"nvmlDeviceGetClockInfo(SM)", {FieldId::kSmClock}},
+          {"nvmlDeviceGetClockInfo(MEM)", {FieldId::kMemClock}},
+          {"nvmlDeviceGetTemperature", {FieldId::kGpuTemp}},
+          {"nvmlDeviceGetPowerUsage", {FieldId::kPowerUsage}},
+          {"nvmlDeviceGetUtilizationRates", {FieldId::kGpuUtil, FieldId::kMemCopyUtil}},
+          {"nvmlDeviceGetMemoryInfo_v2",
+           {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+          {"nvmlDeviceGetMemoryInfo", {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+          {"nvmlDeviceGetRemappedRows",
+           {FieldId::kUncorrectableRemappedRows, FieldId::kCorrectableRemappedRows,
+            FieldId::kRowRemapFailure}},
+      };
+  return *kMap;
+}
+
+// "0000:18:00.0" (GpuInfo's sysfs form) -> "00000000:18:00.0" (what NVML and DCGM print).
+std::string DcgmBusId(const std::string& bus_id) {
+  std::string id = absl::AsciiStrToUpper(bus_id);
+  if (id.find(':') == 4) id.insert(0, "0000");
+  return id;
+}
+
+double SecondsSinceEpoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+GpuSample SampleFromGpuInfo(const GpuInfo& info) {
+  GpuSample s;
+  s.index = info.index;
+  s.uuid = info.uuid;
+  s.pci_bus_id = DcgmBusId(info.pci_bus_id);
+  s.device = absl::StrCat("nvidia", info.index);
+  s.model_name = info.name;
+
+  auto set = [&s](FieldId id, const auto& opt, double scale = 1.0) {
+    if (opt) s.set(id, static_cast<double>(*opt) / scale);
+  };
+  set(FieldId::kSmClock, info.sm_clock_mhz);
+  set(FieldId::kMemClock, info.mem_clock_mhz);
+  set(FieldId::kGpuTemp, info.temperature_c);
+  set(FieldId::kPowerUsage, info.power_usage_w);
+  set(FieldId::kGpuUtil, info.utilization_gpu_pct);
+  set(FieldId::kMemCopyUtil, info.utilization_memory_pct);
+  // DCGM stores bytes / 2^20 as an integer (floor).
+  auto mib = [&s](FieldId id, const std::optional<uint64_t>& bytes) {
+    if (bytes) s.set(id, static_cast<double>(*bytes / static_cast<uint64_t>(kMiB)));
+  };
+  mib(FieldId::kFbFree, info.memory_free_bytes);
+  mib(FieldId::kFbUsed, info.memory_used_bytes);
+  mib(FieldId::kFbReserved, info.memory_reserved_bytes);
+  if (info.remapped_rows) {
+    s.set(FieldId::kUncorrectableRemappedRows, info.remapped_rows->uncorrectable);
+    s.set(FieldId::kCorrectableRemappedRows, info.remapped_rows->correctable);
+    s.set(FieldId::kRowRemapFailure, info.remapped_rows->failure ? 1 : 0);
+  }
+  for (const auto& [query, fields] : QueryFields()) {
+    auto it = info.field_errors.find(std::string(query));
+    if (it == info.field_errors.end()) continue;
+    for (FieldId id : fields) {
+      if (!s.value(id)) s.errors.emplace(id, it->second);
+    }
+  }
+  return s;
+}
+
+GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous) {
+  StatusOr<GpuInfo> info = ReadGpu(nvml, index, GpuReadOptions{.live_metrics = true});
+  if (!info.ok()) {
+    GpuSample s;
+    if (previous != nullptr && previous->index == index) s = *previous;
+    s.index = index;
+    s.device = absl::StrCat("nvidia", index);
+    s.healthy = false;
+    s.status = info.status();
+    s.values.fill(std::nullopt);
+    s.errors.clear();
+    return s;
+  }
+  GpuSample s = SampleFromGpuInfo(*info);
+
+  // Energy is not part of GpuInfo: read it here (one call, ~4 ms on a real H200).
+  auto energy_fn = nvml.fn().nvmlDeviceGetTotalEnergyConsumption;
+  StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
+  if (energy_fn != nullptr && dev.ok()) {
+    unsigned long long mj = 0;
+    nvmlReturn_t ret = energy_fn(*dev, &mj);
+    if (ret == NVML_SUCCESS) {
+      s.set(FieldId::kTotalEnergyConsumption, static_cast<double>(mj));
+    } else if (!NvmlIsUnsupported(ret)) {
+      s.errors.emplace(FieldId::kTotalEnergyConsumption,
+                       nvml.Check(ret, "nvmlDeviceGetTotalEnergyConsumption"));
+    }
+  } else if (!dev.ok()) {
+    s.errors.emplace(FieldId::kTotalEnergyConsumption, dev.status());
+  }
+  return s;
+}
+
+NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& options,
+                             const NodeSnapshot* previous) {
+  const auto start = std::chrono::steady_clock::now();
+  NodeSnapshot snap;
+  snap.hostname = options.hostname;
+  if (previous != nullptr) snap.collection_errors_total = previous->collection_errors_total;
+
+  StatusOr<Version> driver = nvml.DriverVersion();
+  if (driver.ok()) {
+    snap.driver_version = driver->ToString();
+  } else {
+    ++snap.collection_errors_total["driver_version"];
+  }
+  StatusOr<unsigned> count = nvml.DeviceCount();
+  if (!count.ok()) {
+    snap.status = count.status();
+    ++snap.collection_errors_total["device_count"];
+  } else {
+    snap.gpus.reserve(*count);
+    for (unsigned i = 0; i < *count; ++i) {
+      const GpuSample* before = nullptr;
+      if (previous != nullptr) {
+        for (const GpuSample& g : previous->gpus) {
+          if (g.index == i) before = &g;
+        }
+      }
+      GpuSample s = SampleGpu(nvml, i, before);
+      if (!s.healthy) ++snap.collection_errors_total["gpu"];
+      for (const auto& [field, status] : s.errors)
+        ++snap.collection_errors_total[std::string(Field(field).name)];
+      snap.gpus.push_back(std::move(s));
+    }
+  }
+  snap.collection_duration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  snap.timestamp_seconds = SecondsSinceEpoch();
+  return snap;
+}
+
+void SnapshotStore::Publish(NodeSnapshot snapshot) {
+  auto next = std::make_shared<const NodeSnapshot>(std::move(snapshot));
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(next);
+}
+
+std::shared_ptr<const NodeSnapshot> SnapshotStore::Latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+}  // namespace gpunode::exporter

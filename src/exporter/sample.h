@@ -1,0 +1,89 @@
+// What one collection pass read: per-GPU samples of the catalogue's fields and the node's
+// collection state. The sampler thread (to come) calls CollectSnapshot every interval and
+// publishes the result in a SnapshotStore; the HTTP handler renders SnapshotStore::Latest() and
+// never calls NVML.
+#ifndef GPUNODE_EXPORTER_SAMPLE_H_
+#define GPUNODE_EXPORTER_SAMPLE_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "src/base/status.h"
+#include "src/exporter/catalogue.h"
+#include "src/gpu/gpu.h"
+#include "src/gpu/nvml.h"
+
+namespace gpunode::exporter {
+
+struct GpuSample {
+  // Identity labels, dcgm-exporter's spelling and values.
+  unsigned index = 0;  // gpu="0" (NVML index = DCGM gpu id)
+  std::string uuid;    // UUID="GPU-..." (empty when the GPU could not be read and was never seen)
+  std::string
+      pci_bus_id;      // pci_bus_id="00000000:18:00.0" (NVML/DCGM form: 8-digit domain, upper case)
+  std::string device;  // device="nvidia0" (nvidia<gpu id>)
+  std::string model_name;  // modelName="NVIDIA H200"
+
+  // false when the GPU as a whole could not be read (lost, no permission...): no field values then.
+  bool healthy = true;
+  Status status;  // why not healthy
+
+  // Field values in the catalogue's units; empty = not supported / not produced / failed.
+  std::array<std::optional<double>, kFieldCount> values{};
+  // Fields whose query failed for a reason other than "not supported".
+  std::map<FieldId, Status> errors;
+
+  const std::optional<double>& value(FieldId id) const { return values[static_cast<size_t>(id)]; }
+  void set(FieldId id, double v) { values[static_cast<size_t>(id)] = v; }
+};
+
+struct NodeSnapshot {
+  std::string hostname;                    // Hostname label (NODE_NAME or gethostname)
+  std::string driver_version;              // DCGM_FI_DRIVER_VERSION label; empty when unknown
+  double timestamp_seconds = 0;            // Unix time the collection finished
+  double collection_duration_seconds = 0;  // how long the pass took
+  Status status;                           // the pass as a whole (e.g. nvmlDeviceGetCount failed)
+  std::vector<GpuSample> gpus;             // by NVML index, failed GPUs included (healthy = false)
+  // Cumulative over the exporter's life: error label ("DCGM_FI_DEV_POWER_USAGE", "gpu",
+  // "device_count", "driver_version") -> count. Rendered as gpunode_collection_errors_total{field}.
+  std::map<std::string, uint64_t> collection_errors_total;
+};
+
+// Copies GpuInfo (from ReadGpu) into a sample: identity and every field ReadGpu produces; the
+// query errors ReadGpu kept are attached to the fields they concern.
+GpuSample SampleFromGpuInfo(const GpuInfo& info);
+
+// One GPU: ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption. Never fails: a GPU
+// that cannot be read comes back with healthy = false, its status, and its identity from
+// `previous` when given (a lost GPU cannot tell its UUID any more).
+GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous = nullptr);
+
+struct CollectOptions {
+  std::string hostname;
+};
+// One pass over every GPU NVML counts. `previous` (the last snapshot, or nullptr) carries the
+// error totals and the identities of GPUs that have since failed. One failing GPU leaves the
+// others intact. Timestamp and duration come from the system clock.
+NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& options,
+                             const NodeSnapshot* previous = nullptr);
+
+// The hand-over between the sampler thread and scrapes: Publish swaps in a new snapshot, Latest
+// returns the current one (nullptr before the first pass) without copying it.
+class SnapshotStore {
+ public:
+  void Publish(NodeSnapshot snapshot);
+  std::shared_ptr<const NodeSnapshot> Latest() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const NodeSnapshot> latest_;
+};
+
+}  // namespace gpunode::exporter
+
+#endif  // GPUNODE_EXPORTER_SAMPLE_H_

@@ -1,0 +1,203 @@
+// Sampling simulated nodes through the real NVML loader and the simulated libnvidia-ml, and
+// rendering what /metrics will answer.
+//
+// Golden file: test/fixtures/exporter/dgx-h200.prom is the exact text for the simulated dgx-h200
+// with the default counters, timestamp 1767225600.5, duration 0.0125 s and version "test". After
+// an intended change, regenerate it with
+//   GPUNODE_UPDATE_GOLDEN=1 build-exp/bin/exporter_tests --gtest_filter='*Golden*'
+// and review the diff.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/support/profile.h"
+#include "src/exporter/render.h"
+#include "src/exporter/sample.h"
+
+namespace gpunode::exporter {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string SimLibrary() {
+  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
+  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A simulated node: its profile file selected through GPUNODE_SIM_PROFILE and the simulated NVML
+// opened through the real loader.
+class SimNode {
+ public:
+  explicit SimNode(const std::string& profile_name)
+      : dir_(fs::temp_directory_path() /
+             ("gpunode-exporter-" + profile_name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto source = sim::ResolveProfile(profile_name);
+    EXPECT_TRUE(source.ok()) << source.status();
+    const std::string profile_path = (dir_ / "profile.yaml").string();
+    if (source.ok()) std::ofstream(profile_path) << source->text;
+    ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
+    auto nvml = NvmlLibrary::Open(SimLibrary());
+    EXPECT_TRUE(nvml.ok()) << nvml.status();
+    if (nvml.ok()) nvml_ = *std::move(nvml);
+  }
+  ~SimNode() { fs::remove_all(dir_); }
+
+  const NvmlLibrary& nvml() const { return *nvml_; }
+  bool ok() const { return nvml_ != nullptr; }
+
+  // A pass with the fixed clock values of the golden file.
+  NodeSnapshot Collect(const std::string& hostname, const NodeSnapshot* previous = nullptr) const {
+    NodeSnapshot s = CollectSnapshot(*nvml_, CollectOptions{.hostname = hostname}, previous);
+    s.timestamp_seconds = 1767225600.5;
+    s.collection_duration_seconds = 0.0125;
+    return s;
+  }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<NvmlLibrary> nvml_;
+};
+
+RenderOptions TestOptions() {
+  RenderOptions o;
+  o.version = "test";
+  return o;
+}
+
+TEST(ExporterSimTest, TheSimulatedDgxH200MatchesTheGoldenMetricsByteForByte) {
+  SimNode node("dgx-h200");
+  ASSERT_TRUE(node.ok());
+  const NodeSnapshot snap = node.Collect("dgx-h200-01");
+  const std::string text = RenderMetrics(snap, DefaultCounters(), TestOptions());
+  const fs::path golden = fs::path(GPUNODE_SOURCE_DIR) / "test/fixtures/exporter/dgx-h200.prom";
+  if (std::getenv("GPUNODE_UPDATE_GOLDEN") != nullptr)
+    std::ofstream(golden, std::ios::binary) << text;
+  EXPECT_EQ(text, ReadAll(golden)) << "regenerate: see the comment at the top of this file";
+}
+
+TEST(ExporterSimTest, SamplesEveryDgxH200GpuWithTheFieldsNvmlGives) {
+  SimNode node("dgx-h200");
+  ASSERT_TRUE(node.ok());
+  const NodeSnapshot snap = node.Collect("dgx-h200-01");
+  EXPECT_TRUE(snap.status.ok()) << snap.status;
+  EXPECT_EQ(snap.driver_version, "580.95.05");
+  ASSERT_EQ(snap.gpus.size(), 8u);
+  EXPECT_TRUE(snap.collection_errors_total.empty());
+  const GpuSample& g = snap.gpus[0];
+  EXPECT_TRUE(g.healthy);
+  EXPECT_EQ(g.uuid, "GPU-0b566429-adc1-458a-9244-af5a49e0505e");
+  EXPECT_EQ(g.pci_bus_id, "00000000:18:00.0");
+  EXPECT_EQ(g.device, "nvidia0");
+  EXPECT_EQ(g.model_name, "NVIDIA H200");
+  EXPECT_EQ(g.value(FieldId::kGpuTemp), 31);
+  EXPECT_EQ(g.value(FieldId::kPowerUsage), 74.5);
+  EXPECT_EQ(g.value(FieldId::kSmClock), 1980);
+  EXPECT_EQ(g.value(FieldId::kMemClock), 3201);
+  EXPECT_EQ(g.value(FieldId::kTotalEnergyConsumption), 183920331);
+  EXPECT_EQ(g.value(FieldId::kFbReserved), 568);
+  EXPECT_EQ(g.value(FieldId::kRowRemapFailure), 0);
+  // No NVML entry point in our ABI for these yet: left out, not 0.
+  EXPECT_EQ(g.value(FieldId::kMemoryTemp), std::nullopt);
+  EXPECT_EQ(g.value(FieldId::kPcieReplayCounter), std::nullopt);
+  EXPECT_EQ(g.value(FieldId::kProfGrEngineActive), std::nullopt);
+  EXPECT_TRUE(g.errors.empty());
+  EXPECT_EQ(snap.gpus[7].index, 7u);
+  EXPECT_EQ(snap.gpus[7].device, "nvidia7");
+}
+
+TEST(ExporterSimTest, EveryFieldTheCatalogueMarksProducedHasAValueAndNoOtherDoes) {
+  SimNode node("dgx-h200");
+  ASSERT_TRUE(node.ok());
+  const NodeSnapshot snap = node.Collect("dgx-h200-01");
+  ASSERT_FALSE(snap.gpus.empty());
+  for (const FieldInfo& f : Catalogue()) {
+    if (f.type == MetricType::kLabel) continue;
+    EXPECT_EQ(snap.gpus[0].value(f.id).has_value(), f.produced) << f.name;
+  }
+}
+
+TEST(ExporterSimTest, ALostGpuKeepsTheOtherGpusSeriesAndReportsHealthZero) {
+  SimNode node("broken-fallen-gpu");
+  ASSERT_TRUE(node.ok());
+  const NodeSnapshot snap = node.Collect("gpu-node-fallen");
+  ASSERT_EQ(snap.gpus.size(), 4u);
+  EXPECT_TRUE(snap.gpus[0].healthy);
+  EXPECT_TRUE(snap.gpus[1].healthy);
+  EXPECT_FALSE(snap.gpus[2].healthy);
+  EXPECT_TRUE(snap.gpus[3].healthy);
+  EXPECT_EQ(snap.gpus[2].status.code(), absl::StatusCode::kUnavailable) << snap.gpus[2].status;
+  EXPECT_EQ(snap.collection_errors_total.at("gpu"), 1u);
+
+  const std::string text = RenderMetrics(snap, DefaultCounters(), TestOptions());
+  for (const char* gpu : {"0", "1", "3"}) {
+    EXPECT_THAT(text, HasSubstr(std::string("DCGM_FI_DEV_GPU_TEMP{gpu=\"") + gpu + "\""));
+    EXPECT_THAT(text, HasSubstr(std::string("DCGM_FI_DEV_FB_USED{gpu=\"") + gpu + "\""));
+  }
+  EXPECT_THAT(text,
+              Not(HasSubstr("{gpu=\"2\",UUID=\"\",pci_bus_id=\"\",device=\"nvidia2\",modelName")));
+  EXPECT_THAT(text, Not(HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"2\"")));
+  EXPECT_THAT(text,
+              HasSubstr("gpunode_gpu_health{gpu=\"2\",UUID=\"\",pci_bus_id=\"\",device=\"nvidia2\","
+                        "Hostname=\"gpu-node-fallen\"} 0\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "gpunode_gpu_health{gpu=\"3\",UUID=\"GPU-fa1829e0-9825-4249-98c2-7e4d3297dd5f\","
+          "pci_bus_id=\"00000000:5D:00.0\",device=\"nvidia3\",Hostname=\"gpu-node-fallen\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("gpunode_collection_errors_total{field=\"gpu\"} 1\n"));
+}
+
+TEST(ExporterSimTest, ALostGpuKeepsTheIdentityOfThePreviousPassAndErrorsAccumulate) {
+  SimNode node("broken-fallen-gpu");
+  ASSERT_TRUE(node.ok());
+  NodeSnapshot before = node.Collect("gpu-node-fallen");
+  ASSERT_EQ(before.gpus.size(), 4u);
+  // As if GPU 2 had answered on the pass before it fell off the bus.
+  before.gpus[2].uuid = "GPU-f48edef6-247e-4153-9d4f-19d7905b346f";
+  before.gpus[2].pci_bus_id = "00000000:3A:00.0";
+  before.gpus[2].model_name = "NVIDIA H100 80GB HBM3";
+  const NodeSnapshot after = node.Collect("gpu-node-fallen", &before);
+  ASSERT_EQ(after.gpus.size(), 4u);
+  EXPECT_FALSE(after.gpus[2].healthy);
+  EXPECT_EQ(after.gpus[2].uuid, "GPU-f48edef6-247e-4153-9d4f-19d7905b346f");
+  EXPECT_EQ(after.collection_errors_total.at("gpu"), 2u);
+  EXPECT_THAT(
+      RenderSelfMetrics(after, TestOptions()),
+      HasSubstr(
+          "gpunode_gpu_health{gpu=\"2\",UUID=\"GPU-f48edef6-247e-4153-9d4f-19d7905b346f\","
+          "pci_bus_id=\"00000000:3A:00.0\",device=\"nvidia2\",Hostname=\"gpu-node-fallen\"} 0\n"));
+}
+
+TEST(SnapshotStoreTest, PublishesTheLatestSnapshotWithoutCopying) {
+  SnapshotStore store;
+  EXPECT_EQ(store.Latest(), nullptr);
+  NodeSnapshot a;
+  a.hostname = "a";
+  store.Publish(a);
+  std::shared_ptr<const NodeSnapshot> held = store.Latest();
+  ASSERT_NE(held, nullptr);
+  NodeSnapshot b;
+  b.hostname = "b";
+  store.Publish(b);
+  EXPECT_EQ(held->hostname, "a");  // a scrape in progress keeps its snapshot
+  EXPECT_EQ(store.Latest()->hostname, "b");
+}
+
+}  // namespace
+}  // namespace gpunode::exporter
