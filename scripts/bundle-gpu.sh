@@ -12,6 +12,7 @@ if [ "${1:-}" = "--with-runc" ]; then
 fi
 [ -x build/bin/nvml_call_costs ] && progs+=(build/bin/nvml_call_costs)
 [ -x build/bin/kubelet_emulator ] && progs+=(build/bin/kubelet_emulator)
+[ -x build/bin/plugin_bench ] && progs+=(build/bin/plugin_bench)
 # The simulated NVML, so benchmarks of simulated nodes can run on the GPU machine's CPU too.
 [ -f build/bin/libgpunode-simnvml.so ] && progs+=(build/bin/libgpunode-simnvml.so)
 ../shared/tools/bundle-for-gpu.sh .gpubundle "${progs[@]}"

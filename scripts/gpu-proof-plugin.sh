@@ -52,6 +52,10 @@ for i in 1 2 3 4 5; do
   kill -TERM $p; wait $p
 done
 
+# The same benchmark as on the dev machine (simulated dgx-h200 over real gRPC), on this CPU.
+$B plugin_bench --gpunode "$PWD/.gpubundle/bin/gpunode" --profile data/profiles/dgx-h200.yaml --runs 2000 \
+  > "$OUT/plugin-bench-sim-dgx-h200.json" 2>&1
+
 $B gpunode labels --print --no-timestamp > "$OUT/labels.txt" 2>&1; echo "exit $?" >> "$OUT/labels.txt"
 $B gpunode labels --print -o json > "$OUT/labels.json" 2>&1
-cat "$OUT/print.txt" "$OUT/kubelet.jsonl" "$OUT/plugin.log" "$OUT/footprint.txt" "$OUT/cold-starts.jsonl" "$OUT/labels.txt"
+cat "$OUT/plugin-bench-sim-dgx-h200.json" "$OUT/print.txt" "$OUT/kubelet.jsonl" "$OUT/plugin.log" "$OUT/footprint.txt" "$OUT/cold-starts.jsonl" "$OUT/labels.txt"
