@@ -23,7 +23,7 @@ e2e_fixture_root "$bin" "$profile" "$host"
 driver_root=$(e2e_fixture_driver_root "$host")
 cdi_dir=$E2E_TMP/cdi
 mkdir -p "$cdi_dir"
-e2e_gpunode_fixture "$bin" "$profile" "$host" cdi generate --hook-path "$bin" --driver-root "$driver_root" \
+e2e_gpunode_fixture "$bin" "$profile" "$host" cdi generate --hook-path "$(e2e_hook_path "$bin")" --driver-root "$driver_root" \
   --output "$cdi_dir/nvidia.yaml" 2> "$E2E_TMP/generate.err" || e2e_fail "cdi generate: $(cat "$E2E_TMP/generate.err")"
 e2e_cdi_relocate_device_nodes "$cdi_dir/nvidia.yaml" "$host"
 libcuda=$(grep -o 'containerPath: "[^"]*/libcuda\.so\.[0-9][0-9.]*"' "$cdi_dir/nvidia.yaml" | head -1 | cut -d'"' -f2)

@@ -33,7 +33,7 @@ e2e_step "gpunode cdi generate --host-root $host --driver-root $driver_root"
 cdi_dir=$E2E_TMP/cdi
 mkdir -p "$cdi_dir" "$E2E_TMP/expect"
 spec=$cdi_dir/nvidia.yaml
-gen=(cdi generate --hook-path "$bin" --driver-root "$driver_root")
+gen=(cdi generate --hook-path "$(e2e_hook_path "$bin")" --driver-root "$driver_root")
 e2e_gpunode_fixture "$bin" "$profile" "$host" "${gen[@]}" --output "$spec" 2> "$E2E_TMP/generate.err" ||
   e2e_fail "cdi generate: $(cat "$E2E_TMP/generate.err")"
 # The same spec as JSON, for this script to read (python3 has no YAML parser here).
