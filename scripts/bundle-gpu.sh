@@ -13,6 +13,8 @@ fi
 [ -x build/bin/nvml_call_costs ] && progs+=(build/bin/nvml_call_costs)
 [ -x build/bin/kubelet_emulator ] && progs+=(build/bin/kubelet_emulator)
 [ -x build/bin/plugin_bench ] && progs+=(build/bin/plugin_bench)
+[ -x build/bin/exporter_load ] && progs+=(build/bin/exporter_load)
+[ -x build/bin/podresources_emulator ] && progs+=(build/bin/podresources_emulator)
 # The simulated NVML, so benchmarks of simulated nodes can run on the GPU machine's CPU too.
 [ -f build/bin/libgpunode-simnvml.so ] && progs+=(build/bin/libgpunode-simnvml.so)
 ../shared/tools/bundle-for-gpu.sh .gpubundle "${progs[@]}"

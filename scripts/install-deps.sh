@@ -8,6 +8,10 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
+  # the exporter's HTTP(S) server and its bcrypt basic auth
+  libcpp-httplib-dev libssl-dev libcrypt-dev
+  # openssl(1) makes the certificates of the exporter's TLS tests
+  openssl
   # gRPC (kubelet device plugin and pod-resources APIs)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # tests, fuzzing, benchmarks
@@ -18,6 +22,8 @@ packages=(
   podman runc busybox-static
   # promtool (metric lint) and a real Prometheus server for the exporter's tests
   prometheus
+  # headless Chromium renders the exporter's status page in its test (screenshot + DOM)
+  chromium fonts-dejavu-core
 )
 
 missing=()

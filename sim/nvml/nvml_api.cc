@@ -830,3 +830,252 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                        unsigned long long* clocksThrottleReasons) {
   return nvmlDeviceGetCurrentClocksEventReasons(device, clocksThrottleReasons);
 }
+
+// ---- field values, PCIe replays, encoder/decoder ---------------------------------------------
+// Each GPU answers what its profile gives (memory_temp_c, energy_mj, nvlink_throughput_kib); any
+// other known field id is NOT_SUPPORTED in its entry; ids 0 and >= 256 are INVALID_ARGUMENT.
+
+namespace gpunode::sim {
+namespace {
+
+constexpr unsigned kAllLinks = 0xFFFFFFFFu;
+constexpr unsigned kFieldIdLimit = 256;
+
+long long NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void FillField(const Gpu& g, nvmlFieldValue_t* v) {
+  v->timestamp = NowMicros();
+  v->latencyUsec = 0;
+  v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+  v->value.ullVal = 0;
+  if (v->fieldId == 0 || v->fieldId >= kFieldIdLimit) {
+    v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+    return;
+  }
+  v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+  switch (v->fieldId) {
+    case NVML_FI_DEV_MEMORY_TEMP:
+      if (g.memory_temp_c && !g.Unsupported("temperature")) {
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v->value.uiVal = *g.memory_temp_c;
+        v->nvmlReturn = NVML_SUCCESS;
+      }
+      return;
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+      if (!g.Unsupported("energy")) {
+        v->value.ullVal = g.energy_mj;
+        v->nvmlReturn = NVML_SUCCESS;
+      }
+      return;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: {
+      if (!g.nvlink_throughput_kib || g.Unsupported("nvlink")) return;
+      unsigned long long total = v->fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+                                     ? g.nvlink_throughput_kib->tx_kib
+                                     : g.nvlink_throughput_kib->rx_kib;
+      if (v->scopeId == kAllLinks) {
+        v->value.ullVal = total;
+        v->nvmlReturn = NVML_SUCCESS;
+        return;
+      }
+      // One link: the total shared evenly by the active links.
+      unsigned long long active = 0;
+      bool found = false;
+      for (const NvLink& l : g.nvlinks) {
+        if (l.active) ++active;
+        if (l.link == v->scopeId) found = l.active;
+      }
+      if (!found) {
+        v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        return;
+      }
+      v->value.ullVal = total / active;
+      v->nvmlReturn = NVML_SUCCESS;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace
+}  // namespace gpunode::sim
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t* values) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (values == nullptr || valuesCount <= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < valuesCount; ++i) gpunode::sim::FillField(*g, &values[i]);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "pcie", &g)) return rc;
+  if (value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g->pcie_replay_count) return NVML_ERROR_NOT_SUPPORTED;
+  *value = *g->pcie_replay_count;
+  return NVML_SUCCESS;
+}
+
+namespace gpunode::sim {
+namespace {
+
+// Encoder/decoder utilisation: NVML reports the sampling period with the value (µs).
+constexpr unsigned kCodecSamplingPeriodUs = 100000;  // the H200's answer
+
+nvmlReturn_t CodecUtil(nvmlDevice_t device, bool encoder, unsigned int* utilization,
+                       unsigned int* samplingPeriodUs) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "utilization", &g)) return rc;
+  if (utilization == nullptr || samplingPeriodUs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const std::optional<unsigned>& v = encoder ? g->encoder_util : g->decoder_util;
+  if (!v) return NVML_ERROR_NOT_SUPPORTED;
+  *utilization = *v;
+  *samplingPeriodUs = kCodecSamplingPeriodUs;
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+}  // namespace gpunode::sim
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
+                                             unsigned int* samplingPeriodUs) {
+  return gpunode::sim::CodecUtil(device, true, utilization, samplingPeriodUs);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int* utilization,
+                                             unsigned int* samplingPeriodUs) {
+  return gpunode::sim::CodecUtil(device, false, utilization, samplingPeriodUs);
+}
+
+// ---- GPM --------------------------------------------------------------------------------------
+// nvmlGpmQueryDeviceSupport answers SUCCESS with isSupportedDevice = 0 for a GPU whose profile has
+// no `gpm:` (or `supported: false`), like pre-Hopper boards; nvmlGpmSampleGet then says
+// NOT_SUPPORTED. Samples are real objects: freeing an unknown one is INVALID_ARGUMENT.
+// nvmlGpmMetricsGet checks the struct version (ARGUMENT_VERSION_MISMATCH), numMetrics, that both
+// samples were filled, on one GPU, sample1 before sample2 (else INVALID_ARGUMENT), and fills
+// each metric's nvmlReturn: NOT_SUPPORTED for metrics the profile does not give,
+// INVALID_ARGUMENT for ids outside 1..NVML_GPM_METRIC_MAX-1 (as the real driver does).
+// Stricter than the real driver on purpose: driver 580.159.04 answers SUCCESS (with zeros) for
+// unfilled or swapped samples; the simulator rejects them so our callers' mistakes show.
+
+namespace gpunode::sim {
+namespace {
+
+bool GpmSupported(const Gpu& g) { return g.gpm && g.gpm->supported; }
+
+struct GpmInfo {
+  unsigned id;
+  const char* short_name;
+  const char* long_name;
+  const char* unit;
+};
+constexpr GpmInfo kGpmInfo[] = {
+    // What driver 580.159.04 answers on the H200.
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, "gract", "GRAPHICS_UTIL", "%"},
+    {NVML_GPM_METRIC_SM_UTIL, "smutil", "SM_UTIL", "%"},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, "smocc", "SM_OCCUPANCY", "%"},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, "mmaact", "ANY_TENSOR_UTIL", "%"},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, "dram", "DRAM_BW_UTIL", "%"},
+    {NVML_GPM_METRIC_FP64_UTIL, "fp64", "FP64_UTIL", "%"},
+    {NVML_GPM_METRIC_FP32_UTIL, "fp32", "FP32_UTIL", "%"},
+    {NVML_GPM_METRIC_FP16_UTIL, "fp16", "FP16_UTIL", "%"},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, "pcitx", "PCIE_TX_PER_SEC", "MiB/s"},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, "pcirx", "PCIE_RX_PER_SEC", "MiB/s"},
+};
+
+}  // namespace
+}  // namespace gpunode::sim
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (gpmSupport == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  gpmSupport->isSupportedDevice = gpunode::sim::GpmSupported(*g) ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample) {
+  Call c;
+  if (c.rc()) return c.rc();
+  if (gpmSample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *gpmSample = new nvmlGpmSample_st();
+  c.state().gpm_samples.insert(*gpmSample);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
+  Call c;
+  if (c.rc()) return c.rc();
+  if (gpmSample == nullptr || !c.state().gpm_samples.erase(gpmSample))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  delete gpmSample;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (gpmSample == nullptr || !c.state().gpm_samples.count(gpmSample))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpunode::sim::GpmSupported(*g)) return NVML_ERROR_NOT_SUPPORTED;
+  gpmSample->filled = true;
+  gpmSample->gpu = device->gpu;
+  gpmSample->sequence = ++c.state().gpm_sequence;
+  gpmSample->metrics = g->gpm->metrics;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
+  Call c;
+  if (c.rc()) return c.rc();
+  if (metricsGet == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION)
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  if (metricsGet->numMetrics == 0 || metricsGet->numMetrics > NVML_GPM_METRIC_MAX)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& samples = c.state().gpm_samples;
+  nvmlGpmSample_t s1 = metricsGet->sample1;
+  nvmlGpmSample_t s2 = metricsGet->sample2;
+  if (s1 == nullptr || s2 == nullptr || !samples.count(s1) || !samples.count(s2))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!s1->filled || !s2->filled || s1->gpu != s2->gpu || s1->sequence >= s2->sequence)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < metricsGet->numMetrics; ++i) {
+    nvmlGpmMetric_t& m = metricsGet->metrics[i];
+    m.value = 0;
+    m.metricInfo.shortName = nullptr;
+    m.metricInfo.longName = nullptr;
+    m.metricInfo.unit = nullptr;
+    if (m.metricId == 0 || m.metricId >= NVML_GPM_METRIC_MAX) {
+      m.nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+      continue;
+    }
+    for (const auto& info : gpunode::sim::kGpmInfo) {
+      if (info.id != m.metricId) continue;
+      m.metricInfo.shortName = const_cast<char*>(info.short_name);
+      m.metricInfo.longName = const_cast<char*>(info.long_name);
+      m.metricInfo.unit = const_cast<char*>(info.unit);
+    }
+    auto it = s2->metrics.find(m.metricId);
+    if (it == s2->metrics.end()) {
+      m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      continue;
+    }
+    m.value = it->second;
+    m.nvmlReturn = NVML_SUCCESS;
+  }
+  return NVML_SUCCESS;
+}

@@ -45,6 +45,16 @@ struct nvmlEventSet_st {
   std::vector<Registration> regs;
 };
 
+// A GPM sample buffer (nvmlGpmSampleAlloc .. nvmlGpmSampleFree). nvmlGpmSampleGet records the
+// GPU, an order number and the profile's GPM metric values at that moment; nvmlGpmMetricsGet
+// answers from the newer sample of the pair.
+struct nvmlGpmSample_st {
+  bool filled = false;
+  unsigned gpu = 0;
+  uint64_t sequence = 0;  // 1, 2, ... in the order nvmlGpmSampleGet filled samples
+  std::map<unsigned, double> metrics;
+};
+
 namespace gpunode::sim {
 
 class SimState {
@@ -69,6 +79,8 @@ class SimState {
   int nvml_refcount = 0;
   bool cuda_initialized = false;
   std::set<nvmlEventSet_t> event_sets;
+  std::set<nvmlGpmSample_t> gpm_samples;
+  uint64_t gpm_sequence = 0;
 
  private:
   SimState() = default;

@@ -92,6 +92,25 @@ constexpr TopologyName kTopologyNames[] = {
     {NVML_TOPOLOGY_NODE, "NODE"},         {NVML_TOPOLOGY_SYSTEM, "SYSTEM"},
 };
 
+// The `gpm:` keys of a GPU: nvmlGpmMetricId_t and the largest value the profile may give.
+struct GpmMetricName {
+  unsigned id;
+  std::string_view name;
+  double max;
+};
+constexpr GpmMetricName kGpmMetricNames[] = {
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, "graphics_util", 100},
+    {NVML_GPM_METRIC_SM_UTIL, "sm_util", 100},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, "sm_occupancy", 100},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, "tensor_util", 100},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, "dram_bw_util", 100},
+    {NVML_GPM_METRIC_FP64_UTIL, "fp64_util", 100},
+    {NVML_GPM_METRIC_FP32_UTIL, "fp32_util", 100},
+    {NVML_GPM_METRIC_FP16_UTIL, "fp16_util", 100},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, "pcie_tx_mib_s", 1e7},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, "pcie_rx_mib_s", 1e7},
+};
+
 std::string Quote(std::string_view s) {
   std::string out = "\"";
   for (char c : s.substr(0, 60)) {
@@ -592,6 +611,12 @@ void ParseGpu(Reader& r, const YAML::Node& n, const std::string& p, size_t index
               "energy_mj",
               "clocks",
               "utilization",
+              "memory_temp_c",
+              "pcie_replay_count",
+              "encoder_util",
+              "decoder_util",
+              "nvlink_throughput_kib",
+              "gpm",
               "mig",
               "nvlinks",
               "processes",
@@ -721,6 +746,38 @@ void ParseGpu(Reader& r, const YAML::Node& n, const std::string& p, size_t index
     if (r.Map(e, ep, {"gpu", "memory"})) {
       r.Int(e, "gpu", ep, &g->utilization_gpu, 0, 100);
       r.Int(e, "memory", ep, &g->utilization_memory, 0, 100);
+    }
+  }
+  unsigned u = 0;
+  if (r.Int(n, "memory_temp_c", p, &u, 0, 200)) g->memory_temp_c = u;
+  if (r.Int(n, "pcie_replay_count", p, &u, 0, 0xffffffffll)) g->pcie_replay_count = u;
+  if (r.Int(n, "encoder_util", p, &u, 0, 100)) g->encoder_util = u;
+  if (r.Int(n, "decoder_util", p, &u, 0, 100)) g->decoder_util = u;
+  if (r.Present(n, "nvlink_throughput_kib", p, false)) {
+    const YAML::Node e = n["nvlink_throughput_kib"];
+    const std::string ep = Join(p, "nvlink_throughput_kib");
+    if (r.Map(e, ep, {"tx", "rx"})) {
+      NvLinkThroughput t;
+      constexpr int64_t kMax = int64_t{1} << 62;
+      r.Int(e, "tx", ep, &t.tx_kib, 0, kMax, true);
+      r.Int(e, "rx", ep, &t.rx_kib, 0, kMax, true);
+      g->nvlink_throughput_kib = t;
+    }
+  }
+  if (r.Present(n, "gpm", p, false)) {
+    const YAML::Node e = n["gpm"];
+    const std::string ep = Join(p, "gpm");
+    if (r.Map(e, ep,
+              {"supported", "graphics_util", "sm_util", "sm_occupancy", "tensor_util",
+               "dram_bw_util", "fp64_util", "fp32_util", "fp16_util", "pcie_tx_mib_s",
+               "pcie_rx_mib_s"})) {
+      Gpm gpm;
+      r.Bool(e, "supported", ep, &gpm.supported);
+      for (const auto& m : kGpmMetricNames) {
+        double v = 0;
+        if (r.Double(e, m.name, ep, &v, 0, m.max)) gpm.metrics[m.id] = v;
+      }
+      g->gpm = gpm;
     }
   }
   if (r.Present(n, "mig", p, false)) ParseMig(r, n["mig"], Join(p, "mig"), *g, &g->mig);

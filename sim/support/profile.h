@@ -142,6 +142,20 @@ struct Event {
   std::optional<unsigned> compute_instance_id;
 };
 
+// Cumulative NVLink data counters of all links (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX, KiB).
+struct NvLinkThroughput {
+  uint64_t tx_kib = 0;
+  uint64_t rx_kib = 0;
+};
+
+// GPU Performance Monitoring (Hopper and newer): whether nvmlGpmQueryDeviceSupport says yes, and
+// the value nvmlGpmMetricsGet gives for each metric the profile names (nvmlGpmMetricId_t ->
+// value as NVML gives it: percent 0-100, or MiB/s). Metrics not named are NOT_SUPPORTED.
+struct Gpm {
+  bool supported = true;
+  std::map<unsigned, double> metrics;
+};
+
 // Field names accepted in `unsupported:`; each makes the NVML calls of that field return
 // NVML_ERROR_NOT_SUPPORTED on that GPU.
 const std::vector<std::string_view>& UnsupportedFieldNames();
@@ -178,6 +192,13 @@ struct Gpu {
   unsigned clock_video_mhz = 1710;
   unsigned utilization_gpu = 0;
   unsigned utilization_memory = 0;
+  // Optional queries: absent = NVML_ERROR_NOT_SUPPORTED, as on boards without them.
+  std::optional<unsigned> memory_temp_c;      // field NVML_FI_DEV_MEMORY_TEMP
+  std::optional<unsigned> pcie_replay_count;  // nvmlDeviceGetPcieReplayCounter
+  std::optional<unsigned> encoder_util;       // nvmlDeviceGetEncoderUtilization, %
+  std::optional<unsigned> decoder_util;       // nvmlDeviceGetDecoderUtilization, %
+  std::optional<NvLinkThroughput> nvlink_throughput_kib;
+  std::optional<Gpm> gpm;
   Mig mig;
   std::vector<NvLink> nvlinks;
   std::vector<Process> processes;

@@ -80,6 +80,7 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddExporterCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   AddLabelsCommand(app, global, &exit_code);
   AddOciRuntimeHelp(app);
   AddPluginCommand(app, global, &exit_code);
+  AddExporterCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "src/exporter/xid.h"
+
 namespace gpunode::exporter {
 namespace {
 
@@ -137,6 +139,15 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
     labels[i] = IdentityLabels(snapshot.gpus[i], snapshot.hostname, options, /*model_name=*/true);
     for (const auto& [name, value] : extra_labels)
       Append(labels[i], ",", name, "=\"", EscapeLabelValue(value), "\"");
+    if (options.pods != nullptr && options.pods->ok) {  // a failed List: no pod labels at all
+      const GpuSample& g = snapshot.gpus[i];
+      if (const std::vector<PodRef>* refs = options.pods->ForGpu(g.uuid, g.device);
+          refs != nullptr && !refs->empty()) {
+        const PodRef& p = refs->front();
+        Append(labels[i], ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",
+               EscapeLabelValue(p.namespace_name), "\",pod=\"", EscapeLabelValue(p.pod), "\"");
+      }
+    }
   }
 
   std::string out;
@@ -146,6 +157,13 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
       const GpuSample& g = snapshot.gpus[i];
       const std::optional<double>& v = g.value(c->field->id);
       if (!g.healthy || !v) continue;
+      if (c->field->id == FieldId::kXidErrors) {
+        const auto xid = static_cast<unsigned long long>(*v);
+        Append(lines, c->field->name, "{", labels[i], ",err_code=\"", std::to_string(xid),
+               "\",err_msg=\"", EscapeLabelValue(XidDescription(xid)), "\"} ",
+               FormatDcgmValue(*v, c->field->is_double), "\n");
+        continue;
+      }
       Append(lines, c->field->name, "{", labels[i], "} ", FormatDcgmValue(*v, c->field->is_double),
              "\n");
     }
@@ -169,6 +187,35 @@ std::string RenderSelfMetrics(const NodeSnapshot& snapshot, const RenderOptions&
       Append(out, "gpunode_gpu_health{", IdentityLabels(g, snapshot.hostname, options, false), "} ",
              g.healthy ? 1 : 0, "\n");
     }
+  }
+  bool any_xid = false;
+  for (const GpuSample& g : snapshot.gpus) any_xid = any_xid || !g.xid_counts.empty();
+  if (any_xid) {
+    AppendFamilyHeader(out, "gpunode_xid_errors_total",
+                       "XID errors NVML reported since the exporter started, by GPU and XID code.",
+                       "counter");
+    for (const GpuSample& g : snapshot.gpus) {
+      for (const auto& [xid, count] : g.xid_counts) {
+        Append(out, "gpunode_xid_errors_total{", IdentityLabels(g, snapshot.hostname, options, false),
+               ",xid=\"", std::to_string(xid), "\"} ", count, "\n");
+      }
+    }
+  }
+  if (options.pods != nullptr) {
+    const PodMapping& m = *options.pods;
+    AppendFamilyHeader(out, "gpunode_pod_mapping_up",
+                       "1 when the last kubelet pod-resources List succeeded (pod labels are "
+                       "current), 0 when it failed (metrics carry no pod labels).",
+                       "gauge");
+    Append(out, "gpunode_pod_mapping_up ", m.ok ? 1 : 0, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_mapping_errors_total",
+                       "Failed kubelet pod-resources List calls since start.", "counter");
+    Append(out, "gpunode_pod_mapping_errors_total ", m.refresh_errors_total, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_mapping_last_success_timestamp_seconds",
+                       "Unix time of the last successful kubelet pod-resources List (0: never).",
+                       "gauge");
+    Append(out, "gpunode_pod_mapping_last_success_timestamp_seconds ",
+           FormatValue(m.last_success_timestamp_seconds), "\n");
   }
   AppendFamilyHeader(out, "gpunode_collection_duration_seconds",
                      "Time the last collection of all GPUs took.", "gauge");

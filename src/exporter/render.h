@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/exporter/counters.h"
+#include "src/exporter/pod_mapper.h"
 #include "src/exporter/sample.h"
 
 namespace gpunode::exporter {
@@ -23,6 +24,11 @@ struct RenderOptions {
   std::string hostname_label = "Hostname";
   // gpunode_build_info{version}.
   std::string version = GPUNODE_VERSION;
+  // Pod attribution (nullptr: off). A GPU used by a pod gets pod/namespace/container labels (the
+  // first pod in namespace/pod/container order when several share it), and the
+  // gpunode_pod_mapping_* self-metrics appear. While the last List failed (ok = false) no GPU gets
+  // pod labels: an old mapping may name pods that are gone.
+  const PodMapping* pods = nullptr;
 };
 
 // Every selected counter's family with at least one value (a field no GPU has is left out,
@@ -30,13 +36,17 @@ struct RenderOptions {
 //   NAME{gpu="0",UUID="GPU-..",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA
 //   H200",
 //        Hostname="node",DCGM_FI_DRIVER_VERSION="580.95.05"} 1980
-// (`label` counters become labels, after Hostname, in alphabetical order). Integer fields print as
+// (`label` counters become labels, after Hostname, in alphabetical order, then container/namespace/pod
+// when the GPU is used by a pod; DCGM_FI_DEV_XID_ERRORS adds err_code and err_msg). Integer fields print as
 // "%d", FP64 fields as "%f", as dcgm-exporter does. Then RenderSelfMetrics.
 std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counter>& counters,
                           const RenderOptions& options = {});
 
 // gpunode's own, promtool-lint-clean families:
 //   gpunode_gpu_health{gpu,UUID,pci_bus_id,device,Hostname}  gauge 1/0 (every GPU NVML counts)
+//   gpunode_xid_errors_total{gpu,UUID,pci_bus_id,device,Hostname,xid}  counter (XIDs seen)
+//   gpunode_pod_mapping_up, gpunode_pod_mapping_errors_total,
+//   gpunode_pod_mapping_last_success_timestamp_seconds       (only with pod attribution on)
 //   gpunode_collection_duration_seconds                      gauge
 //   gpunode_last_collection_timestamp_seconds                gauge
 //   gpunode_collection_errors_total{field}                   counter (only when there were errors)

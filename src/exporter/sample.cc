@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "src/exporter/nvml_extras.h"
 #include "src/gpu/gpu_reader.h"
 
 namespace gpunode::exporter {
@@ -52,6 +53,7 @@ GpuSample SampleFromGpuInfo(const GpuInfo& info) {
   s.pci_bus_id = DcgmBusId(info.pci_bus_id);
   s.device = absl::StrCat("nvidia", info.index);
   s.model_name = info.name;
+  if (info.memory_total_bytes) s.memory_total_mib = static_cast<double>(*info.memory_total_bytes) / kMiB;
 
   auto set = [&s](FieldId id, const auto& opt, double scale = 1.0) {
     if (opt) s.set(id, static_cast<double>(*opt) / scale);
@@ -84,7 +86,21 @@ GpuSample SampleFromGpuInfo(const GpuInfo& info) {
   return s;
 }
 
-GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous) {
+void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& s) {
+  auto energy_fn = nvml.fn().nvmlDeviceGetTotalEnergyConsumption;
+  if (energy_fn == nullptr) return;
+  unsigned long long mj = 0;
+  nvmlReturn_t ret = energy_fn(device, &mj);
+  if (ret == NVML_SUCCESS) {
+    s.set(FieldId::kTotalEnergyConsumption, static_cast<double>(mj));
+  } else if (!NvmlIsUnsupported(ret)) {
+    s.errors.emplace(FieldId::kTotalEnergyConsumption,
+                     nvml.Check(ret, "nvmlDeviceGetTotalEnergyConsumption"));
+  }
+}
+
+GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous,
+                    bool read_energy) {
   StatusOr<GpuInfo> info = ReadGpu(nvml, index, GpuReadOptions{.live_metrics = true});
   if (!info.ok()) {
     GpuSample s;
@@ -98,20 +114,12 @@ GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* pr
     return s;
   }
   GpuSample s = SampleFromGpuInfo(*info);
-
+  if (!read_energy) return s;
   // Energy is not part of GpuInfo: read it here (one call, ~4 ms on a real H200).
-  auto energy_fn = nvml.fn().nvmlDeviceGetTotalEnergyConsumption;
   StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
-  if (energy_fn != nullptr && dev.ok()) {
-    unsigned long long mj = 0;
-    nvmlReturn_t ret = energy_fn(*dev, &mj);
-    if (ret == NVML_SUCCESS) {
-      s.set(FieldId::kTotalEnergyConsumption, static_cast<double>(mj));
-    } else if (!NvmlIsUnsupported(ret)) {
-      s.errors.emplace(FieldId::kTotalEnergyConsumption,
-                       nvml.Check(ret, "nvmlDeviceGetTotalEnergyConsumption"));
-    }
-  } else if (!dev.ok()) {
+  if (dev.ok()) {
+    ReadEnergy(nvml, *dev, s);
+  } else {
     s.errors.emplace(FieldId::kTotalEnergyConsumption, dev.status());
   }
   return s;
@@ -130,6 +138,8 @@ NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& opti
   } else {
     ++snap.collection_errors_total["driver_version"];
   }
+  StatusOr<Version> cuda = nvml.CudaDriverVersion();
+  if (cuda.ok()) snap.cuda_driver_version = cuda->ToString();
   StatusOr<unsigned> count = nvml.DeviceCount();
   if (!count.ok()) {
     snap.status = count.status();
@@ -144,6 +154,16 @@ NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& opti
         }
       }
       GpuSample s = SampleGpu(nvml, i, before);
+      if (s.healthy) {
+        // One-shot: the fast extra fields (no NVLink rate and no GPM ratios: those need two passes,
+        // which the Exporter's samplers make).
+        if (StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(i); dev.ok()) {
+          std::array<bool, kFieldCount> all;
+          all.fill(true);
+          GpuExtrasState state;
+          ReadFastExtras(nvml, *dev, all, state, s);
+        }
+      }
       if (!s.healthy) ++snap.collection_errors_total["gpu"];
       for (const auto& [field, status] : s.errors)
         ++snap.collection_errors_total[std::string(Field(field).name)];

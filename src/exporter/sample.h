@@ -28,6 +28,7 @@ struct GpuSample {
       pci_bus_id;      // pci_bus_id="00000000:18:00.0" (NVML/DCGM form: 8-digit domain, upper case)
   std::string device;  // device="nvidia0" (nvidia<gpu id>)
   std::string model_name;  // modelName="NVIDIA H200"
+  std::optional<double> memory_total_mib;  // for the status page (not a default dcgm field)
 
   // false when the GPU as a whole could not be read (lost, no permission...): no field values then.
   bool healthy = true;
@@ -37,6 +38,10 @@ struct GpuSample {
   std::array<std::optional<double>, kFieldCount> values{};
   // Fields whose query failed for a reason other than "not supported".
   std::map<FieldId, Status> errors;
+  // XIDs seen by the event watcher since the exporter started: code -> count (rendered as
+  // gpunode_xid_errors_total{xid}); `last_xid` feeds DCGM_FI_DEV_XID_ERRORS (0 = none yet).
+  std::map<unsigned long long, uint64_t> xid_counts;
+  std::optional<unsigned long long> last_xid;
 
   const std::optional<double>& value(FieldId id) const { return values[static_cast<size_t>(id)]; }
   void set(FieldId id, double v) { values[static_cast<size_t>(id)] = v; }
@@ -45,6 +50,7 @@ struct GpuSample {
 struct NodeSnapshot {
   std::string hostname;                    // Hostname label (NODE_NAME or gethostname)
   std::string driver_version;              // DCGM_FI_DRIVER_VERSION label; empty when unknown
+  std::string cuda_driver_version;         // "13.0": the CUDA the driver supports (status page)
   double timestamp_seconds = 0;            // Unix time the collection finished
   double collection_duration_seconds = 0;  // how long the pass took
   Status status;                           // the pass as a whole (e.g. nvmlDeviceGetCount failed)
@@ -61,12 +67,18 @@ GpuSample SampleFromGpuInfo(const GpuInfo& info);
 // One GPU: ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption. Never fails: a GPU
 // that cannot be read comes back with healthy = false, its status, and its identity from
 // `previous` when given (a lost GPU cannot tell its UUID any more).
-GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous = nullptr);
+// `read_energy` = false leaves the energy counter to a slower pass (the exporter's slow sampler).
+GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous = nullptr,
+                    bool read_energy = true);
+
+// nvmlDeviceGetTotalEnergyConsumption into `sample` (value, or an error unless unsupported).
+void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& sample);
 
 struct CollectOptions {
   std::string hostname;
 };
-// One pass over every GPU NVML counts. `previous` (the last snapshot, or nullptr) carries the
+// One pass over every GPU NVML counts (SampleGpu plus the fast extra fields of nvml_extras.h;
+// fields that need two passes, NVLink bandwidth and the GPM ratios, are not in a one-shot pass). `previous` (the last snapshot, or nullptr) carries the
 // error totals and the identities of GPUs that have since failed. One failing GPU leaves the
 // others intact. Timestamp and duration come from the system clock.
 NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& options,

@@ -24,7 +24,8 @@ struct Symbol {
 };
 
 // Entry points without which nothing works; everything else may be missing in an older driver
-// and then reads as "not supported".
+// and then reads as "not supported" (its pointer stays null): e.g. the GPM calls
+// (nvmlGpm*, R520+), nvmlDeviceGetFieldValues, the encoder/decoder and PCIe replay queries.
 bool IsRequired(absl::string_view name) {
   return name == "nvmlInit_v2" || name == "nvmlShutdown" || name == "nvmlErrorString" ||
          name == "nvmlSystemGetDriverVersion" || name == "nvmlDeviceGetCount_v2" ||

@@ -141,6 +141,92 @@ typedef enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, N
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
 
+// nvmlDeviceGetFieldValues: one entry per field asked for; NVML fills timestamp, latencyUsec,
+// valueType, nvmlReturn (per entry) and value.
+typedef enum {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+  NVML_VALUE_TYPE_COUNT
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;   // IN: NVML_FI_*
+  unsigned int scopeId;   // IN: e.g. the NVLink link id; UINT_MAX = all links
+  long long timestamp;    // OUT: CPU time of the value, microseconds since 1970
+  long long latencyUsec;  // OUT
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;  // OUT: per entry; `value` is valid only when NVML_SUCCESS
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+#define NVML_FI_DEV_MEMORY_TEMP 82                    // memory (HBM) temperature, C
+#define NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION 83       // mJ since the driver was loaded
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138     // cumulative KiB
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139     // cumulative KiB
+
+// GPU Performance Monitoring (Hopper and newer).
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
+
+typedef enum {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,     // % of time any compute/graphics app was active
+  NVML_GPM_METRIC_SM_UTIL = 2,           // % of SMs busy
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,      // % of warps active vs theoretical maximum
+  NVML_GPM_METRIC_INTEGER_UTIL = 4,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,   // % of time the SMs did any tensor operation
+  NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+  NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,     // % of DRAM bandwidth used vs theoretical maximum
+  NVML_GPM_METRIC_FP64_UTIL = 11,        // % of time doing non-tensor FP64 math
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,  // MiB/s from this GPU
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,  // MiB/s to this GPU
+  // One above the largest id in CUDA 13.0's nvml.h; sizes nvmlGpmMetricsGet_t.metrics.
+  NVML_GPM_METRIC_MAX = 210
+} nvmlGpmMetricId_t;
+
+typedef struct {
+  unsigned int metricId;    // IN: NVML_GPM_METRIC_*
+  nvmlReturn_t nvmlReturn;  // OUT: per metric; `value` is valid only when NVML_SUCCESS
+  double value;             // OUT
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;  // OUT: may be NULL
+} nvmlGpmMetric_t;
+
+typedef struct {
+  unsigned int version;     // IN: NVML_GPM_METRICS_GET_VERSION
+  unsigned int numMetrics;  // IN: entries of metrics[] to fill
+  nvmlGpmSample_t sample1;  // IN: the older sample
+  nvmlGpmSample_t sample2;  // IN: the newer sample (>= 100 ms later)
+  nvmlGpmMetric_t metrics[NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+#define NVML_GPM_METRICS_GET_VERSION 1
+
+typedef struct {
+  unsigned int version;            // IN: NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;  // OUT
+} nvmlGpmSupport_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+
 // Every NVML entry point gpunode resolves, as X(return, name, params). The loader builds its
 // function table from this list; the simulator implements each one. Entries marked optional
 // in src/gpu/nvml.cc may be missing from older drivers.
@@ -221,7 +307,19 @@ typedef enum { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, N
   X(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,                                         \
     (nvmlDevice_t device, unsigned long long* clocksEventReasons))                                 \
   X(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons,                                      \
-    (nvmlDevice_t device, unsigned long long* clocksThrottleReasons))
+    (nvmlDevice_t device, unsigned long long* clocksThrottleReasons))                              \
+  X(nvmlReturn_t, nvmlDeviceGetFieldValues,                                                       \
+    (nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values))                             \
+  X(nvmlReturn_t, nvmlDeviceGetPcieReplayCounter, (nvmlDevice_t device, unsigned int* value))    \
+  X(nvmlReturn_t, nvmlDeviceGetEncoderUtilization,                                                \
+    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs))             \
+  X(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,                                                \
+    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs))             \
+  X(nvmlReturn_t, nvmlGpmQueryDeviceSupport, (nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport)) \
+  X(nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t * gpmSample))                              \
+  X(nvmlReturn_t, nvmlGpmSampleFree, (nvmlGpmSample_t gpmSample))                                 \
+  X(nvmlReturn_t, nvmlGpmSampleGet, (nvmlDevice_t device, nvmlGpmSample_t gpmSample))             \
+  X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t * metricsGet))
 
 // libcuda: the driver API calls gpunode makes (CUresult is an int enum).
 typedef int CUresult;

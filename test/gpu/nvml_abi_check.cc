@@ -12,7 +12,20 @@
 namespace ours {
 #include "src/gpu/nvml_abi.h"
 }
+// Our values of macros that nvml.h also defines, captured before they are #undef'd below.
+constexpr long long kOurFiMemoryTemp = NVML_FI_DEV_MEMORY_TEMP;
+constexpr long long kOurFiTotalEnergy = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
+constexpr long long kOurFiNvlinkTx = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+constexpr long long kOurFiNvlinkRx = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+constexpr long long kOurGpmMetricsGetVersion = NVML_GPM_METRICS_GET_VERSION;
+constexpr long long kOurGpmSupportVersion = NVML_GPM_SUPPORT_VERSION;
 // Our macros of the same names as nvml.h's: let the real ones stand.
+#undef NVML_FI_DEV_MEMORY_TEMP
+#undef NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+#undef NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+#undef NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX
+#undef NVML_GPM_METRICS_GET_VERSION
+#undef NVML_GPM_SUPPORT_VERSION
 #undef NVML_STRUCT_VERSION
 #undef nvmlMemory_v2
 #undef NVML_DEVICE_MIG_DISABLE
@@ -65,6 +78,57 @@ SAME_VALUE(NVML_TOPOLOGY_NODE);
 SAME_VALUE(NVML_TOPOLOGY_SYSTEM);
 SAME_VALUE(NVML_CLOCK_SM);
 SAME_VALUE(NVML_AGGREGATE_ECC);
+// Field values and GPM (nvml_extras, the simulator).
+SAME_SIZE(nvmlValue_t);
+SAME_SIZE(nvmlFieldValue_t);
+SAME_OFFSET(nvmlFieldValue_t, scopeId);
+SAME_OFFSET(nvmlFieldValue_t, timestamp);
+SAME_OFFSET(nvmlFieldValue_t, latencyUsec);
+SAME_OFFSET(nvmlFieldValue_t, valueType);
+SAME_OFFSET(nvmlFieldValue_t, nvmlReturn);
+SAME_OFFSET(nvmlFieldValue_t, value);
+SAME_VALUE(NVML_VALUE_TYPE_DOUBLE);
+SAME_VALUE(NVML_VALUE_TYPE_UNSIGNED_INT);
+SAME_VALUE(NVML_VALUE_TYPE_UNSIGNED_LONG);
+SAME_VALUE(NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+SAME_VALUE(NVML_VALUE_TYPE_SIGNED_LONG_LONG);
+SAME_VALUE(NVML_VALUE_TYPE_SIGNED_INT);
+SAME_VALUE(NVML_VALUE_TYPE_UNSIGNED_SHORT);
+SAME_VALUE(NVML_VALUE_TYPE_COUNT);
+static_assert(kOurFiMemoryTemp == NVML_FI_DEV_MEMORY_TEMP);
+static_assert(kOurFiTotalEnergy == NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION);
+static_assert(kOurFiNvlinkTx == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+static_assert(kOurFiNvlinkRx == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+static_assert(kOurGpmMetricsGetVersion == NVML_GPM_METRICS_GET_VERSION);
+static_assert(kOurGpmSupportVersion == NVML_GPM_SUPPORT_VERSION);
+SAME_SIZE(nvmlGpmSample_t);
+SAME_SIZE(nvmlGpmSupport_t);
+SAME_OFFSET(nvmlGpmSupport_t, isSupportedDevice);
+SAME_SIZE(nvmlGpmMetric_t);
+SAME_OFFSET(nvmlGpmMetric_t, nvmlReturn);
+SAME_OFFSET(nvmlGpmMetric_t, value);
+SAME_OFFSET(nvmlGpmMetric_t, metricInfo);
+static_assert(sizeof(ours::nvmlGpmMetric_t::metricInfo) == sizeof(::nvmlGpmMetric_t::metricInfo));
+SAME_SIZE(nvmlGpmMetricsGet_t);
+SAME_OFFSET(nvmlGpmMetricsGet_t, numMetrics);
+SAME_OFFSET(nvmlGpmMetricsGet_t, sample1);
+SAME_OFFSET(nvmlGpmMetricsGet_t, sample2);
+SAME_OFFSET(nvmlGpmMetricsGet_t, metrics);
+SAME_VALUE(NVML_GPM_METRIC_MAX);
+SAME_VALUE(NVML_GPM_METRIC_GRAPHICS_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_SM_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_SM_OCCUPANCY);
+SAME_VALUE(NVML_GPM_METRIC_INTEGER_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_ANY_TENSOR_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_DFMA_TENSOR_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_HMMA_TENSOR_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_IMMA_TENSOR_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_DRAM_BW_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_FP64_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_FP32_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_FP16_UTIL);
+SAME_VALUE(NVML_GPM_METRIC_PCIE_TX_PER_SEC);
+SAME_VALUE(NVML_GPM_METRIC_PCIE_RX_PER_SEC);
 // The values our header gives these macros (it is included above, inside namespace ours).
 static_assert(nvmlEventTypeXidCriticalError == 0x0000000000000008LL);
 static_assert(nvmlEventTypeSingleBitEccError == 0x0000000000000001LL);

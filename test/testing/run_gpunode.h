@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpunode::testing {
 
@@ -33,6 +35,14 @@ inline Result RunShell(const std::string& command) {
 // `args` is appended to the binary's path and run through the shell.
 inline Result RunGpunode(const std::string& args) {
   return RunShell(std::string(GPUNODE_BIN_DIR) + "/gpunode " + args);
+}
+
+// The same with environment variables set for the binary only (`env K=V ... gpunode args`).
+inline Result RunGpunode(const std::string& args,
+                         const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string prefix = "env";
+  for (const auto& [k, v] : env) prefix += " '" + k + "=" + v + "'";
+  return RunShell(prefix + " " + std::string(GPUNODE_BIN_DIR) + "/gpunode " + args);
 }
 
 }  // namespace gpunode::testing

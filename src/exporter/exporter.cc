@@ -1,0 +1,273 @@
+#include "src/exporter/exporter.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpunode::exporter {
+namespace {
+
+bool IsSlowField(FieldId id) {
+  return id == FieldId::kTotalEnergyConsumption || Field(id).name.rfind("DCGM_FI_PROF_", 0) == 0;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Exporter::Exporter(const NvmlLibrary& nvml, ExporterOptions options)
+    : nvml_(nvml), options_(std::move(options)), xids_(nvml) {
+  for (const Counter& c : options_.counters) {
+    if (c.type == MetricType::kLabel) continue;
+    wanted_[static_cast<size_t>(c.field->id)] = true;
+    if (IsSlowField(c.field->id)) want_slow_ = true;
+  }
+  if (options_.pods) pods_ = std::make_unique<PodMapper>(*options_.pods);
+}
+
+Exporter::~Exporter() { Stop(); }
+
+bool Exporter::WaitFor(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(wait_mu_);
+  return !wait_cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+void Exporter::Start() {
+  if (started_) return;
+  started_ = true;
+  if (pods_) pods_->Start();
+  if (options_.watch_xids && wanted_[static_cast<size_t>(FieldId::kXidErrors)]) {
+    std::vector<unsigned> indices;
+    if (StatusOr<unsigned> n = nvml_.DeviceCount(); n.ok()) {
+      for (unsigned i = 0; i < *n; ++i) indices.push_back(i);
+    }
+    const unsigned watched = xids_.Start(indices);
+    options_.log(absl::StrCat("XID events: watching ", watched, " of ", indices.size(), " GPUs"));
+  }
+  if (want_slow_) SlowPass();  // energy now; the first GPM sample (values need a second one)
+  FastPass();
+  if (!want_slow_) LogFieldSupport();
+  fast_thread_ = std::thread([this] { FastLoop(); });
+  if (want_slow_) slow_thread_ = std::thread([this] { SlowLoop(); });
+}
+
+void Exporter::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    stopping_ = true;
+  }
+  wait_cv_.notify_all();
+  if (fast_thread_.joinable()) fast_thread_.join();
+  if (slow_thread_.joinable()) slow_thread_.join();
+  xids_.Stop();
+  if (pods_) pods_->Stop();
+}
+
+void Exporter::FastLoop() {
+  auto next = std::chrono::steady_clock::now() + options_.interval;
+  while (true) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
+    if (!WaitFor(std::max(wait, std::chrono::milliseconds(0)))) return;
+    next += options_.interval;
+    // A pass that overran skips the missed ticks instead of running back to back.
+    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + options_.interval;
+    FastPass();
+  }
+}
+
+void Exporter::SlowLoop() {
+  // The first GPM values need a second sample: take it soon (DCGM waits at least 100 ms).
+  if (!WaitFor(std::min(options_.interval, std::chrono::milliseconds(1000)))) return;
+  SlowPass();
+  LogFieldSupport();
+  auto next = std::chrono::steady_clock::now() + options_.interval;
+  while (true) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
+    if (!WaitFor(std::max(wait, std::chrono::milliseconds(0)))) return;
+    next += options_.interval;
+    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + options_.interval;
+    SlowPass();
+  }
+}
+
+void Exporter::SlowPass() {
+  StatusOr<unsigned> count = nvml_.DeviceCount();
+  if (!count.ok()) return;  // the fast pass reports it
+  std::map<unsigned, SlowSample> out;
+  std::map<std::string, uint64_t> errors;
+  for (unsigned i = 0; i < *count; ++i) {
+    StatusOr<nvmlDevice_t> dev = nvml_.DeviceHandle(i);
+    if (!dev.ok()) continue;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {0};
+    if (nvml_.fn().nvmlDeviceGetUUID(*dev, uuid, sizeof uuid) != NVML_SUCCESS) continue;
+    SlowSample s;
+    s.uuid = uuid;
+    GpuExtrasState& state = slow_state_[i];
+    if (wanted_[static_cast<size_t>(FieldId::kTotalEnergyConsumption)]) ReadEnergy(nvml_, *dev, s.values);
+    ReadGpmFields(nvml_, *dev, wanted_, state, s.values);
+    for (const auto& [field, status] : s.values.errors) ++errors[std::string(Field(field).name)];
+    out.emplace(i, std::move(s));
+  }
+  std::lock_guard<std::mutex> lock(slow_mu_);
+  slow_ = std::move(out);
+  for (const auto& [name, n] : errors) slow_errors_total_[name] += n;
+}
+
+void Exporter::FastPass() {
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const NodeSnapshot> previous = store_.Latest();
+  NodeSnapshot snap;
+  snap.hostname = options_.hostname;
+  if (StatusOr<Version> driver = nvml_.DriverVersion(); driver.ok()) {
+    snap.driver_version = driver->ToString();
+  } else {
+    ++fast_errors_total_["driver_version"];
+  }
+  if (StatusOr<Version> cuda = nvml_.CudaDriverVersion(); cuda.ok()) {
+    snap.cuda_driver_version = cuda->ToString();
+  }
+  StatusOr<unsigned> count = nvml_.DeviceCount();
+  if (!count.ok()) {
+    snap.status = count.status();
+    ++fast_errors_total_["device_count"];
+  } else {
+    std::map<unsigned, SlowSample> slow;
+    {
+      std::lock_guard<std::mutex> lock(slow_mu_);
+      slow = slow_;
+    }
+    snap.gpus.reserve(*count);
+    for (unsigned i = 0; i < *count; ++i) {
+      const GpuSample* before = nullptr;
+      if (previous) {
+        for (const GpuSample& g : previous->gpus) {
+          if (g.index == i) before = &g;
+        }
+      }
+      GpuSample s = SampleGpu(nvml_, i, before, /*read_energy=*/false);
+      if (s.healthy) {
+        if (StatusOr<nvmlDevice_t> dev = nvml_.DeviceHandle(i); dev.ok()) {
+          ReadFastExtras(nvml_, *dev, wanted_, fast_state_[i], s);
+        }
+        if (auto it = slow.find(i); it != slow.end() && it->second.uuid == s.uuid) {
+          for (size_t f = 0; f < kFieldCount; ++f) {
+            if (it->second.values.values[f]) s.values[f] = it->second.values.values[f];
+          }
+        }
+        if (xids_.watching(i)) {
+          XidWatcher::GpuXids x = xids_.For(i);
+          s.xid_counts = std::move(x.counts);
+          s.last_xid = x.last;
+          s.set(FieldId::kXidErrors, static_cast<double>(x.last.value_or(0)));
+        }
+      } else {
+        ++fast_errors_total_["gpu"];
+      }
+      for (const auto& [field, status] : s.errors) ++fast_errors_total_[std::string(Field(field).name)];
+      // One log line when a GPU stops answering and when it is back.
+      auto seen = last_healthy_.find(i);
+      if (seen == last_healthy_.end() || seen->second != s.healthy) {
+        if (!s.healthy) {
+          options_.log(absl::StrCat("GPU ", i, " (", s.uuid.empty() ? "unknown UUID" : s.uuid,
+                                    ") cannot be read: ", s.status.message()));
+        } else if (seen != last_healthy_.end()) {
+          options_.log(absl::StrCat("GPU ", i, " (", s.uuid, ") answers again"));
+        }
+        last_healthy_[i] = s.healthy;
+      }
+      snap.gpus.push_back(std::move(s));
+    }
+  }
+  snap.collection_errors_total = fast_errors_total_;
+  {
+    std::lock_guard<std::mutex> lock(slow_mu_);
+    for (const auto& [name, n] : slow_errors_total_) snap.collection_errors_total[name] += n;
+  }
+  snap.collection_duration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  snap.timestamp_seconds = Now();
+  Publish(std::move(snap));
+}
+
+void Exporter::Publish(NodeSnapshot snapshot) {
+  store_.Publish(std::move(snapshot));
+  std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
+  RenderOptions render = options_.render;
+  std::shared_ptr<const PodMapping> pods = Pods();
+  render.pods = pods.get();
+  const uint64_t generation = pods_ ? pods_->generation() : 0;
+  auto body = std::make_shared<const std::string>(RenderMetrics(*snap, options_.counters, render));
+  std::lock_guard<std::mutex> lock(body_mu_);
+  body_ = std::move(body);
+  body_snapshot_ = std::move(snap);
+  body_pod_generation_ = generation;
+}
+
+std::shared_ptr<const PodMapping> Exporter::Pods() const {
+  return pods_ ? pods_->Latest() : nullptr;
+}
+
+std::shared_ptr<const std::string> Exporter::Metrics() {
+  std::lock_guard<std::mutex> lock(body_mu_);
+  if (pods_ && body_snapshot_ && pods_->generation() != body_pod_generation_) {
+    // The pod mapping changed since the snapshot was rendered: relabel (text work only).
+    RenderOptions render = options_.render;
+    body_pod_generation_ = pods_->generation();
+    std::shared_ptr<const PodMapping> pods = pods_->Latest();
+    render.pods = pods.get();
+    body_ = std::make_shared<const std::string>(RenderMetrics(*body_snapshot_, options_.counters, render));
+  }
+  return body_;
+}
+
+Exporter::HealthState Exporter::Health() const {
+  std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
+  if (!snap) return {false, "no collection has finished yet"};
+  if (!snap->status.ok()) {
+    return {false, absl::StrCat("the last collection failed: ", snap->status.message())};
+  }
+  const double age = Now() - snap->timestamp_seconds;
+  const double limit = 2.0 * std::chrono::duration<double>(options_.interval).count() + 5.0;
+  if (age > limit) {
+    return {false, absl::StrCat("the last collection finished ", static_cast<long long>(age),
+                                " s ago (collect interval ",
+                                std::chrono::duration<double>(options_.interval).count(),
+                                " s): the sampler is stuck")};
+  }
+  return {true, "OK"};
+}
+
+void Exporter::LogFieldSupport() {
+  std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
+  if (!snap) return;
+  std::map<unsigned, SlowSample> slow;
+  {
+    std::lock_guard<std::mutex> lock(slow_mu_);
+    slow = slow_;
+  }
+  std::vector<std::string> omitted;
+  for (const Counter& c : options_.counters) {
+    if (c.type == MetricType::kLabel) continue;
+    const FieldId id = c.field->id;
+    bool any = false;
+    for (const GpuSample& g : snap->gpus) any = any || g.value(id).has_value();
+    for (const auto& [i, s] : slow) any = any || s.values.value(id).has_value();
+    if (any) continue;
+    if (!c.field->produced) {
+      omitted.push_back(absl::StrCat(std::string(c.field->name), " (not collected by gpunode: ", std::string(c.field->nvml_source), ")"));
+    } else {
+      omitted.push_back(absl::StrCat(std::string(c.field->name), " (no GPU supports it)"));
+    }
+  }
+  if (omitted.empty()) {
+    options_.log("every selected field is supported");
+  } else {
+    options_.log(absl::StrCat("omitting ", omitted.size(), " field(s): ", absl::StrJoin(omitted, ", ")));
+  }
+}
+
+}  // namespace gpunode::exporter

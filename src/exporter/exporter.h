@@ -1,0 +1,121 @@
+// The exporter's engine: background samplers fill a snapshot, a scrape only renders it.
+//   - the fast sampler (every --collect-interval): clocks, temperatures, power, utilization,
+//     memory, remapped rows, PCIe replays, encoder/decoder, NVLink rate: microsecond calls;
+//   - the slow sampler (its own thread, same interval): the energy counter (~4 ms per GPU on an
+//     H200) and GPM samples for the DCGM_FI_PROF_* ratios, so they never delay the fast ones;
+//   - the XID watcher: NVML events, counted by GPU and code;
+//   - the pod mapper (when enabled): kubelet pod-resources List in its own thread.
+// Each fast pass merges the latest slow values and XID counts, publishes the snapshot and renders
+// the /metrics body once; scrapes get that body (re-rendered only when the pod mapping changed).
+// NVML is never called from a scrape.
+#ifndef GPUNODE_EXPORTER_EXPORTER_H_
+#define GPUNODE_EXPORTER_EXPORTER_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/exporter/counters.h"
+#include "src/exporter/nvml_extras.h"
+#include "src/exporter/pod_mapper.h"
+#include "src/exporter/render.h"
+#include "src/exporter/sample.h"
+#include "src/exporter/xid.h"
+#include "src/gpu/nvml.h"
+
+namespace gpunode::exporter {
+
+struct ExporterOptions {
+  std::vector<Counter> counters = DefaultCounters();
+  std::chrono::milliseconds interval{30000};
+  std::string hostname;  // Hostname label value
+  RenderOptions render;
+  // Pod attribution; nullopt = off (no pod labels, no gpunode_pod_mapping_* metrics).
+  std::optional<PodMapperOptions> pods;
+  bool watch_xids = true;
+  // One line per notable event (start-up field support, GPUs lost/back); stderr in the CLI.
+  std::function<void(const std::string&)> log = [](const std::string&) {};
+};
+
+class Exporter {
+ public:
+  // `nvml` must outlive the exporter.
+  Exporter(const NvmlLibrary& nvml, ExporterOptions options);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  // Runs the first passes in the caller (so the first scrape has data), then starts the threads.
+  void Start();
+  void Stop();
+
+  // The /metrics body of the last snapshot (never nullptr after Start).
+  std::shared_ptr<const std::string> Metrics();
+  struct HealthState {
+    bool ok = false;
+    std::string reason;  // "OK", or why not
+  };
+  // ok when the last collection succeeded and is recent (within 2 intervals + 5 s).
+  HealthState Health() const;
+  std::shared_ptr<const NodeSnapshot> Latest() const { return store_.Latest(); }
+  // nullptr when pod attribution is off.
+  std::shared_ptr<const PodMapping> Pods() const;
+  const ExporterOptions& options() const { return options_; }
+
+ private:
+  struct SlowSample {
+    std::string uuid;
+    GpuSample values;  // only the slow fields are set
+  };
+  void FastPass();
+  void SlowPass();
+  void FastLoop();
+  void SlowLoop();
+  void Publish(NodeSnapshot snapshot);
+  void LogFieldSupport();
+  bool WaitFor(std::chrono::milliseconds d);  // false when stopping
+
+  const NvmlLibrary& nvml_;
+  ExporterOptions options_;
+  std::array<bool, kFieldCount> wanted_{};
+  bool want_slow_ = false;
+
+  SnapshotStore store_;
+  XidWatcher xids_;
+  std::unique_ptr<PodMapper> pods_;
+
+  // Per NVML index, owned by the thread that uses them.
+  std::map<unsigned, GpuExtrasState> fast_state_;
+  std::map<unsigned, GpuExtrasState> slow_state_;
+  std::map<std::string, uint64_t> fast_errors_total_;
+
+  mutable std::mutex slow_mu_;
+  std::map<unsigned, SlowSample> slow_;
+  std::map<std::string, uint64_t> slow_errors_total_;
+
+  mutable std::mutex body_mu_;
+  std::shared_ptr<const std::string> body_;
+  std::shared_ptr<const NodeSnapshot> body_snapshot_;
+  uint64_t body_pod_generation_ = 0;
+
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  bool stopping_ = false;
+  bool started_ = false;
+  std::thread fast_thread_;
+  std::thread slow_thread_;
+  std::map<unsigned, bool> last_healthy_;  // fast thread: for "GPU lost/back" log lines
+};
+
+}  // namespace gpunode::exporter
+
+#endif  // GPUNODE_EXPORTER_EXPORTER_H_

@@ -1,0 +1,230 @@
+#include "src/exporter/pod_mapper.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "podresources/v1/api.grpc.pb.h"
+
+namespace gpunode::exporter {
+namespace {
+
+constexpr int kMaxReceiveBytes = 64 << 20;  // dcgm-exporter's 4 MiB default broke big nodes (#509)
+constexpr std::string_view kGpuResource = "nvidia.com/gpu";
+constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The socket is there (checked before dialing, so a node without a kubelet gets a clear message
+// instead of gRPC's connect error).
+Status CheckSocket(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("pod-resources socket ", path,
+                                              " does not exist (is the kubelet running and is "
+                                              "/var/lib/kubelet/pod-resources mounted?)"));
+    }
+    return ErrnoToStatus(err, "stat pod-resources socket", path);
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("pod-resources socket ", path, " is not a socket"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& path) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  // Our own subchannel, not the process-wide pool: dropping the channel after a failure really
+  // reconnects (the kubelet recreates its socket when it restarts).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+}
+
+Status CallList(v1::PodResourcesLister::Stub& stub, grpc::ClientContext& ctx, std::chrono::milliseconds timeout,
+                const std::string& path, v1::ListPodResourcesResponse* resp) {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::ListPodResourcesRequest req;
+  grpc::Status st = stub.List(&ctx, req, resp);
+  if (st.ok()) return absl::OkStatus();
+  return Status(static_cast<absl::StatusCode>(st.error_code()),
+                absl::StrCat("pod-resources List on ", path, ": ", st.error_message()));
+}
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::string PodDeviceKey(std::string_view id) {
+  // GKE device names: "nvidia0", "nvidia0/gi0", "nvidia0/gi0/vgpu1", "nvidia0/vgpu1" -> "nvidia0".
+  // (Old-style MIG IDs "MIG-GPU-<uuid>/1/0" also contain '/', and are kept whole.)
+  constexpr std::string_view kNvidia = "nvidia";
+  if (id.substr(0, kNvidia.size()) == kNvidia) {
+    const size_t slash = id.find('/');
+    const std::string_view head = id.substr(0, slash);
+    if (AllDigits(head.substr(kNvidia.size()))) return std::string(head);
+  }
+  // Time-sliced / MPS replicas of the NVIDIA device plugin: "<id>::<n>" -> "<id>".
+  const size_t sep = id.rfind("::");
+  if (sep != std::string_view::npos && AllDigits(id.substr(sep + 2))) id = id.substr(0, sep);
+  return std::string(id);
+}
+
+bool IsGpuResource(std::string_view name, const std::vector<std::string>& resource_names) {
+  if (name == kGpuResource || name.substr(0, kMigPrefix.size()) == kMigPrefix) return true;
+  return std::find(resource_names.begin(), resource_names.end(), name) != resource_names.end();
+}
+
+PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names) {
+  PodMapping m;
+  m.ok = true;
+  for (const v1::PodResources& pod : resp.pod_resources()) {
+    for (const v1::ContainerResources& c : pod.containers()) {
+      for (const v1::ContainerDevices& d : c.devices()) {
+        if (!IsGpuResource(d.resource_name(), resource_names)) continue;
+        for (const std::string& id : d.device_ids()) {
+          std::string key = PodDeviceKey(id);
+          if (key.empty()) continue;
+          m.by_device[std::move(key)].push_back(PodRef{pod.name(), pod.namespace_(), c.name()});
+        }
+      }
+    }
+  }
+  for (auto& [key, refs] : m.by_device) {
+    std::sort(refs.begin(), refs.end());
+    refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+  }
+  return m;
+}
+
+const std::vector<PodRef>* PodMapping::ForGpu(std::string_view uuid, std::string_view device_name) const {
+  for (std::string_view key : {uuid, device_name}) {
+    if (key.empty()) continue;
+    auto it = by_device.find(std::string(key));
+    if (it != by_device.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+StatusOr<PodMapping> ListOnce(const PodMapperOptions& options) {
+  GPUNODE_RETURN_IF_ERROR(CheckSocket(options.socket_path));
+  auto channel = MakeChannel(options.socket_path);
+  auto stub = v1::PodResourcesLister::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::ListPodResourcesResponse resp;
+  GPUNODE_RETURN_IF_ERROR(CallList(*stub, ctx, options.timeout, options.socket_path, &resp));
+  PodMapping m = BuildPodMapping(resp, options.resource_names);
+  m.last_success_timestamp_seconds = NowSeconds();
+  return m;
+}
+
+// The cached channel of the refresher thread.
+class PodMapper::Client {
+ public:
+  explicit Client(const std::string& path)
+      : channel_(MakeChannel(path)), stub_(v1::PodResourcesLister::NewStub(channel_)) {}
+  v1::PodResourcesLister::Stub& stub() { return *stub_; }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
+};
+
+PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {
+  auto initial = std::make_shared<PodMapping>();
+  initial->status = absl::UnavailableError(
+      absl::StrCat("pod-resources: not yet refreshed (socket ", options_.socket_path, ")"));
+  latest_ = std::move(initial);
+}
+
+PodMapper::~PodMapper() { Stop(); }
+
+void PodMapper::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void PodMapper::Stop() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (in_flight_ != nullptr) in_flight_->TryCancel();
+    t = std::move(thread_);
+  }
+  cv_.notify_all();
+  if (t.joinable()) t.join();
+}
+
+std::shared_ptr<const PodMapping> PodMapper::Latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+uint64_t PodMapper::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+void PodMapper::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    RefreshOnce();
+    lock.lock();
+    cv_.wait_for(lock, options_.refresh_interval, [this] { return stopping_; });
+  }
+}
+
+void PodMapper::RefreshOnce() {
+  v1::ListPodResourcesResponse resp;
+  Status status = CheckSocket(options_.socket_path);
+  if (status.ok()) {
+    if (client_ == nullptr) client_ = std::make_unique<Client>(options_.socket_path);
+    grpc::ClientContext ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      in_flight_ = &ctx;
+    }
+    status = CallList(client_->stub(), ctx, options_.timeout, options_.socket_path, &resp);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_ = nullptr;
+      if (stopping_) return;  // cancelled by Stop: nothing to report
+    }
+  }
+  if (!status.ok()) client_.reset();  // the next refresh dials again
+
+  const std::shared_ptr<const PodMapping> prev = Latest();
+  auto next = std::make_shared<PodMapping>();
+  if (status.ok()) {
+    *next = BuildPodMapping(resp, options_.resource_names);
+    next->last_success_timestamp_seconds = NowSeconds();
+    next->refresh_errors_total = prev->refresh_errors_total;
+  } else {
+    next->ok = false;
+    next->status = std::move(status);
+    next->by_device = prev->by_device;  // stale but kept (see PodMapping::by_device)
+    next->last_success_timestamp_seconds = prev->last_success_timestamp_seconds;
+    next->refresh_errors_total = prev->refresh_errors_total + 1;
+  }
+  const bool changed = next->ok != prev->ok || next->by_device != prev->by_device;
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(next);
+  if (changed) ++generation_;
+}
+
+}  // namespace gpunode::exporter

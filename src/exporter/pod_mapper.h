@@ -1,0 +1,126 @@
+// GPU → pod attribution for the exporter, dcgm-exporter compatible (shared/reference/monitoring.md
+// §1.3): the kubelet's pod-resources API v1 `List` (unix socket, default
+// /var/lib/kubelet/pod-resources/kubelet.sock) tells which pod/namespace/container holds each
+// device of nvidia.com/gpu, nvidia.com/mig-* and any extra resource names. Unlike dcgm-exporter,
+// which calls List inside every scrape, PodMapper refreshes in its own thread and a scrape only
+// reads Latest(); the receive limit is 64 MiB (dcgm-exporter's 4 MiB default broke big nodes, #509).
+#ifndef GPUNODE_EXPORTER_POD_MAPPER_H_
+#define GPUNODE_EXPORTER_POD_MAPPER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+namespace v1 {
+class ListPodResourcesResponse;
+}  // namespace v1
+
+namespace gpunode::exporter {
+
+struct PodRef {
+  std::string pod;             // pod="train-0"
+  std::string namespace_name;  // namespace="ml"
+  std::string container;       // container="main"
+
+  friend bool operator<(const PodRef& a, const PodRef& b) {
+    return std::tie(a.namespace_name, a.pod, a.container) < std::tie(b.namespace_name, b.pod, b.container);
+  }
+  friend bool operator==(const PodRef& a, const PodRef& b) {
+    return a.pod == b.pod && a.namespace_name == b.namespace_name && a.container == b.container;
+  }
+};
+
+struct PodMapping {
+  bool ok = false;  // the last List succeeded
+  Status status;    // why not (a missing socket names its path)
+  double last_success_timestamp_seconds = 0;  // Unix time of the last successful List (0: never)
+  uint64_t refresh_errors_total = 0;          // failed Lists over the mapper's life
+  // Device key -> the containers using it, sorted by (namespace, pod, container), no duplicates.
+  // Keys: "GPU-<uuid>" (time-sliced replicas "GPU-<uuid>::N" are stripped of "::N"), "MIG-<uuid>"
+  // as given, GKE device names "nvidia0" (from "nvidia0", "nvidia0/gi0", "nvidia0/gi0/vgpu1",
+  // "nvidia0/vgpu1"). After a failed List, PodMapper keeps the last successful mapping here (with
+  // ok = false), so a kubelet restart does not drop pod labels; consumers that want to drop stale
+  // attribution compare last_success_timestamp_seconds with the clock.
+  std::map<std::string, std::vector<PodRef>> by_device;
+
+  // The containers using one GPU: by UUID ("GPU-..." or "MIG-...") first, then by device name
+  // ("nvidia0", GKE); nullptr when none (or both arguments empty).
+  const std::vector<PodRef>* ForGpu(std::string_view uuid, std::string_view device_name) const;
+};
+
+struct PodMapperOptions {
+  std::string socket_path = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  // Extra resource names besides nvidia.com/gpu and the prefix nvidia.com/mig- (dcgm-exporter's
+  // --nvidia-resource-names), e.g. a renamed time-sliced resource "nvidia.com/gpu.shared".
+  std::vector<std::string> resource_names;
+  std::chrono::milliseconds refresh_interval{10000};
+  std::chrono::milliseconds timeout{5000};  // per List call
+};
+
+// The map key of one device ID as the device plugin reported it (see PodMapping::by_device).
+std::string PodDeviceKey(std::string_view device_id);
+
+// Whether a resource is attributed: nvidia.com/gpu, nvidia.com/mig-*, or one of `resource_names`.
+bool IsGpuResource(std::string_view resource_name, const std::vector<std::string>& resource_names);
+
+// Pure: one List response -> mapping (ok = true, status OK, no timestamp). Other resources
+// (CPUs, memory, other device plugins, DRA claims) are ignored.
+PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names);
+
+// One synchronous List over a fresh channel (unix:<socket_path>, 64 MiB receive limit, deadline
+// options.timeout). A missing socket file is reported without dialing (NotFound, naming the path);
+// a failed call keeps gRPC's code and names the socket. The result's timestamp is now.
+StatusOr<PodMapping> ListOnce(const PodMapperOptions& options);
+
+// Refreshes the mapping every refresh_interval in one background thread. The channel is kept
+// between refreshes and recreated after a failure.
+class PodMapper {
+ public:
+  explicit PodMapper(PodMapperOptions options);
+  ~PodMapper();  // Stop()
+  PodMapper(const PodMapper&) = delete;
+  PodMapper& operator=(const PodMapper&) = delete;
+
+  // Starts the thread; the first refresh runs there, so this never blocks on the kubelet.
+  void Start();
+  // Wakes the thread (cancelling a List in flight) and joins it. Start may be called again.
+  void Stop();
+
+  // The latest mapping; never nullptr (before the first refresh: ok = false, "not yet refreshed").
+  std::shared_ptr<const PodMapping> Latest() const;
+  // Bumped by every refresh that changed by_device or ok.
+  uint64_t generation() const;
+
+ private:
+  class Client;
+  void Run();
+  void RefreshOnce();
+
+  const PodMapperOptions options_;
+  std::unique_ptr<Client> client_;  // used only by the thread
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  grpc::ClientContext* in_flight_ = nullptr;  // the List in progress, cancelled by Stop
+  std::shared_ptr<const PodMapping> latest_;
+  uint64_t generation_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace gpunode::exporter
+
+#endif  // GPUNODE_EXPORTER_POD_MAPPER_H_

@@ -1,0 +1,232 @@
+#include "src/exporter/web_config.h"
+
+#include <crypt.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpunode::exporter {
+namespace {
+
+Status Invalid(std::string_view source, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", what));
+}
+
+// Every key of `node` must be in `known`; keys in `unsupported` get their own message.
+Status CheckKeys(const YAML::Node& node, std::string_view where, const std::set<std::string>& known,
+                 const std::set<std::string>& unsupported, std::string_view source) {
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (unsupported.count(key)) {
+      return Invalid(source, absl::StrCat(std::string(where), key,
+                                          " is not supported by gpunode (remove it or use a TLS "
+                                          "proxy)"));
+    }
+    if (!known.count(key)) {
+      return Invalid(source, absl::StrCat("unknown key ", std::string(where), key));
+    }
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& name, std::string_view source) {
+  if (!node.IsScalar()) return Invalid(source, absl::StrCat(name, " must be a string"));
+  return node.as<std::string>();
+}
+
+std::string Resolve(std::string_view base_dir, const std::string& path) {
+  if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
+  return absl::StrCat(std::string(base_dir), "/", path);
+}
+
+}  // namespace
+
+StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view source,
+                                   std::string_view base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Invalid(source, absl::StrCat("not valid YAML: ", e.what()));
+  }
+  WebConfig config;
+  if (root.IsNull()) return config;  // an empty file: plain HTTP, no auth
+  if (!root.IsMap()) return Invalid(source, "must be a YAML mapping");
+  GPUNODE_RETURN_IF_ERROR(CheckKeys(root, "", {"tls_server_config", "http_server_config", "basic_auth_users"},
+                                    {"rate_limit"}, source));
+  try {
+    if (const YAML::Node tls = root["tls_server_config"]; tls && !tls.IsNull()) {
+      if (!tls.IsMap()) return Invalid(source, "tls_server_config must be a mapping");
+      GPUNODE_RETURN_IF_ERROR(CheckKeys(
+          tls, "tls_server_config.",
+          {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"},
+          {"cert", "key", "client_ca", "client_allowed_sans", "cipher_suites", "curve_preferences",
+           "prefer_server_cipher_suites"},
+          source));
+      WebConfig::Tls t;
+      auto field = [&](const char* key, std::string* out) -> Status {
+        if (const YAML::Node n = tls[key]; n && !n.IsNull()) {
+          GPUNODE_ASSIGN_OR_RETURN(*out, Scalar(n, absl::StrCat("tls_server_config.", key), source));
+        }
+        return absl::OkStatus();
+      };
+      GPUNODE_RETURN_IF_ERROR(field("cert_file", &t.cert_file));
+      GPUNODE_RETURN_IF_ERROR(field("key_file", &t.key_file));
+      GPUNODE_RETURN_IF_ERROR(field("client_ca_file", &t.client_ca_file));
+      GPUNODE_RETURN_IF_ERROR(field("client_auth_type", &t.client_auth_type));
+      GPUNODE_RETURN_IF_ERROR(field("min_version", &t.min_version));
+      GPUNODE_RETURN_IF_ERROR(field("max_version", &t.max_version));
+      if (t.cert_file.empty() || t.key_file.empty()) {
+        return Invalid(source, "tls_server_config needs both cert_file and key_file");
+      }
+      static const std::set<std::string> kAuth = {"NoClientCert", "RequestClientCert",
+                                                  "RequireAnyClientCert", "VerifyClientCertIfGiven",
+                                                  "RequireAndVerifyClientCert"};
+      if (!kAuth.count(t.client_auth_type)) {
+        return Invalid(source, absl::StrCat("tls_server_config.client_auth_type \"", t.client_auth_type,
+                                            "\" is not one of NoClientCert, RequestClientCert, "
+                                            "RequireAnyClientCert, VerifyClientCertIfGiven, "
+                                            "RequireAndVerifyClientCert"));
+      }
+      if ((t.client_auth_type == "VerifyClientCertIfGiven" ||
+           t.client_auth_type == "RequireAndVerifyClientCert") &&
+          t.client_ca_file.empty()) {
+        return Invalid(source, absl::StrCat("tls_server_config.client_auth_type ", t.client_auth_type,
+                                            " needs client_ca_file"));
+      }
+      static const std::set<std::string> kVersions = {"TLS10", "TLS11", "TLS12", "TLS13"};
+      for (const std::string* v : {&t.min_version, &t.max_version}) {
+        if (!kVersions.count(*v)) {
+          return Invalid(source, absl::StrCat("TLS version \"", *v, "\" is not one of TLS10, TLS11, TLS12, TLS13"));
+        }
+      }
+      if (t.min_version > t.max_version) {
+        return Invalid(source, "tls_server_config.min_version is above max_version");
+      }
+      t.cert_file = Resolve(base_dir, t.cert_file);
+      t.key_file = Resolve(base_dir, t.key_file);
+      t.client_ca_file = Resolve(base_dir, t.client_ca_file);
+      config.tls = t;
+    }
+    if (const YAML::Node http = root["http_server_config"]; http && !http.IsNull()) {
+      if (!http.IsMap()) return Invalid(source, "http_server_config must be a mapping");
+      GPUNODE_RETURN_IF_ERROR(CheckKeys(http, "http_server_config.", {"http2", "headers"}, {}, source));
+      if (const YAML::Node h = http["headers"]; h && !h.IsNull()) {
+        if (!h.IsMap()) return Invalid(source, "http_server_config.headers must be a mapping");
+        for (const auto& kv : h) {
+          const std::string name = kv.first.as<std::string>();
+          GPUNODE_ASSIGN_OR_RETURN(std::string value,
+                                   Scalar(kv.second, absl::StrCat("header ", name), source));
+          if (name.empty() || name.find_first_of(" :\r\n") != std::string::npos ||
+              value.find_first_of("\r\n") != std::string::npos) {
+            return Invalid(source, absl::StrCat("header \"", name, "\" is not a valid HTTP header"));
+          }
+          config.headers[name] = value;
+        }
+      }
+    }
+    if (const YAML::Node users = root["basic_auth_users"]; users && !users.IsNull()) {
+      if (!users.IsMap()) return Invalid(source, "basic_auth_users must be a mapping of user: bcrypt hash");
+      for (const auto& kv : users) {
+        const std::string user = kv.first.as<std::string>();
+        GPUNODE_ASSIGN_OR_RETURN(std::string hash,
+                                 Scalar(kv.second, absl::StrCat("basic_auth_users.", user), source));
+        if (!(absl::StartsWith(hash, "$2a$") || absl::StartsWith(hash, "$2b$") ||
+              absl::StartsWith(hash, "$2y$"))) {
+          return Invalid(source, absl::StrCat("basic_auth_users.", user,
+                                              " is not a bcrypt hash (want $2y$..., e.g. from "
+                                              "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"));
+        }
+        if (user.find(':') != std::string::npos) {
+          return Invalid(source, absl::StrCat("basic_auth_users: user \"", user, "\" contains ':'"));
+        }
+        config.basic_auth_users[user] = hash;
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Invalid(source, e.what());
+  }
+  return config;
+}
+
+StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("web config file ", path, ": cannot read: ", std::strerror(errno)));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  GPUNODE_ASSIGN_OR_RETURN(WebConfig config,
+                           ParseWebConfig(ss.str(), absl::StrCat("web config file ", path), dir));
+  if (config.tls) {
+    for (const std::string* f : {&config.tls->cert_file, &config.tls->key_file, &config.tls->client_ca_file}) {
+      if (f->empty()) continue;
+      if (access(f->c_str(), R_OK) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("web config file ", path, ": cannot read ", *f,
+                                                       ": ", std::strerror(errno)));
+      }
+    }
+  }
+  return config;
+}
+
+bool CheckPassword(const std::string& password, const std::string& hash) {
+  auto data = std::make_unique<crypt_data>();
+  std::memset(data.get(), 0, sizeof(crypt_data));
+  const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
+  if (out == nullptr || out[0] == '*') return false;
+  const size_t n = std::strlen(out);
+  if (n != hash.size()) return false;
+  unsigned char diff = 0;  // constant time
+  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(out[i] ^ hash[i]);
+  return diff == 0;
+}
+
+bool BasicAuthenticator::Allow(std::string_view authorization) {
+  if (!enabled()) return true;
+  constexpr std::string_view kPrefix = "Basic ";
+  if (authorization.size() <= kPrefix.size() ||
+      !absl::EqualsIgnoreCase(absl::string_view(authorization.data(), kPrefix.size()),
+                              absl::string_view(kPrefix.data(), kPrefix.size()))) {
+    return false;
+  }
+  std::string decoded;
+  if (!absl::Base64Unescape(absl::string_view(authorization.data() + kPrefix.size(),
+                                              authorization.size() - kPrefix.size()),
+                            &decoded)) {
+    return false;
+  }
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = decoded.substr(0, colon);
+  const std::string password = decoded.substr(colon + 1);
+  auto it = users_.find(user);
+  if (it == users_.end()) {
+    CheckPassword(password, "$2b$10$abcdefghijklmnopqrstuu5Kv8PZ2T0xRBHEDy/WiBMN3Ye5Ewgm2");  // same cost either way
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto v = verified_.find(user);
+    if (v != verified_.end() && v->second == password) return true;
+  }
+  if (!CheckPassword(password, it->second)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  verified_[user] = password;
+  return true;
+}
+
+}  // namespace gpunode::exporter
