@@ -5,8 +5,11 @@ For each target: start it, wait until /metrics answers 200, then
   1. steady state: one scrape per second for --steady seconds (what Prometheus does at a 1 s
      scrape interval; gpunode also samples every second, -c 1000): CPU of the process and its
      children in % of one core (utime+stime+cutime+cstime from /proc), RSS (VmRSS) at the end;
-  2. load: --concurrency scrapers, one request per connection, for --load-seconds
-     (benchmarks/exporter_load.cc): requests, errors, latency p50/p90/p99/max;
+  2. paced: --concurrency scrapers each scraping --paced-rate times a second (spread over the
+     period), burst: the same in step (all at once every period), and
+     load: --concurrency scrapers in a closed loop (saturation), one request per connection, for
+     --load-seconds each (benchmarks/exporter_load.cc; Accept-Encoding: gzip as Prometheus
+     sends): requests, errors, latency p50/p90/p99/max;
   3. RSS after the load and the peak (VmHWM).
 Targets:
   gpunode         gpunode [--simulate PROFILE] exporter -c 1000, with pod labels from a
@@ -73,9 +76,10 @@ def wait_ready(port, proc, timeout=60):
     raise RuntimeError("target did not answer /metrics")
 
 
-def load(loader, port, concurrency, seconds, rate=0):
+def load(loader, port, concurrency, seconds, rate=0, stagger=False):
     out = subprocess.run(shlex.split(loader) + ["--port", str(port), "--concurrency", str(concurrency),
-                          "--seconds", str(seconds), "--rate", str(rate)],
+                          "--seconds", str(seconds), "--rate", str(rate), "--gzip", "1",
+                          "--stagger", "1" if stagger else "0"],
                          capture_output=True, text=True, check=False)
     return json.loads(out.stdout) if out.stdout.strip() else {"error": out.stderr.strip()}
 
@@ -97,6 +101,15 @@ def measure(name, argv, port, args, env=None):
             "scrape_latency_ms": steady.get("latency_ms"),
             "rss_mib": round(status_kib(proc.pid, "VmRSS") / 1024, 2),
         }
+        # 50 scrapers, each scraping 10 times a second (500 scrapes/s: far above any real
+        # Prometheus fleet, but not saturating): the latency a scraper sees under concurrency.
+        # "paced": independent scrapers (spread over the period); "burst": all 50 in step, 50
+        # requests arriving at the same instant every period.
+        result["paced"] = load(args.load, port, args.concurrency, args.load_seconds, rate=args.paced_rate,
+                               stagger=True)
+        result["burst"] = load(args.load, port, args.concurrency, args.load_seconds, rate=args.paced_rate)
+        # 50 scrapers in a closed loop (each sends the next request when the last one is answered):
+        # saturation throughput; latency there is concurrency / throughput (Little's law).
         result["load"] = load(args.load, port, args.concurrency, args.load_seconds)
         result["rss_after_load_mib"] = round(status_kib(proc.pid, "VmRSS") / 1024, 2)
         result["rss_peak_mib"] = round(status_kib(proc.pid, "VmHWM") / 1024, 2)
@@ -132,6 +145,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=3)
     ap.add_argument("--concurrency", type=int, default=50)
     ap.add_argument("--load-seconds", type=float, default=10)
+    ap.add_argument("--paced-rate", type=float, default=10, help="scrapes per second per scraper in the paced phase")
     ap.add_argument("--out")
     args = ap.parse_args()
 

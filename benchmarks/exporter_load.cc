@@ -6,6 +6,8 @@
 //    "latency_ms": {"p50","p90","p99","max","mean"}}
 // Usage: exporter_load --port 9400 [--host 127.0.0.1] [--path /metrics] [--concurrency 50]
 //                      [--seconds 10] [--rate R]   (R > 0: each scraper paces itself to R req/s)
+//                      [--gzip 1]  (Accept-Encoding: gzip, as Prometheus sends)
+//                      [--stagger 1]  (with --rate: scrapers spread over the period, not in step)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -32,6 +34,8 @@ struct Options {
   int concurrency = 50;
   double seconds = 10;
   double rate = 0;
+  bool gzip = false;  // send Accept-Encoding: gzip, as Prometheus does
+  bool stagger = false;  // with --rate: scraper i starts i/N of a period late (independent scrapers)
 };
 
 struct Result {
@@ -53,7 +57,8 @@ Result Get(const Options& o, const sockaddr_in& addr) {
     return r;
   }
   const std::string req = "GET " + o.path + " HTTP/1.1\r\nHost: " + o.host +
-                          "\r\nUser-Agent: exporter_load\r\nAccept: text/plain\r\nConnection: close\r\n\r\n";
+                          "\r\nUser-Agent: exporter_load\r\nAccept: text/plain\r\n" +
+                          (o.gzip ? "Accept-Encoding: gzip\r\n" : "") + "Connection: close\r\n\r\n";
   if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     ::close(fd);
     return r;
@@ -97,6 +102,8 @@ int main(int argc, char** argv) {
     else if (k == "--concurrency") o.concurrency = std::max(1, std::atoi(v.c_str()));
     else if (k == "--seconds") o.seconds = std::atof(v.c_str());
     else if (k == "--rate") o.rate = std::atof(v.c_str());
+    else if (k == "--gzip") o.gzip = v == "1" || v == "true";
+    else if (k == "--stagger") o.stagger = v == "1" || v == "true";
     else {
       std::fprintf(stderr, "exporter_load: unknown option %s\n", k.c_str());
       return 3;
@@ -118,9 +125,14 @@ int main(int argc, char** argv) {
   const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
   for (int t = 0; t < o.concurrency; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
       std::vector<double> mine;
       auto next = Clock::now();
+      if (o.rate > 0 && o.stagger) {
+        next += std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(static_cast<double>(t) / o.concurrency / o.rate));
+        std::this_thread::sleep_until(next);
+      }
       while (Clock::now() < end) {
         const auto t0 = Clock::now();
         const Result r = Get(o, addr);

@@ -73,9 +73,11 @@ for f in "$OUT"/exporter-bench-*.json; do python3 - "$f" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["results"]:
-    s, l = r.get("steady_1hz", {}), r.get("load", {})
+    s, l, p, b = r.get("steady_1hz", {}), r.get("load", {}), r.get("paced", {}), r.get("burst", {})
     print(f'{r["target"]:40s} cpu@1Hz {s.get("cpu_percent_of_one_core")}%  rss {s.get("rss_mib")} MiB  '
-          f'p50 {l.get("latency_ms", {}).get("p50")} p99 {l.get("latency_ms", {}).get("p99")} ms  '
+          f'paced p50 {p.get("latency_ms", {}).get("p50")} p99 {p.get("latency_ms", {}).get("p99")} ms err {p.get("errors")} | '
+          f'burst p99 {b.get("latency_ms", {}).get("p99")} ms | '
+          f'closed p50 {l.get("latency_ms", {}).get("p50")} p99 {l.get("latency_ms", {}).get("p99")} ms  '
           f'rps {l.get("rps")} err {l.get("errors")}  peak {r.get("rss_peak_mib")} MiB {r.get("error", "")}')
 PY
 done

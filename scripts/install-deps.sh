@@ -9,7 +9,7 @@ packages=(
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   # the exporter's HTTP(S) server and its bcrypt basic auth
-  libcpp-httplib-dev libssl-dev libcrypt-dev
+  libcpp-httplib-dev libssl-dev libcrypt-dev zlib1g-dev
   # openssl(1) makes the certificates of the exporter's TLS tests
   openssl
   # gRPC (kubelet device plugin and pod-resources APIs)
@@ -17,7 +17,7 @@ packages=(
   # tests, fuzzing, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   # tools the tests and benchmark scripts call
-  python3 procps
+  python3 python3-yaml procps
   # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
   podman runc busybox-static
   # promtool (metric lint) and a real Prometheus server for the exporter's tests

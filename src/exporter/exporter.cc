@@ -1,6 +1,8 @@
 #include "src/exporter/exporter.h"
 
 #include <algorithm>
+#include <zlib.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,22 @@ namespace {
 
 bool IsSlowField(FieldId id) {
   return id == FieldId::kTotalEnergyConsumption || Field(id).name.rfind("DCGM_FI_PROF_", 0) == 0;
+}
+
+// RFC 1952 gzip of `text` (zlib level 6); nullptr on failure.
+std::shared_ptr<const std::string> Gzip(const std::string& text) {
+  z_stream z{};
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return nullptr;
+  std::string out(deflateBound(&z, static_cast<uLong>(text.size())) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return nullptr;
+  return std::make_shared<const std::string>(std::move(out));
 }
 
 double Now() {
@@ -200,9 +218,9 @@ void Exporter::Publish(NodeSnapshot snapshot) {
   std::shared_ptr<const PodMapping> pods = Pods();
   render.pods = pods.get();
   const uint64_t generation = pods_ ? pods_->generation() : 0;
-  auto body = std::make_shared<const std::string>(RenderMetrics(*snap, options_.counters, render));
+  std::string text = RenderMetrics(*snap, options_.counters, render);
   std::lock_guard<std::mutex> lock(body_mu_);
-  body_ = std::move(body);
+  SetBody(std::move(text));
   body_snapshot_ = std::move(snap);
   body_pod_generation_ = generation;
 }
@@ -211,7 +229,12 @@ std::shared_ptr<const PodMapping> Exporter::Pods() const {
   return pods_ ? pods_->Latest() : nullptr;
 }
 
-std::shared_ptr<const std::string> Exporter::Metrics() {
+void Exporter::SetBody(std::string text) {
+  body_.gzip = Gzip(text);
+  body_.text = std::make_shared<const std::string>(std::move(text));
+}
+
+Exporter::RenderedPage Exporter::Page() {
   std::lock_guard<std::mutex> lock(body_mu_);
   if (pods_ && body_snapshot_ && pods_->generation() != body_pod_generation_) {
     // The pod mapping changed since the snapshot was rendered: relabel (text work only).
@@ -219,7 +242,7 @@ std::shared_ptr<const std::string> Exporter::Metrics() {
     body_pod_generation_ = pods_->generation();
     std::shared_ptr<const PodMapping> pods = pods_->Latest();
     render.pods = pods.get();
-    body_ = std::make_shared<const std::string>(RenderMetrics(*body_snapshot_, options_.counters, render));
+    SetBody(RenderMetrics(*body_snapshot_, options_.counters, render));
   }
   return body_;
 }

@@ -58,8 +58,15 @@ class Exporter {
   void Start();
   void Stop();
 
-  // The /metrics body of the last snapshot (never nullptr after Start).
-  std::shared_ptr<const std::string> Metrics();
+  // The /metrics body of the last snapshot (never nullptr after Start): Page().text.
+  // The same with its gzip encoding, made once per snapshot (Prometheus asks for gzip: 45 KB of
+  // text for 8 GPUs becomes ~3 KB, and no scrape pays for compressing it).
+  struct RenderedPage {
+    std::shared_ptr<const std::string> text;
+    std::shared_ptr<const std::string> gzip;  // nullptr if compression failed
+  };
+  RenderedPage Page();
+  std::shared_ptr<const std::string> Metrics() { return Page().text; }
   struct HealthState {
     bool ok = false;
     std::string reason;  // "OK", or why not
@@ -103,7 +110,8 @@ class Exporter {
   std::map<std::string, uint64_t> slow_errors_total_;
 
   mutable std::mutex body_mu_;
-  std::shared_ptr<const std::string> body_;
+  void SetBody(std::string text);  // body_mu_ held
+  RenderedPage body_;
   std::shared_ptr<const NodeSnapshot> body_snapshot_;
   uint64_t body_pod_generation_ = 0;
 

@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -131,6 +133,14 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter& exporte
   s->server_->set_read_timeout(5, 0);
   s->server_->set_write_timeout(10, 0);
   s->server_->set_tcp_nodelay(true);
+  // Debian's cpp-httplib listens with a backlog of 5: a burst of scrapers overflows it and the
+  // kernel drops SYNs (a 1 s + retransmit stall). Remember the listening socket (httplib's default
+  // options, SO_REUSEADDR, then ours) and raise its backlog after bind.
+  auto listen_fd = std::make_shared<int>(-1);
+  s->server_->set_socket_options([listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    *listen_fd = sock;
+  });
   s->Routes();
 
   errno = 0;
@@ -151,6 +161,7 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter& exporte
     }
     s->port_ = addr.port;
   }
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);  // Linux: a second listen() updates the backlog
   return s;
 }
 
@@ -163,6 +174,29 @@ void MetricsServer::Routes() {
       res.set_content("Unauthorized\n", "text/plain; charset=utf-8");
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (req.method == "GET" && req.path == "/metrics") {
+      // The hot path, served here (no route matching): the page rendered once per snapshot, and
+      // its gzip made then too when the scraper accepts gzip (Prometheus does).
+      Exporter::RenderedPage page = exporter_.Page();
+      if (!page.text) {
+        res.status = 503;
+        res.set_content("no collection has finished yet\n", "text/plain; charset=utf-8");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      const std::string accept = req.get_header_value("Accept-Encoding");
+      if (page.gzip && accept.find("gzip") != std::string::npos) {
+        // cpp-httplib would gzip the body again for a client that accepts it: the request (not
+        // const in the server; handlers see it as const) loses that header, the response says it
+        // is gzip already.
+        const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+        res.set_content(*page.gzip, std::string(kPrometheusTextContentType));
+        res.set_header("Content-Encoding", "gzip");
+      } else {
+        res.set_content(*page.text, std::string(kPrometheusTextContentType));
+      }
+      res.set_header("Vary", "Accept-Encoding");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   srv.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
@@ -170,15 +204,6 @@ void MetricsServer::Routes() {
     if (options_.web) {
       for (const auto& [name, value] : options_.web->headers) res.set_header(name, value);
     }
-  });
-  srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::shared_ptr<const std::string> body = exporter_.Metrics();
-    if (!body) {
-      res.status = 503;
-      res.set_content("no collection has finished yet\n", "text/plain; charset=utf-8");
-      return;
-    }
-    res.set_content(*body, std::string(kPrometheusTextContentType));
   });
   srv.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const Exporter::HealthState h = exporter_.Health();
