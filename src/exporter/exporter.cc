@@ -85,7 +85,7 @@ void Exporter::Stop() {
   if (pods_) pods_->Stop();
 }
 
-void Exporter::FastLoop() {
+void Exporter::Every(const std::function<void()>& pass) {
   auto next = std::chrono::steady_clock::now() + options_.interval;
   while (true) {
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
@@ -93,8 +93,12 @@ void Exporter::FastLoop() {
     next += options_.interval;
     // A pass that overran skips the missed ticks instead of running back to back.
     if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + options_.interval;
-    FastPass();
+    pass();
   }
+}
+
+void Exporter::FastLoop() {
+  Every([this] { FastPass(); });
 }
 
 void Exporter::SlowLoop() {
@@ -102,14 +106,7 @@ void Exporter::SlowLoop() {
   if (!WaitFor(std::min(options_.interval, std::chrono::milliseconds(1000)))) return;
   SlowPass();
   LogFieldSupport();
-  auto next = std::chrono::steady_clock::now() + options_.interval;
-  while (true) {
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
-    if (!WaitFor(std::max(wait, std::chrono::milliseconds(0)))) return;
-    next += options_.interval;
-    if (next < std::chrono::steady_clock::now()) next = std::chrono::steady_clock::now() + options_.interval;
-    SlowPass();
-  }
+  Every([this] { SlowPass(); });
 }
 
 void Exporter::SlowPass() {

@@ -85,6 +85,8 @@ class Exporter {
   };
   void FastPass();
   void SlowPass();
+  // Runs `pass` every interval until Stop (missed ticks are skipped, not made up).
+  void Every(const std::function<void()>& pass);
   void FastLoop();
   void SlowLoop();
   void Publish(NodeSnapshot snapshot);

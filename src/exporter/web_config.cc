@@ -26,6 +26,10 @@ Status Invalid(std::string_view source, const std::string& what) {
 Status CheckKeys(const YAML::Node& node, std::string_view where, const std::set<std::string>& known,
                  const std::set<std::string>& unsupported, std::string_view source) {
   for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      return Invalid(source, absl::StrCat("a key of ", where.empty() ? std::string("the file") : std::string(where),
+                                          " is not a string"));
+    }
     const std::string key = kv.first.as<std::string>();
     if (unsupported.count(key)) {
       return Invalid(source, absl::StrCat(std::string(where), key,
@@ -62,9 +66,9 @@ StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view sourc
   WebConfig config;
   if (root.IsNull()) return config;  // an empty file: plain HTTP, no auth
   if (!root.IsMap()) return Invalid(source, "must be a YAML mapping");
-  GPUNODE_RETURN_IF_ERROR(CheckKeys(root, "", {"tls_server_config", "http_server_config", "basic_auth_users"},
-                                    {"rate_limit"}, source));
   try {
+    GPUNODE_RETURN_IF_ERROR(CheckKeys(root, "", {"tls_server_config", "http_server_config", "basic_auth_users"},
+                                      {"rate_limit"}, source));
     if (const YAML::Node tls = root["tls_server_config"]; tls && !tls.IsNull()) {
       if (!tls.IsMap()) return Invalid(source, "tls_server_config must be a mapping");
       GPUNODE_RETURN_IF_ERROR(CheckKeys(
@@ -124,6 +128,7 @@ StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view sourc
       if (const YAML::Node h = http["headers"]; h && !h.IsNull()) {
         if (!h.IsMap()) return Invalid(source, "http_server_config.headers must be a mapping");
         for (const auto& kv : h) {
+          if (!kv.first.IsScalar()) return Invalid(source, "a header name is not a string");
           const std::string name = kv.first.as<std::string>();
           GPUNODE_ASSIGN_OR_RETURN(std::string value,
                                    Scalar(kv.second, absl::StrCat("header ", name), source));
@@ -138,6 +143,7 @@ StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view sourc
     if (const YAML::Node users = root["basic_auth_users"]; users && !users.IsNull()) {
       if (!users.IsMap()) return Invalid(source, "basic_auth_users must be a mapping of user: bcrypt hash");
       for (const auto& kv : users) {
+        if (!kv.first.IsScalar()) return Invalid(source, "a user name in basic_auth_users is not a string");
         const std::string user = kv.first.as<std::string>();
         GPUNODE_ASSIGN_OR_RETURN(std::string hash,
                                  Scalar(kv.second, absl::StrCat("basic_auth_users.", user), source));

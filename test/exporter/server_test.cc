@@ -464,6 +464,11 @@ TEST(WebConfigTest, RejectsWhatItCannotHonourNamingTheProblem) {
       {"tls_server_config: {cert_file: a, key_file: b, min_version: SSL3}\n", "\"SSL3\""},
       {"basic_auth_users: {bob: plaintext}\n", "basic_auth_users.bob is not a bcrypt hash"},
       {"rate_limit: {interval: 1s}\n", "rate_limit is not supported"},
+      // Found by fuzz_exporter_input: keys that are not strings threw out of the parser.
+      {"? [a, b]\n: 1\n", "a key of the file is not a string"},
+      {"tls_server_config: {? {a: b} : c}\n", "a key of tls_server_config. is not a string"},
+      {"basic_auth_users: {? [u] : x}\n", "user name in basic_auth_users is not a string"},
+      {"http_server_config: {headers: {? [h] : v}}\n", "header name is not a string"},
   };
   for (const auto& [yaml, want] : cases) {
     auto c = ParseWebConfig(yaml, "web.yml");
