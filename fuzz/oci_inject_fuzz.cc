@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "src/base/json.h"
 #include "src/container/oci_inject.h"
 
 namespace {
@@ -33,13 +34,17 @@ containerEdits:
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const gpunode::container::SpecRegistry registry = Registry();
-  auto config = nlohmann::ordered_json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) return 0;
+  // As the shim reads it: nesting limit, linear time, no exceptions.
+  auto parsed = gpunode::ParseOrderedJson(
+      absl::string_view(reinterpret_cast<const char*>(data), size), "config.json");
+  if (!parsed.ok()) return 0;
+  nlohmann::ordered_json config = *std::move(parsed);
   auto request = gpunode::container::RequestedDevices(config, "nvidia.com/gpu");
   if (!request.ok()) return 0;
   auto no_stat = [](const std::string& path) -> gpunode::StatusOr<gpunode::container::HostNodeInfo> {
     return absl::NotFoundError(path);
   };
   (void)gpunode::container::InjectDevices(config, registry, *request, "nvidia.com/gpu", no_stat);
+  (void)gpunode::DumpJson(config);
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "sim/support/profile.h"
 
+#include "src/base/yaml.h"
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -1068,8 +1069,9 @@ StatusOr<NodeProfile> ParseProfile(std::string_view text, std::string_view origi
         str::Cat("profile ", origin, ": larger than ", kMaxProfileBytes, " bytes"));
   }
   try {
-    YAML::Node root = YAML::Load(std::string(text));
-    return ParseTree(root, origin);
+    auto loaded = LoadYaml(absl::string_view(text.data(), text.size()), str::Cat("profile ", origin));  // nesting limit; never throws
+    if (!loaded.ok()) return loaded.status();
+    return ParseTree(*loaded, origin);
   } catch (const YAML::Exception& e) {
     std::string where =
         e.mark.is_null() ? ""

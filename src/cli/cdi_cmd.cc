@@ -19,7 +19,6 @@
 namespace gpunode::cli {
 namespace {
 
-constexpr int kExitFailed = 2;
 
 struct GenerateOptions {
   std::string output;  // "" = default path under the host root; "-" = stdout
@@ -77,12 +76,29 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
     std::cout << text;
     return kExitOk;
   }
-  std::string path = opts.output;
-  if (path.empty()) path = generated->default_path;
-  if (Status st = container::WriteFileAtomically(path, text, 0644); !st.ok()) {
-    PrintError(st);
-    return kExitFailed;
+  // The default spec belongs to the host: written inside --host-root (through its symlinks, such as
+  // /var/run -> /run, never out of it). --output names a file on this machine.
+  auto host = HostFs::Open(generated->host_root);
+  if (!host.ok()) {
+    PrintError(host.status());
+    return kExitUsage;
   }
+  const bool to_host = opts.output.empty();
+  const HostFs fs = to_host ? *host : HostFs::Local();
+  std::string target = to_host ? std::string(container::kDefaultSpecPath) : opts.output;
+  if (target.front() != '/') {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) target = absl::StrCat(cwd, "/", target);
+  }
+  WriteOptions w;
+  w.mode = 0644;
+  w.keep_mode = false;
+  auto written = fs.WriteFileAtomically(target, text, w);
+  if (!written.ok()) {
+    PrintError(written.status());
+    return absl::IsFailedPrecondition(written.status()) ? kExitUsage : kExitFailed;
+  }
+  const std::string path = to_host ? host->Resolve(*written) : *written;
   std::cerr << "wrote " << path << ": " << built->spec.devices.size() << " devices, driver " << files->version
             << ", cdiVersion " << built->spec.cdi_version << " (names: gpunode cdi list " << path << ")\n";
   return kExitOk;
@@ -212,7 +228,8 @@ StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std:
   GeneratedSpec out;
   GPUNODE_ASSIGN_OR_RETURN(out.files, container::DiscoverDriverFiles(session->fs(), inv, {driver_root}));
   GPUNODE_ASSIGN_OR_RETURN(out.built, container::BuildSpec(inv, out.files, build));
-  out.default_path = session->fs().Resolve(container::kDefaultSpecPath);
+  out.host_root = session->fs().root();
+  out.session = std::move(session);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "src/cli/common.h"
 
+#include "src/base/json.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -73,7 +75,7 @@ void EmitYaml(YAML::Emitter& out, const nlohmann::ordered_json& j) {
       out << YAML::Null;
       break;
     default:
-      out << j.dump();
+      out << DumpJson(j);
   }
 }
 
@@ -166,7 +168,7 @@ void PrintDocument(const nlohmann::ordered_json& doc, OutputFormat format) {
   if (format == OutputFormat::kYaml) {
     std::cout << ToYaml(doc);
   } else {
-    std::cout << doc.dump(2) << "\n";
+    std::cout << DumpJson(doc, 2) << "\n";
   }
 }
 

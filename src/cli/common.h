@@ -20,7 +20,8 @@ namespace gpunode::cli {
 
 // Exit codes shared by all commands (doctor and compat add 1 and 2 for their verdicts).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 3;  // bad flags, malformed input, unusable files
+inline constexpr int kExitFailed = 2;  // the operation failed (I/O, a server, a conflicting writer)
+inline constexpr int kExitUsage = 3;   // bad flags, malformed input, unusable or refused files
 
 enum class OutputFormat { kTable, kJson, kYaml };
 
@@ -93,7 +94,8 @@ StatusOr<bench::BenchReport> RunBenchOnSession(const NodeSession& session,
 struct GeneratedSpec {
   container::DriverFiles files;
   container::BuildResult built;
-  std::string default_path;  // /var/run/cdi/nvidia.yaml under the host root
+  std::string host_root;  // the root of the node the spec is for (a simulated node's host root too)
+  std::shared_ptr<NodeSession> session;  // keeps a simulated node's host root alive
 };
 StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std::string& driver_root,
                                          const container::BuildOptions& build);

@@ -30,7 +30,6 @@
 namespace gpunode::cli {
 namespace {
 
-constexpr int kExitFailed = 2;
 constexpr char kDefaultPodResourcesSocket[] = "/var/lib/kubelet/pod-resources/kubelet.sock";
 
 struct ExporterFlags {

@@ -1,5 +1,6 @@
 // gpunode labels: gpu-feature-discovery's node labels (and gpunode's own) for this node, printed
 // or written as node-feature-discovery's features file, once or every interval (docs/labels.md).
+#include <climits>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,7 +28,6 @@ extern char** environ;
 namespace gpunode::cli {
 namespace {
 
-constexpr int kExitFailed = 2;
 constexpr char kDefaultOutput[] = "/etc/kubernetes/node-feature-discovery/features.d/gpunode";
 
 struct LabelsFlags {
@@ -88,7 +88,9 @@ StatusOr<std::string> ReadExplicitFile(const std::string& path) {
 // Where the labels go: stdout, or a file.
 struct Sink {
   bool to_stdout = false;
-  std::string path;
+  std::string root = "/";  // the host root for the default file, "/" for a file the user names
+  std::string path;        // a path below `root`
+  std::string shown;       // the path on this machine, for messages
 };
 
 // The configuration with GFD's precedence: flag, then environment (GFD_* before the plugin's
@@ -163,6 +165,11 @@ StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags
   }
   if (config.gfd_output_file != kDefaultOutput) {
     sink.path = config.gfd_output_file;
+    if (sink.path.front() != '/') {
+      char cwd[PATH_MAX];
+      if (::getcwd(cwd, sizeof cwd) != nullptr) sink.path = absl::StrCat(cwd, "/", sink.path);
+    }
+    sink.shown = sink.path;
     return sink;
   }
   if (simulated) {
@@ -171,7 +178,9 @@ StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags
         "name a file with --output FILE, or use --print");
   }
   GPUNODE_ASSIGN_OR_RETURN(HostFs fs, HostFs::Open(global.host_root));
-  sink.path = fs.Resolve(kDefaultOutput);
+  sink.root = fs.root();
+  sink.path = kDefaultOutput;
+  sink.shown = fs.Resolve(kDefaultOutput);
   return sink;
 }
 
@@ -258,7 +267,7 @@ class Labeller {
     if (int rc = Label(/*first=*/true); rc != kExitOk) return rc;
     if (once) return kExitOk;
     if (!sink_.to_stdout)
-      std::cerr << "wrote " << sink_.path << "; relabelling every " << IntervalText() << "\n";
+      std::cerr << "wrote " << sink_.shown << "; relabelling every " << IntervalText() << "\n";
 
     while (true) {
       siginfo_t info;
@@ -340,8 +349,7 @@ class Labeller {
       }
       return kExitOk;
     }
-    Status st =
-        container::WriteFileAtomically(sink_.path, plugin::RenderFeaturesFile(set.labels), 0644);
+    Status st = WriteSink(plugin::RenderFeaturesFile(set.labels));
     if (!st.ok()) {
       if (first) {
         PrintError(st);
@@ -352,15 +360,24 @@ class Labeller {
     }
     written_ = true;
     if (first && (flags_.print || config_->gfd_oneshot)) {
-      std::cerr << "wrote " << sink_.path << ": " << set.labels.size() << " labels\n";
+      std::cerr << "wrote " << sink_.shown << ": " << set.labels.size() << " labels\n";
     }
     return kExitOk;
   }
 
+  Status WriteSink(const std::string& text) const {
+    GPUNODE_ASSIGN_OR_RETURN(HostFs fs, HostFs::Open(sink_.root));
+    WriteOptions w;
+    w.mode = 0644;
+    w.keep_mode = false;
+    return fs.WriteFileAtomically(sink_.path, text, w).status();
+  }
+
   void RemoveOutput() {
     if (sink_.to_stdout || !written_) return;
-    if (::unlink(sink_.path.c_str()) != 0 && errno != ENOENT) {
-      PrintError(ErrnoToStatus(errno, "remove", sink_.path));
+    auto fs = HostFs::Open(sink_.root);
+    if (Status st = fs.ok() ? fs->RemoveFile(sink_.path) : fs.status(); !st.ok()) {
+      PrintError(st);
     }
   }
 

@@ -6,7 +6,25 @@
 
 #include "src/cli/common.h"
 
+namespace {
+int Main(int argc, char** argv);
+}  // namespace
+
+// Every error below main is a Status; an exception that still arrives here (a library call that
+// was not wrapped) is a gpunode bug: reported as such, exit 2, never an abort.
 int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal error (a gpunode bug; please report it): " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "error: internal error (a gpunode bug; please report it): unknown exception\n";
+  }
+  return gpunode::cli::kExitFailed;
+}
+
+namespace {
+int Main(int argc, char** argv) {
   using namespace gpunode::cli;
   // The OCI runtime shim takes runc's arguments, which CLI11 must not see: as
   // `gpunode oci-runtime ...`, or as gpunode installed under the shim's name.
@@ -80,3 +98,4 @@ int main(int argc, char** argv) {
   }
   return exit_code;
 }
+}  // namespace

@@ -32,6 +32,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "src/base/host_fs.h"
+#include "src/base/json.h"
 #include "src/cli/common.h"
 #include "src/container/oci_inject.h"
 
@@ -161,9 +163,9 @@ class ShimLog {
     std::ofstream out(call_.log_file, std::ios::app);
     const std::string full = absl::StrCat("gpunode oci-runtime: ", msg);
     if (call_.log_format == "json") {
-      out << nlohmann::json{{"level", "error"}, {"msg", full}, {"time", Now()}}.dump() << "\n";
+      out << DumpJson(nlohmann::json{{"level", "error"}, {"msg", full}, {"time", Now()}}) << "\n";
     } else {
-      out << "time=\"" << Now() << "\" level=error msg=" << nlohmann::json(full).dump() << "\n";
+      out << "time=\"" << Now() << "\" level=error msg=" << DumpJson(nlohmann::json(full)) << "\n";
     }
   }
 
@@ -197,12 +199,14 @@ std::string RealPath(const std::string& p) {
 
 Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log) {
   const std::string config_path = call.bundle + "/config.json";
-  std::ifstream in(config_path, std::ios::binary);
-  if (!in) return ErrnoToStatus(errno, "read the bundle's", config_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto config = nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not valid JSON"));
+  // The bundle is runc's, not the host root's: a path on this machine. Read with the nesting limit
+  // and in linear time (a hostile image's config must not crash or stall the shim).
+  const HostFs local = HostFs::Local();
+  auto file = local.ReadVersioned(config_path);
+  if (!file.ok()) return Annotate(file.status(), "read the bundle's config");
+  if (!file->identity.exists) return absl::NotFoundError(absl::StrCat("read the bundle's ", config_path, ": no such file"));
+  GPUNODE_ASSIGN_OR_RETURN(nlohmann::ordered_json config, ParseOrderedJson(file->text, config_path));
+  if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not a JSON object"));
 
   GPUNODE_ASSIGN_OR_RETURN(container::DeviceRequest request,
                            container::RequestedDevices(config, kDefaultKind));
@@ -229,13 +233,13 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
   }
   GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
                            container::InjectDevices(config, registry, request, kDefaultKind));
-  if (result.devices.empty() && result.specs.empty()) {
-    log.Info(absl::StrCat(call.bundle, ": already injected; spec untouched"));
+  if (!result.changed) {
+    log.Info(absl::StrCat(call.bundle, ": every requested edit is already in the spec; spec untouched"));
     return absl::OkStatus();
   }
-  struct stat st;
-  const uint32_t mode = ::stat(config_path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0644;
-  GPUNODE_RETURN_IF_ERROR(container::WriteFileAtomically(config_path, config.dump(), mode, /*durable=*/false));
+  WriteOptions w;
+  w.durable = false;  // the bundle lives as long as the container
+  GPUNODE_RETURN_IF_ERROR(local.WriteFileAtomically(config_path, DumpJson(config), w).status());
   log.Info(absl::StrCat(call.command, " ", call.bundle, ": ", request.source, " -> injected ",
                         result.devices.empty() ? std::string("the driver only")
                                                : absl::StrJoin(result.devices, ", "),

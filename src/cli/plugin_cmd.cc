@@ -29,7 +29,6 @@ extern char** environ;
 namespace gpunode::cli {
 namespace {
 
-constexpr int kExitFailed = 2;
 
 struct PluginFlags {
   std::string kubelet_dir = plugin::kDefaultPluginDir;

@@ -1,5 +1,8 @@
 // gpunode runtime configure: add an `nvidia` runtime to Docker, containerd or CRI-O's config.
+#include <climits>
 #include <iostream>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "src/cli/common.h"
@@ -16,7 +19,51 @@ struct ConfigureOptions {
   bool set_as_default = false;
   bool cdi = false;
   bool dry_run = false;
+  bool restore = false;
+  std::string backup_dir;  // "" = /var/lib/gpunode/backups under --host-root
 };
+
+// Bad input or a file we refuse to touch: 3. The write itself failed, or another program kept
+// changing the file: 2.
+int ExitCodeOf(const Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+      return kExitUsage;
+    default:
+      return kExitFailed;
+  }
+}
+
+int RunRestore(const HostFs& fs, const std::string& path, const std::string& backup_dir, OutputFormat format) {
+  auto result = container::RestoreRuntimeConfig(fs, path, backup_dir);
+  if (!result.ok()) {
+    PrintError(result.status());
+    return ExitCodeOf(result.status());
+  }
+  if (format != OutputFormat::kTable) {
+    nlohmann::ordered_json doc;
+    doc["apiVersion"] = "gpunode/v1";
+    doc["kind"] = "RuntimeRestoreResult";
+    doc["config"] = fs.Resolve(result->path);
+    doc["restoredFrom"] = result->restored.path;
+    doc["restoredTime"] = result->restored.time;
+    doc["removed"] = result->removed;
+    doc["backup"] = result->backup_path;
+    PrintDocument(doc, format);
+    return kExitOk;
+  }
+  if (result->removed) {
+    std::cout << "removed " << fs.Resolve(result->path) << " (it did not exist before gpunode's change of "
+              << result->restored.time << ")";
+  } else {
+    std::cout << "restored " << fs.Resolve(result->path) << " from " << result->restored.path;
+  }
+  std::cout << "\n(the state before this restore: " << result->backup_path
+            << ")\nRestart the container engine to use it (gpunode restarts nothing).\n";
+  return kExitOk;
+}
 
 int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
   auto format = ParseOutputFormat(global.output);
@@ -41,19 +88,35 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
                             " needs an absolute path"));
     return kExitUsage;
   }
-  std::string path = opts.config;
-  if (path.empty()) {
-    auto fs = HostFs::Open(global.host_root);
-    if (!fs.ok()) {
-      PrintError(fs.status());
+  auto host = HostFs::Open(global.host_root);
+  if (!host.ok()) {
+    PrintError(host.status());
+    return kExitUsage;
+  }
+  // The default file is a host path (below --host-root); --config names a file on this machine.
+  const HostFs fs = opts.config.empty() ? *host : HostFs::Local();
+  std::string path = opts.config.empty() ? container::DefaultConfigPath(*kind) : opts.config;
+  if (!opts.config.empty() && path.front() != '/') {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) path = absl::StrCat(cwd, "/", path);
+  }
+  std::string backup_dir = opts.backup_dir;
+  if (backup_dir.empty()) {
+    auto dir = host->LocalPath(container::kBackupDir, /*follow_last=*/true, /*strict=*/true);
+    if (!dir.ok()) {
+      PrintError(dir.status());
       return kExitUsage;
     }
-    path = fs->Resolve(container::DefaultConfigPath(*kind));
+    backup_dir = *dir;
   }
-  auto result = container::ApplyRuntimeConfig(path, options, opts.dry_run);
+  if (opts.restore) return RunRestore(fs, path, backup_dir, *format);
+  container::ApplyOptions apply;
+  apply.dry_run = opts.dry_run;
+  apply.backup_dir = backup_dir;
+  auto result = container::ApplyRuntimeConfig(fs, path, options, apply);
   if (!result.ok()) {
     PrintError(result.status());
-    return kExitUsage;
+    return ExitCodeOf(result.status());
   }
   for (const std::string& w : result->warnings) std::cerr << "warning: " << w << "\n";
   if (*format != OutputFormat::kTable) {
@@ -61,17 +124,18 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
     doc["apiVersion"] = "gpunode/v1";
     doc["kind"] = "RuntimeConfigureResult";
     doc["runtime"] = container::RuntimeKindName(*kind);
-    doc["config"] = result->path;
+    doc["config"] = fs.Resolve(result->path);  // the file written (a symlink's target)
     doc["changed"] = result->changed;
     doc["created"] = result->created;
     doc["dryRun"] = opts.dry_run;
     if (!result->backup_path.empty()) doc["backup"] = result->backup_path;
+    if (result->attempts > 1) doc["attempts"] = result->attempts;
     if (!result->diff.empty()) doc["diff"] = result->diff;
     PrintDocument(doc, *format);
     return kExitOk;
   }
   if (!result->changed) {
-    std::cout << result->path << ": already configured (" << opts.runtime_name << " runtime for "
+    std::cout << fs.Resolve(result->path) << ": already configured (" << opts.runtime_name << " runtime for "
               << opts.runtime << "); nothing changed\n";
     return kExitOk;
   }
@@ -79,7 +143,7 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
     std::cout << result->diff;
     return kExitOk;
   }
-  std::cout << (result->created ? "created " : "updated ") << result->path;
+  std::cout << (result->created ? "created " : "updated ") << fs.Resolve(result->path);
   if (!result->backup_path.empty()) std::cout << " (backup: " << result->backup_path << ")";
   std::cout << "\nRestart " << opts.runtime << " to use the " << opts.runtime_name
             << " runtime (gpunode restarts nothing).\n";
@@ -113,6 +177,12 @@ void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                       "Enable CDI in the engine (docker features.cdi, containerd enable_cdi)");
   configure->add_flag("--dry-run", opts->dry_run,
                       "Print the change as a unified diff; write nothing");
+  configure->add_flag("--restore", opts->restore,
+                      "Put back the file as it was before gpunode's last change (from the backup "
+                      "folder); the current file is backed up first");
+  configure->add_option("--backup-dir", opts->backup_dir,
+                        "Where backups are kept (default /var/lib/gpunode/backups under --host-root; "
+                        "one file per change, never in a drop-in folder)");
   configure->callback([&global, opts, exit_code] { *exit_code = RunConfigure(global, *opts); });
 }
 

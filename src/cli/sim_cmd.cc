@@ -1,6 +1,7 @@
 // gpunode sim: the simulated nodes (list the built-in profiles, write a fixture host root).
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -90,17 +91,12 @@ int RunCapture(const GlobalOptions& global, const CaptureOptions& opts) {
     std::cout << text;
     return kExitOk;
   }
-  std::string tmp = opts.output + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) {
-      PrintError("write " + tmp + ": failed");
-      return kExitUsage;
-    }
-  }
-  if (std::rename(tmp.c_str(), opts.output.c_str()) != 0) {
-    PrintError("rename " + tmp + " to " + opts.output + ": failed");
+  std::string target = opts.output;
+  if (target.front() != '/') target = std::filesystem::absolute(target).string();
+  WriteOptions w;
+  w.keep_mode = false;
+  if (auto written = HostFs::Local().WriteFileAtomically(target, text, w); !written.ok()) {
+    PrintError(written.status());
     return kExitUsage;
   }
   std::cerr << "wrote " << opts.output << "\n";

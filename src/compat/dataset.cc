@@ -1,5 +1,6 @@
 #include "src/compat/dataset.h"
 
+#include "src/base/yaml.h"
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -568,7 +569,9 @@ StatusOr<CompatData> ParseCompatData(absl::string_view yaml_text, absl::string_v
   CompatData d;
   d.origin = std::string(origin);
   try {
-    YAML::Node root = YAML::Load(std::string(yaml_text));
+    auto loaded = LoadYaml(yaml_text, origin);  // nesting limit; never throws
+    if (!loaded.ok()) return loaded.status();
+    YAML::Node root = *std::move(loaded);
     if (!root.IsDefined() || root.IsNull()) {
       return absl::InvalidArgumentError(absl::StrCat(origin, ": the file is empty"));
     }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 
+#include "src/base/json.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -70,29 +71,13 @@ std::string Basename(absl::string_view path) {
   return std::string(slash == absl::string_view::npos ? path : path.substr(slash + 1));
 }
 
-// "/a/./b/../c" -> "/a/c" (lexically; the path is absolute).
-std::string Normalize(absl::string_view path) {
-  std::vector<absl::string_view> parts;
-  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
-    if (p == ".") continue;
-    if (p == "..") {
-      if (!parts.empty()) parts.pop_back();
-      continue;
-    }
-    parts.push_back(p);
-  }
-  return absl::StrCat("/", absl::StrJoin(parts, "/"));
-}
-
-// Follows symlinks of `path` (inside the driver root) to the final file, at most 16 hops.
+// Follows the symlinks of `path` inside the driver root (HostFs's in-root walk: an absolute link
+// target starts at the driver root) to the final file, which must exist.
 StatusOr<std::string> ResolveInRoot(const HostFs& fs, const std::string& root, std::string path) {
-  for (int hop = 0; hop < 16; ++hop) {
-    GPUNODE_ASSIGN_OR_RETURN(FileInfo info, fs.Stat(JoinRoot(root, path)));
-    if (info.type != FileType::kSymlink) return path;
-    GPUNODE_ASSIGN_OR_RETURN(std::string target, fs.ReadLink(JoinRoot(root, path)));
-    path = Normalize(absl::StartsWith(target, "/") ? target : absl::StrCat(Dirname(path), "/", target));
-  }
-  return absl::FailedPreconditionError(absl::StrCat("resolve ", path, ": too many levels of symbolic links"));
+  GPUNODE_ASSIGN_OR_RETURN(HostFs sub, fs.Sub(root));
+  GPUNODE_ASSIGN_OR_RETURN(std::string real, sub.RealPath(path));
+  GPUNODE_RETURN_IF_ERROR(sub.Stat(real).status());
+  return real;
 }
 
 bool IsDriverLibrary(absl::string_view soname) {
@@ -236,6 +221,10 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
       if (!names.ok()) continue;
       for (const std::string& name : *names) {
         if (!absl::StartsWith(name, "lib") || !absl::EndsWith(name, suffix)) continue;
+        if (!IsValidUtf8(name)) {  // a spec is a JSON document: it cannot name this file
+          f.warnings.push_back(absl::StrCat("skipped a file in ", sub, " whose name is not UTF-8"));
+          continue;
+        }
         auto st = fs.Stat(JoinRoot(root, sub + "/" + name));
         if (st.ok() && st->type == FileType::kRegular) libraries.insert(sub + "/" + name);
       }
@@ -288,6 +277,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   const std::string fw_dir = "/lib/firmware/nvidia/" + f.version;
   if (auto names = fs.ListDir(JoinRoot(root, fw_dir)); names.ok()) {
     for (const std::string& name : *names) {
+      if (!IsValidUtf8(name)) continue;
       if (absl::StartsWith(name, "gsp") && absl::EndsWith(name, ".bin")) f.firmware.push_back(fw_dir + "/" + name);
     }
   }
@@ -459,48 +449,6 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
     return absl::InternalError(s.message());
   }
   return result;
-}
-
-Status WriteFileAtomically(const std::string& path, absl::string_view content, uint32_t mode,
-                           bool durable) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    fs::create_directories(dir, ec);
-    if (ec) return ErrnoToStatus(ec.value(), "create directory", dir.string());
-  }
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return ErrnoToStatus(errno, "create temporary file in", dir.string());
-  auto fail = [&](int err, absl::string_view op) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(err, op, tmp);
-  };
-  if (::fchmod(fd, mode) != 0) return fail(errno, "chmod");
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno, "write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (durable && ::fsync(fd) != 0) return fail(errno, "fsync");
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(err, "close", tmp);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(err, "rename to", path);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace gpunode::container

@@ -86,12 +86,6 @@ struct BuildResult {
 StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& files,
                                 const BuildOptions& options);
 
-// Writes `content` to `path` atomically: a temporary file in the same directory (created with
-// `mode`), fsync, rename over `path`. On any failure the old file is untouched and the temporary
-// removed. Creates the parent directory (0755) when missing. `durable` = false skips the fsync
-// (for files that do not outlive a crash, such as a container bundle's config.json).
-Status WriteFileAtomically(const std::string& path, absl::string_view content, uint32_t mode = 0644,
-                           bool durable = true);
 
 }  // namespace gpunode::container
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "src/base/json.h"
+#include "src/base/yaml.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -120,7 +122,7 @@ void EmitYaml(YAML::Emitter& out, const ojson& j) {
       out << (j.get<bool>() ? "true" : "false");
       break;
     default:
-      out << j.dump();
+      out << DumpJson(j);
   }
 }
 
@@ -153,6 +155,7 @@ class Walker {
     for (const auto& kv : n) {
       if (!kv.first.IsScalar()) return Error(path, "a key is not a string");
       std::string key = kv.first.Scalar();
+      if (!IsValidUtf8(key)) return Error(path, "a key is not valid UTF-8");
       bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; });
       if (!ok) {
         return Error(Join(path, key), absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "), ")"));
@@ -180,6 +183,7 @@ class Walker {
       return Error(path, absl::StrCat("expected a string, got the unquoted value ", n.Scalar(),
                                       " (quote it: \"", n.Scalar(), "\")"));
     }
+    if (!IsValidUtf8(n.Scalar())) return Error(path, "not valid UTF-8 (CDI strings are UTF-8)");
     *out = n.Scalar();
     return absl::OkStatus();
   }
@@ -217,6 +221,7 @@ class Walker {
     if (!n.IsMap()) return Error(path, absl::StrCat("expected a mapping of strings, got ", KindOf(n)));
     for (const auto& kv : n) {
       if (!kv.first.IsScalar()) return Error(path, "a key is not a string");
+      if (!IsValidUtf8(kv.first.Scalar())) return Error(path, "a key is not valid UTF-8");
       std::string v;
       GPUNODE_RETURN_IF_ERROR(String(kv.second, Join(path, kv.first.Scalar()), &v));
       (*out)[kv.first.Scalar()] = v;
@@ -510,6 +515,29 @@ std::string CheckDeviceName(absl::string_view name) {
   return "";
 }
 
+namespace {
+// Every key and string of the spec must be UTF-8 (CDI specs are JSON documents; a runtime or our
+// own JSON writer cannot carry anything else). The problem names the place, not the bytes.
+void Utf8Problems(const ojson& doc, std::vector<std::string>* out) {
+  std::vector<std::pair<const ojson*, std::string>> stack{{&doc, ""}};
+  while (!stack.empty()) {
+    auto [j, path] = stack.back();
+    stack.pop_back();
+    if (j->is_string()) {
+      if (!IsValidUtf8(j->get_ref<const std::string&>())) out->push_back(absl::StrCat(path, ": not valid UTF-8"));
+    } else if (j->is_object()) {
+      for (auto it = j->begin(); it != j->end(); ++it) {
+        const bool key_ok = IsValidUtf8(it.key());
+        if (!key_ok) out->push_back(absl::StrCat(path.empty() ? "(top)" : path, ": a key is not valid UTF-8"));
+        stack.emplace_back(&it.value(), path.empty() ? (key_ok ? it.key() : "?") : absl::StrCat(path, ".", key_ok ? it.key() : "?"));
+      }
+    } else if (j->is_array()) {
+      for (size_t i = 0; i < j->size(); ++i) stack.emplace_back(&(*j)[i], absl::StrCat(path, "[", i, "]"));
+    }
+  }
+}
+}  // namespace
+
 std::vector<std::string> SpecProblems(const Spec& spec) {
   std::vector<std::string> out;
   std::string version = spec.cdi_version;
@@ -548,6 +576,7 @@ std::vector<std::string> SpecProblems(const Spec& spec) {
     EditsProblems(d.edits, p + ".containerEdits", &out);
   }
   EditsProblems(spec.edits, "containerEdits", &out);
+  Utf8Problems(SpecToJson(spec), &out);
   return out;
 }
 
@@ -581,13 +610,14 @@ std::string RenderSpecYaml(const Spec& spec) {
   return absl::StrCat("---\n", out.c_str(), "\n");
 }
 
-std::string RenderSpecJson(const Spec& spec) { return SpecToJson(spec).dump(2) + "\n"; }
+std::string RenderSpecJson(const Spec& spec) { return DumpJson(SpecToJson(spec), 2) + "\n"; }
 
 StatusOr<Spec> ParseSpec(absl::string_view text, absl::string_view origin) {
   Walker walker(origin);
+  auto root = LoadYaml(text, origin);
+  if (!root.ok()) return root.status();
   try {
-    YAML::Node root = YAML::Load(std::string(text));
-    return walker.Parse(root);
+    return walker.Parse(*root);
   } catch (const YAML::Exception& e) {
     return walker.Error("", absl::StrCat("not YAML or JSON: ", e.what()));
   } catch (const std::exception& e) {

@@ -141,7 +141,8 @@ Status ApplyDeviceNode(Json& config, const cdi::DeviceNode& node, const StatHost
     if (major) rule["major"] = *major;
     if (minor) rule["minor"] = *minor;
     rule["access"] = node.permissions.empty() ? "rwm" : node.permissions;
-    ArrayAt(ObjectAt(linux_, "resources"), "devices").push_back(std::move(rule));
+    Json& rules = ArrayAt(ObjectAt(linux_, "resources"), "devices");
+    if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(std::move(rule));
   }
   return absl::OkStatus();
 }
@@ -183,7 +184,8 @@ void ApplyHook(Json& config, const cdi::Hook& hook) {
   if (!hook.args.empty()) h["args"] = hook.args;
   if (!hook.env.empty()) h["env"] = hook.env;
   if (hook.timeout) h["timeout"] = *hook.timeout;
-  ArrayAt(ObjectAt(config, "hooks"), hook.hook_name.c_str()).push_back(std::move(h));
+  Json& hooks = ArrayAt(ObjectAt(config, "hooks"), hook.hook_name.c_str());
+  if (std::find(hooks.begin(), hooks.end(), h) == hooks.end()) hooks.push_back(std::move(h));
 }
 
 }  // namespace
@@ -345,7 +347,9 @@ Status ApplyContainerEdits(Json& config, const cdi::ContainerEdits& edits, const
   if (!edits.env.empty()) {
     Json& process = ObjectAt(config, "process");
     Json& env = ArrayAt(process, "env");
-    for (const std::string& e : edits.env) env.push_back(e);
+    for (const std::string& e : edits.env) {
+      if (std::find(env.begin(), env.end(), Json(e)) == env.end()) env.push_back(e);
+    }
   }
   for (const cdi::DeviceNode& node : edits.device_nodes) {
     GPUNODE_RETURN_IF_ERROR(ApplyDeviceNode(config, node, stat_node));
@@ -383,10 +387,9 @@ StatusOr<InjectResult> InjectDevices(Json& config, const SpecRegistry& registry,
                                      const StatHostNode& stat_node) {
   InjectResult result;
   if (request.Empty()) return result;
-  if (config.contains("annotations") && config["annotations"].is_object() &&
-      config["annotations"].contains(kInjectedAnnotation)) {
-    return result;  // already done by an earlier pass
-  }
+  // The annotation of an earlier pass is only a hint (an image can carry it): every edit is
+  // applied again, idempotently, so what is already there stays once and what is missing is added.
+  const Json before = config;
   std::vector<SpecRegistry::Resolved> resolved;
   for (const std::string& name : request.devices) {
     auto r = registry.Resolve(name);
@@ -425,6 +428,7 @@ StatusOr<InjectResult> InjectDevices(Json& config, const SpecRegistry& registry,
   }
   ObjectAt(config, "annotations")[kInjectedAnnotation] =
       result.devices.empty() ? std::string("none") : absl::StrJoin(result.devices, ",");
+  result.changed = config != before;
   return result;
 }
 

@@ -90,12 +90,15 @@ Status ApplyContainerEdits(nlohmann::ordered_json& config, const cdi::ContainerE
 struct InjectResult {
   std::vector<std::string> devices;  // the qualified names injected
   std::vector<std::string> specs;    // origins of the specs used
+  bool changed = false;              // false: every edit (and the annotation) was already there
 };
 
 // Steps 2+3 for a request: resolves every name (NotFound/FailedPrecondition with the fix when one
 // cannot be resolved), applies spec-level then device edits, and records the names in the
-// annotation kInjectedAnnotation. A config that already carries that annotation is left alone
-// (a second pass through the shim must not inject twice).
+// annotation kInjectedAnnotation. That annotation is a record, never trusted: every edit is
+// applied idempotently (env entries, cgroup rules and hooks are not repeated; device nodes and
+// mounts replace the entry at the same path), so a second pass changes nothing and a config that
+// merely carries the annotation still gets its devices.
 StatusOr<InjectResult> InjectDevices(nlohmann::ordered_json& config, const SpecRegistry& registry,
                                      const DeviceRequest& request, absl::string_view default_kind,
                                      const StatHostNode& stat_node = LstatHostNode);

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "src/base/json.h"
 
 // toml++ is used header-only, without exceptions: parse() returns a parse_result.
 #define TOML_EXCEPTIONS 0
@@ -491,26 +494,8 @@ StatusOr<EditResult> EditDockerConfig(absl::string_view text, const RuntimeConfi
   EditResult result;
   Json doc = Json::object();
   if (!absl::StripAsciiWhitespace(text).empty()) {
-    try {
-      doc = Json::parse(text.begin(), text.end());
-    } catch (const Json::parse_error& e) {
-      // Byte offset -> line and column.
-      size_t off = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-      size_t line = 1, col = 1;
-      for (size_t i = 0; i < off; ++i) {
-        if (text[i] == '\n') {
-          ++line;
-          col = 1;
-        } else {
-          ++col;
-        }
-      }
-      std::string what = e.what();
-      size_t colon = what.rfind(": ");
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parse ", source_name, ": line ", line, ", column ", col, ": ",
-          colon == std::string::npos ? what : what.substr(colon + 2)));
-    }
+    // Linear in the size of the file (100 000 keys: milliseconds), nesting limited, no exception.
+    GPUNODE_ASSIGN_OR_RETURN(doc, ParseOrderedJson(text, absl::StrCat("parse ", source_name)));
     if (!doc.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat("parse ", source_name, ": not a JSON object"));
     }
@@ -552,7 +537,7 @@ StatusOr<EditResult> EditDockerConfig(absl::string_view text, const RuntimeConfi
       break;
     }
   }
-  result.text = doc.dump(indent, indent_char) + "\n";
+  result.text = DumpJson(doc, indent, indent_char) + "\n";
   return result;
 }
 
@@ -769,153 +754,161 @@ std::string UnifiedDiff(absl::string_view old_text, absl::string_view new_text,
 
 namespace {
 
-Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = ::write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "write", path);
-    }
-    off += static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
+std::string BackupTime() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  ::gmtime_r(&ts.tv_sec, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
+  return buf;
 }
 
-StatusOr<std::string> ReadWhole(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(errno, "read", path);
-  std::string out;
-  char buf[65536];
-  while (true) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      return ErrnoToStatus(e, "read", path);
-    }
-    if (r == 0) break;
-    out.append(buf, static_cast<size_t>(r));
-    if (out.size() > (16u << 20)) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("read ", path, ": larger than 16 MiB"));
-    }
-  }
-  ::close(fd);
-  return out;
+std::string TimeOf(int64_t sec) {
+  struct tm tm;
+  const time_t t = static_cast<time_t>(sec);
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d%02d%02dT%02d%02d%02d.000000Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return buf;
 }
 
-Status MakeDirs(const std::string& dir) {
-  if (dir.empty() || dir == "/") return absl::OkStatus();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("create ", dir, ": not a directory"));
-  }
-  size_t slash = dir.rfind('/');
-  if (slash != std::string::npos && slash > 0) {
-    GPUNODE_RETURN_IF_ERROR(MakeDirs(dir.substr(0, slash)));
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoToStatus(errno, "create directory", dir);
-  }
-  return absl::OkStatus();
+// <backup_dir>/<config path> (the config's real path keeps backups of different files apart).
+std::string BackupStem(const std::string& real_host_path, const std::string& backup_dir) {
+  return absl::StrCat(backup_dir, real_host_path);
 }
 
-std::string DirOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
+// Writes a backup of one version of the config; returns its local path.
+StatusOr<std::string> WriteBackup(const std::string& stem, const std::string& time, bool exists,
+                                  absl::string_view text, uint32_t mode) {
+  const HostFs local = HostFs::Local();
+  WriteOptions o;
+  o.mode = exists ? mode : 0644;
+  o.keep_mode = false;
+  const std::string path = absl::StrCat(stem, ".", time, exists ? "" : ".absent");
+  GPUNODE_RETURN_IF_ERROR(local.WriteFileAtomically(path, exists ? text : absl::string_view(), o).status());
+  return path;
 }
 
-// Writes `data` to a new temp file next to `path` with mode/owner; returns its name.
-StatusOr<std::string> WriteTemp(const std::string& path, absl::string_view data, mode_t mode,
-                                const struct stat* owner, std::vector<std::string>* warnings) {
-  std::string tmpl = path + ".gpunode.tmp.XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  int fd = ::mkstemp(buf.data());
-  if (fd < 0) return ErrnoToStatus(errno, "create a temporary file in", DirOf(path));
-  std::string tmp(buf.data());
-  auto fail = [&](Status s) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  };
-  if (Status s = WriteAll(fd, data, tmp); !s.ok()) return fail(s);
-  if (::fchmod(fd, mode) != 0) return fail(ErrnoToStatus(errno, "chmod", tmp));
-  if (owner != nullptr && (owner->st_uid != ::geteuid() || owner->st_gid != ::getegid()) &&
-      ::fchown(fd, owner->st_uid, owner->st_gid) != 0 && warnings != nullptr) {
-    warnings->push_back(absl::StrCat("could not keep the owner of ", path, " (uid ",
-                                     owner->st_uid, ", gid ", owner->st_gid, ")"));
-  }
-  if (::fsync(fd) != 0) return fail(ErrnoToStatus(errno, "fsync", tmp));
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return ErrnoToStatus(errno, "close", tmp);
-  }
-  return tmp;
+// gpunode < 0.2 kept "<file>.gpunode.bak" beside the file: in a drop-in folder CRI-O loads it.
+Status MigrateOldBackup(const HostFs& fs, const std::string& target, const std::string& stem) {
+  const std::string old = target + ".gpunode.bak";
+  auto info = fs.Stat(old);
+  if (!info.ok() || info->type != FileType::kRegular) return absl::OkStatus();
+  GPUNODE_ASSIGN_OR_RETURN(std::string text, fs.ReadFile(old, 16 << 20));
+  GPUNODE_RETURN_IF_ERROR(WriteBackup(stem, TimeOf(info->mtime_sec), true, text, info->mode).status());
+  return fs.RemoveFile(old);
 }
 
 }  // namespace
 
-StatusOr<ApplyResult> ApplyRuntimeConfig(const std::string& path_in,
-                                         const RuntimeConfigOptions& options, bool dry_run) {
+StatusOr<ApplyResult> ApplyRuntimeConfig(const HostFs& fs, const std::string& host_path,
+                                         const RuntimeConfigOptions& options, const ApplyOptions& apply) {
   ApplyResult result;
-  std::string path = path_in;
-  struct stat lst;
-  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
-    char real[PATH_MAX];
-    if (::realpath(path.c_str(), real) != nullptr) path = real;  // edit the link's target
+  GPUNODE_ASSIGN_OR_RETURN(const std::string target,
+                           fs.RealPath(host_path, /*follow_last=*/true, /*strict=*/true));
+  result.path = target;
+  FileLock lock;
+  if (!apply.dry_run) {
+    GPUNODE_ASSIGN_OR_RETURN(lock, fs.Lock(target));
   }
-  result.path = path;
-  struct stat st;
-  bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && errno != ENOENT) return ErrnoToStatus(errno, "stat", path);
-  if (exists && !S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
-  }
-  std::string old_text;
-  if (exists) {
-    GPUNODE_ASSIGN_OR_RETURN(old_text, ReadWhole(path));
-  }
-  GPUNODE_ASSIGN_OR_RETURN(EditResult edit, EditRuntimeConfig(old_text, options, path));
-  result.warnings = edit.warnings;
-  result.created = !exists;
-  result.changed = !exists || edit.text != old_text;
-  if (!result.changed) return result;
-  result.diff = UnifiedDiff(old_text, edit.text, exists ? path : "/dev/null", path);
-  if (dry_run) return result;
+  const std::string stem = BackupStem(target, apply.backup_dir);
+  for (int attempt = 1;; ++attempt) {
+    result.attempts = attempt;
+    GPUNODE_ASSIGN_OR_RETURN(HostFs::Versioned current, fs.ReadVersioned(target));
+    const bool exists = current.identity.exists;
+    GPUNODE_ASSIGN_OR_RETURN(EditResult edit, EditRuntimeConfig(current.text, options, target));
+    result.warnings = edit.warnings;
+    result.created = !exists;
+    result.changed = !exists || edit.text != current.text;
+    if (!result.changed) return result;
+    result.diff = UnifiedDiff(current.text, edit.text, exists ? target : "/dev/null", target);
+    if (apply.dry_run) return result;
 
-  GPUNODE_RETURN_IF_ERROR(MakeDirs(DirOf(path)));
-  mode_t mode = exists ? (st.st_mode & 07777) : 0644;
-  GPUNODE_ASSIGN_OR_RETURN(std::string tmp,
-                           WriteTemp(path, edit.text, mode, exists ? &st : nullptr,
-                                     &result.warnings));
-  if (exists) {
-    // The backup: the file as it was before this change (overwritten by each change we make).
-    std::string backup = path + ".gpunode.bak";
-    StatusOr<std::string> btmp = WriteTemp(backup, old_text, mode, &st, nullptr);
-    if (!btmp.ok() || ::rename(btmp->c_str(), backup.c_str()) != 0) {
-      Status s = btmp.ok() ? ErrnoToStatus(errno, "rename to", backup) : btmp.status();
-      if (btmp.ok()) ::unlink(btmp->c_str());
-      ::unlink(tmp.c_str());
-      return s;
+    if (apply.backup_dir.empty()) return absl::InvalidArgumentError("no backup folder given");
+    GPUNODE_RETURN_IF_ERROR(MigrateOldBackup(fs, target, stem));
+    GPUNODE_ASSIGN_OR_RETURN(result.backup_path,
+                             WriteBackup(stem, BackupTime(), exists, current.text, current.mode));
+    WriteOptions w;
+    w.mode = 0644;
+    w.expect = current.identity;
+    w.held = &lock;
+    w.test_hook = apply.test_hook;
+    auto written = fs.WriteFileAtomically(target, edit.text, w);
+    if (written.ok()) return result;
+    if (absl::IsAborted(written.status()) && attempt < 2) continue;  // changed under us: once more
+    if (absl::IsAborted(written.status())) {
+      return absl::AbortedError(absl::StrCat(written.status().message(),
+                                             " (twice; run again when the other program is done)"));
     }
-    result.backup_path = backup;
+    return written.status();
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = ErrnoToStatus(errno, "rename to", path);
-    ::unlink(tmp.c_str());
-    return s;
+}
+
+StatusOr<std::vector<BackupEntry>> ListBackups(const HostFs& fs, const std::string& host_path,
+                                               const std::string& backup_dir) {
+  GPUNODE_ASSIGN_OR_RETURN(const std::string target,
+                           fs.RealPath(host_path, /*follow_last=*/true, /*strict=*/true));
+  const std::string stem = BackupStem(target, backup_dir);
+  const size_t slash = stem.rfind('/');
+  const std::string dir = stem.substr(0, slash);
+  const std::string prefix = stem.substr(slash + 1) + ".";
+  std::vector<BackupEntry> out;
+  auto names = HostFs::Local().ListDir(dir);
+  if (!names.ok()) {
+    if (absl::IsNotFound(names.status())) return out;
+    return names.status();
   }
-  int dfd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  for (const std::string& name : *names) {
+    if (!absl::StartsWith(name, prefix)) continue;
+    std::string rest = name.substr(prefix.size());
+    BackupEntry e;
+    e.path = absl::StrCat(dir, "/", name);
+    if (absl::EndsWith(rest, ".absent")) {
+      e.absent = true;
+      rest.resize(rest.size() - 7);
+    }
+    // 20261201T081500.123456Z
+    if (rest.size() != 23 || rest[8] != 'T' || rest.back() != 'Z') continue;
+    e.time = rest;
+    out.push_back(std::move(e));
   }
+  std::sort(out.begin(), out.end(), [](const BackupEntry& a, const BackupEntry& b) { return a.time < b.time; });
+  return out;
+}
+
+StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string& host_path,
+                                             const std::string& backup_dir) {
+  RestoreResult result;
+  GPUNODE_ASSIGN_OR_RETURN(const std::string target,
+                           fs.RealPath(host_path, /*follow_last=*/true, /*strict=*/true));
+  result.path = target;
+  GPUNODE_ASSIGN_OR_RETURN(FileLock lock, fs.Lock(target));
+  const std::string stem = BackupStem(target, backup_dir);
+  GPUNODE_RETURN_IF_ERROR(MigrateOldBackup(fs, target, stem));
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<BackupEntry> backups, ListBackups(fs, target, backup_dir));
+  if (backups.empty()) {
+    return absl::NotFoundError(absl::StrCat("no backup of ", target, " in ", backup_dir,
+                                            " (gpunode has not changed this file)"));
+  }
+  result.restored = backups.back();
+  GPUNODE_ASSIGN_OR_RETURN(HostFs::Versioned current, fs.ReadVersioned(target));
+  GPUNODE_ASSIGN_OR_RETURN(result.backup_path, WriteBackup(stem, BackupTime(), current.identity.exists,
+                                                           current.text, current.mode));
+  if (result.restored.absent) {
+    GPUNODE_RETURN_IF_ERROR(fs.RemoveFile(target));
+    result.removed = true;
+    return result;
+  }
+  GPUNODE_ASSIGN_OR_RETURN(HostFs::Versioned saved, HostFs::Local().ReadVersioned(result.restored.path));
+  WriteOptions w;
+  w.mode = saved.mode;
+  w.keep_mode = !current.identity.exists ? false : true;
+  w.expect = current.identity;
+  w.held = &lock;
+  GPUNODE_RETURN_IF_ERROR(fs.WriteFileAtomically(target, saved.text, w).status());
   return result;
 }
 

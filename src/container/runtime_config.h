@@ -8,10 +8,12 @@
 #ifndef GPUNODE_CONTAINER_RUNTIME_CONFIG_H_
 #define GPUNODE_CONTAINER_RUNTIME_CONFIG_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "src/base/host_fs.h"
 #include "src/base/status.h"
 
 namespace gpunode::container {
@@ -62,21 +64,58 @@ StatusOr<int> ContainerdConfigVersion(absl::string_view text, absl::string_view 
 std::string UnifiedDiff(absl::string_view old_text, absl::string_view new_text,
                         absl::string_view old_name, absl::string_view new_name);
 
+// Where `runtime configure` keeps the file as it was before each change (a host path): outside
+// every drop-in directory, so no runtime ever loads a backup. One file per change:
+// <dir>/<path of the config>.<UTC time>, or "<...>.absent" when the config did not exist.
+inline constexpr char kBackupDir[] = "/var/lib/gpunode/backups";
+
+struct ApplyOptions {
+  bool dry_run = false;
+  // Local path of the backup folder (default: kBackupDir under --host-root, resolved by the caller).
+  std::string backup_dir;
+  // Tests only: passed to HostFs::WriteFileAtomically (fault injection, concurrent writers).
+  std::function<Status(absl::string_view step)> test_hook;
+};
+
 struct ApplyResult {
-  std::string path;         // the file edited (after following a symlink)
+  std::string path;         // the host path edited (a symlink's target inside the root)
   bool changed = false;     // false: already configured
   bool created = false;     // the file did not exist
-  std::string backup_path;  // "<path>.gpunode.bak" when an existing file was replaced
+  std::string backup_path;  // local path of the backup of this change
+  int attempts = 1;         // 2 when another program changed the file during the first
   std::string diff;
   std::vector<std::string> warnings;
 };
 
-// Reads `path` (missing = empty), edits it and, unless `dry_run` or nothing changed, writes it:
-// backup of the old file to `<path>.gpunode.bak`, new text to a temp file in the same directory,
-// original mode and owner, fsync, rename, fsync of the directory. Parent directories of a missing
-// file are created. On any error the original file is untouched.
-StatusOr<ApplyResult> ApplyRuntimeConfig(const std::string& path,
-                                         const RuntimeConfigOptions& options, bool dry_run);
+// Reads `host_path` in `fs` (missing = empty), edits it and, unless dry-run or nothing changed,
+// writes it with HostFs::WriteFileAtomically under HostFs::Lock: one gpunode writer per file at
+// a time, so concurrent runs compose. A file changed by another program between read and rename
+// is read and edited again once; a second change is ABORTED. A symlink is edited where it points
+// inside the root; one that climbs out of the root is FAILED_PRECONDITION. The old file is backed
+// up first (see kBackupDir); a "<path>.gpunode.bak" left beside the file by gpunode < 0.2 is moved
+// there. On any error the original file is untouched.
+StatusOr<ApplyResult> ApplyRuntimeConfig(const HostFs& fs, const std::string& host_path,
+                                         const RuntimeConfigOptions& options, const ApplyOptions& apply);
+
+struct BackupEntry {
+  std::string path;  // local path of the backup file
+  std::string time;  // "20261201T081500.123456Z"
+  bool absent = false;  // the config did not exist before that change
+};
+// Backups of `host_path`, oldest first.
+StatusOr<std::vector<BackupEntry>> ListBackups(const HostFs& fs, const std::string& host_path,
+                                               const std::string& backup_dir);
+
+struct RestoreResult {
+  std::string path;        // the host path restored
+  BackupEntry restored;    // the backup put back
+  std::string backup_path; // the state just before the restore, itself backed up
+  bool removed = false;    // the backup said the file did not exist: it was removed
+};
+// Puts back the newest backup of `host_path` (itself backed up first, so a restore can be undone
+// by another). NOT_FOUND when there is none.
+StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string& host_path,
+                                             const std::string& backup_dir);
 
 }  // namespace gpunode::container
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "src/base/json.h"
+#include "src/base/yaml.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -146,7 +148,8 @@ KernelDriverLayer ProbeKernelDriver(const HostFs& fs) {
 ToolchainLayer ProbeToolchain(const HostFs& fs) {
   ToolchainLayer t;
   if (auto text = fs.ReadFile("/usr/local/cuda/version.json"); text.ok()) {
-    auto doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    auto parsed = ParseJson(*text, "/usr/local/cuda/version.json");
+    const nlohmann::json doc = parsed.ok() ? *std::move(parsed) : nlohmann::json();
     if (doc.is_object()) {
       auto version_of = [&](const char* key) -> std::optional<Version> {
         auto it = doc.find(key);
@@ -224,8 +227,13 @@ ContainerRuntime ProbeDocker(const HostFs& fs) {
   }
   rt.installed = true;
   rt.config_path = "/etc/docker/daemon.json";
-  auto doc = nlohmann::json::parse(*text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  auto parsed = ParseJson(*text, "parse /etc/docker/daemon.json");
+  if (!parsed.ok()) {
+    rt.config_error = parsed.status();
+    return rt;
+  }
+  const nlohmann::json doc = *std::move(parsed);
+  if (!doc.is_object()) {
     rt.config_error = absl::InvalidArgumentError("parse /etc/docker/daemon.json: not a JSON object");
     return rt;
   }
@@ -301,8 +309,13 @@ CdiSpec ReadCdiSpec(const HostFs& fs, const std::string& path) {
     spec.error = text.status();
     return spec;
   }
+  auto loaded = LoadYaml(*text, path);
+  if (!loaded.ok()) {
+    spec.error = loaded.status();
+    return spec;
+  }
   try {
-    YAML::Node doc = YAML::Load(*text);
+    YAML::Node doc = *loaded;
     if (doc["kind"] && doc["kind"].IsScalar()) spec.kind = doc["kind"].as<std::string>();
     std::vector<YAML::Node> edits;
     if (doc["containerEdits"]) edits.push_back(doc["containerEdits"]);

@@ -1,5 +1,6 @@
 #include "src/plugin/config.h"
 
+#include "src/base/yaml.h"
 #include <yaml-cpp/yaml.h>
 
 #include "absl/strings/ascii.h"
@@ -155,10 +156,10 @@ std::string SharingStrategyName(SharingStrategy s) {
 StatusOr<PluginConfig> ParseConfig(absl::string_view text, absl::string_view origin) {
   PluginConfig c;
   YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": not valid YAML/JSON: ", e.what()));
+  {
+    auto loaded = LoadYaml(text, origin);  // nesting limit; never throws
+    if (!loaded.ok()) return loaded.status();
+    doc = *std::move(loaded);
   }
   if (doc.IsNull()) return c;
   try {

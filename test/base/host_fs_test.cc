@@ -1,11 +1,16 @@
 #include "src/base/host_fs.h"
 
+#include <sstream>
+#include <algorithm>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gpunode {
@@ -74,6 +79,149 @@ TEST_F(HostFsTest, RefusesFilesLargerThanTheLimit) {
   auto fs = HostFs::Open(root_.string());
   auto text = fs->ReadFile("/proc/driver/nvidia/version", 4);
   EXPECT_EQ(text.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+std::string ReadAll(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> Entries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  for (auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Issue 11, row 1: /var/run -> /run (every Debian/Ubuntu host) is followed inside the root, for
+// reads and writes: the spec lands in <root>/run, never in this machine's /run.
+TEST_F(HostFsTest, AbsoluteSymlinksAreFollowedInsideTheRoot) {
+  std::filesystem::create_directories(root_ / "var");
+  std::filesystem::create_directories(root_ / "run/cdi");
+  std::filesystem::create_symlink("/run", root_ / "var/run");
+  std::ofstream(root_ / "run/cdi/old.yaml") << "old";
+  auto fs = HostFs::Open(root_.string());
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ(*fs->RealPath("/var/run/cdi/nvidia.yaml"), "/run/cdi/nvidia.yaml");
+  EXPECT_EQ(fs->Resolve("/var/run/cdi/old.yaml"), (root_ / "run/cdi/old.yaml").string());
+  EXPECT_EQ(*fs->ReadFile("/var/run/cdi/old.yaml"), "old");
+  auto written = fs->WriteFileAtomically("/var/run/cdi/nvidia.yaml", "spec");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, "/run/cdi/nvidia.yaml");
+  EXPECT_EQ(ReadAll(root_ / "run/cdi/nvidia.yaml"), "spec");
+  EXPECT_FALSE(std::filesystem::exists("/run/cdi/nvidia.yaml") &&
+               ReadAll("/run/cdi/nvidia.yaml") == "spec");
+  // ".." stops at the root for reads; a write through a link that climbs out is refused.
+  std::filesystem::create_symlink("../../../../../../../../etc", root_ / "run/up");
+  EXPECT_EQ(*fs->RealPath("/run/up/hostname"), "/etc/hostname");
+  auto refused = fs->WriteFileAtomically("/run/up/x", "x");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("outside the host root"));
+  EXPECT_FALSE(std::filesystem::exists(root_ / "etc/x"));
+}
+
+TEST_F(HostFsTest, LinkLoopsAreAnErrorNotAHang) {
+  std::filesystem::create_symlink("/b", root_ / "a");
+  std::filesystem::create_symlink("/a", root_ / "b");
+  auto fs = HostFs::Open(root_.string());
+  EXPECT_EQ(fs->RealPath("/a/x").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(fs->ReadFile("/a/x").ok());
+  EXPECT_FALSE(fs->WriteFileAtomically("/a/x", "x").ok());
+}
+
+// A symlinked file is written where it points; the link stays a link; mode and owner are kept.
+TEST_F(HostFsTest, WriteKeepsTheLinkModeAndOwner) {
+  std::filesystem::create_directories(root_ / "etc/docker");
+  std::ofstream(root_ / "etc/docker/real.json") << "{}";
+  ASSERT_EQ(::chmod((root_ / "etc/docker/real.json").c_str(), 0640), 0);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown((root_ / "etc/docker/real.json").c_str(), 1234, 5678), 0);
+  }
+  std::filesystem::create_symlink("/etc/docker/real.json", root_ / "etc/docker/daemon.json");
+  auto fs = HostFs::Open(root_.string());
+  auto written = fs->WriteFileAtomically("/etc/docker/daemon.json", "{\"a\": 1}");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, "/etc/docker/real.json");
+  EXPECT_TRUE(std::filesystem::is_symlink(root_ / "etc/docker/daemon.json"));
+  EXPECT_EQ(ReadAll(root_ / "etc/docker/real.json"), "{\"a\": 1}");
+  struct stat st;
+  ASSERT_EQ(::stat((root_ / "etc/docker/real.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(st.st_uid, 1234u);
+    EXPECT_EQ(st.st_gid, 5678u);
+  }
+  EXPECT_EQ(Entries(root_ / "etc/docker"), (std::vector<std::string>{"daemon.json", "real.json"}));
+}
+
+TEST_F(HostFsTest, AFailedWriteLeavesTheOldFileAndNoTemporary) {
+  std::filesystem::create_directories(root_ / "etc");
+  std::ofstream(root_ / "etc/a.yaml") << "old\n";
+  auto fs = HostFs::Open(root_.string());
+  for (const char* step : {"temp-written", "before-rename"}) {
+    WriteOptions o;
+    o.test_hook = [step](absl::string_view at) {
+      return at == step ? absl::InternalError("injected") : absl::OkStatus();
+    };
+    auto r = fs->WriteFileAtomically("/etc/a.yaml", "new\n", o);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << step;
+    EXPECT_EQ(ReadAll(root_ / "etc/a.yaml"), "old\n");
+    EXPECT_EQ(Entries(root_ / "etc"), (std::vector<std::string>{"a.yaml"})) << step;
+  }
+  // A target that cannot be replaced (a directory) fails the same way.
+  std::filesystem::create_directories(root_ / "etc/taken/x");
+  EXPECT_EQ(fs->WriteFileAtomically("/etc/taken", "new").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(std::filesystem::is_directory(root_ / "etc/taken/x"));
+}
+
+// Issue 11, row 4 (kill -9 during a write): in a bounded loop, a child rewrites a drop-in while
+// the parent kills it at random moments. The file is always the old or the new text with its
+// mode, the drop-in folder never holds anything else, and the next write removes stale temps.
+TEST_F(HostFsTest, KillDuringWriteLeavesOldOrNewAndNothingInTheDropInFolder) {
+  const auto d = root_ / "etc/crio/crio.conf.d";
+  std::filesystem::create_directories(d);
+  const std::string old_text(64 << 10, 'o');
+  const std::string new_text(64 << 10, 'n');
+  std::ofstream(d / "99-nvidia.toml") << old_text;
+  ASSERT_EQ(::chmod((d / "99-nvidia.toml").c_str(), 0600), 0);
+  auto fs = HostFs::Open(root_.string());
+  ASSERT_TRUE(fs.ok());
+  for (int round = 0; round < 40; ++round) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int i = 0;; ++i) {
+        (void)fs->WriteFileAtomically("/etc/crio/crio.conf.d/99-nvidia.toml", i % 2 ? old_text : new_text);
+      }
+    }
+    ::usleep(static_cast<useconds_t>(200 + (round * 997) % 3000));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const std::string now = ReadAll(d / "99-nvidia.toml");
+    ASSERT_TRUE(now == old_text || now == new_text) << "round " << round << ": " << now.size() << " bytes";
+    struct stat st;
+    ASSERT_EQ(::stat((d / "99-nvidia.toml").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    ASSERT_EQ(Entries(d), (std::vector<std::string>{"99-nvidia.toml"})) << "round " << round;
+  }
+  ASSERT_TRUE(fs->WriteFileAtomically("/etc/crio/crio.conf.d/99-nvidia.toml", "final").ok());
+  EXPECT_EQ(Entries(root_ / "etc/crio"), (std::vector<std::string>{"crio.conf.d"}));
+}
+
+TEST_F(HostFsTest, SubAndMakeDirsStayInsideTheRoot) {
+  std::filesystem::create_directories(root_ / "run/nvidia/driver/usr/lib");
+  std::filesystem::create_symlink("/run/nvidia/driver", root_ / "driver");
+  auto fs = HostFs::Open(root_.string());
+  auto sub = fs->Sub("/driver");
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  EXPECT_EQ(sub->root(), (root_ / "run/nvidia/driver").string());
+  std::filesystem::create_symlink("/usr/lib", root_ / "run/nvidia/driver/lib");
+  EXPECT_EQ(*sub->RealPath("/lib/libcuda.so.1"), "/usr/lib/libcuda.so.1");
+  ASSERT_TRUE(fs->MakeDirs("/var/lib/gpunode/backups").ok());
+  EXPECT_TRUE(std::filesystem::is_directory(root_ / "var/lib/gpunode/backups"));
 }
 
 }  // namespace

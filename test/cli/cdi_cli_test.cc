@@ -100,10 +100,32 @@ TEST_F(CdiCliTest, BadFlagsAndMissingFilesExitWith3) {
 TEST_F(CdiCliTest, AnUnwritableOutputFailsAndKeepsTheOldDirectoryEntry) {
   fs::create_directories(dir_ / "taken/x");
   Result r = RunGpunode("--simulate t4-cloud cdi generate --output " + Path("taken"));
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("rename to " + Path("taken")));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("write " + Path("taken") + ": not a regular file"));
   EXPECT_TRUE(fs::is_directory(dir_ / "taken/x"));
   EXPECT_THAT(r.out, Not(HasSubstr("wrote")));
+}
+
+// Issue 11, row 1: with /var/run -> /run in the host root (every Debian/Ubuntu host), the spec
+// lands in the host root's /run/cdi, never in this machine's /run.
+TEST_F(CdiCliTest, TheDefaultSpecFollowsVarRunInsideTheHostRoot) {
+  Result root = RunGpunode("sim hostroot t4-cloud " + Path("host"));
+  ASSERT_EQ(root.exit_code, 0) << root.out;
+  fs::remove_all(dir_ / "host/var/run");
+  fs::create_directories(dir_ / "host/run");
+  fs::create_symlink("/run", dir_ / "host/var/run");
+  const bool had_own = fs::exists("/run/cdi/nvidia.yaml");
+  const std::string profile = std::string(GPUNODE_SOURCE_DIR) + "/data/profiles/t4-cloud.yaml";
+  Result r = RunGpunode("--host-root " + Path("host") + " --nvml-library " + std::string(GPUNODE_BIN_DIR) +
+                            "/libgpunode-simnvml.so cdi generate",
+                        {{"GPUNODE_SIM_PROFILE", profile}});
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("wrote " + Path("host/run/cdi/nvidia.yaml")));
+  EXPECT_TRUE(fs::exists(dir_ / "host/run/cdi/nvidia.yaml"));
+  EXPECT_TRUE(fs::is_symlink(dir_ / "host/var/run"));
+  if (!had_own) {
+    EXPECT_FALSE(fs::exists("/run/cdi/nvidia.yaml"));
+  }
 }
 
 TEST_F(CdiCliTest, TheCreateSymlinksHookReadsTheOciStateOnStdin) {

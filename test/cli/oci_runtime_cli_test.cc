@@ -138,6 +138,53 @@ TEST_F(OciRuntimeCliTest, AnUnknownGpuFailsBeforeRuncWithTheReasonInRuncsLog) {
   EXPECT_THAT(line["msg"].get<std::string>(), HasSubstr("nvidia.com/gpu=7"));
 }
 
+// Issue 11, row 6: a config.json nested 100 000 levels deep is refused with the reason in runc's
+// log (exit 1), not a SIGSEGV with an empty log.
+TEST_F(OciRuntimeCliTest, ADeeplyNestedConfigIsRefusedWithTheReasonInRuncsLog) {
+  std::ofstream(Path("bundle/config.json"))
+      << "{\"process\": {\"env\": [\"NVIDIA_VISIBLE_DEVICES=0\"]}, \"x\": " << std::string(100000, '[')
+      << std::string(100000, ']') << "}";
+  auto r = RunGpunode(Shim("--log " + Path("log.json") + " --log-format json create --bundle " + Path("bundle") +
+                           " c"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_FALSE(fs::exists(Path("runc-args")));
+  nlohmann::json line = nlohmann::json::parse(Read("log.json"));
+  EXPECT_THAT(line["msg"].get<std::string>(), HasSubstr("nested deeper than 128 levels"));
+}
+
+// Issue 11, row 7: another vendor's spec with a byte that is not UTF-8 does not stop GPU
+// containers: that spec is skipped (and named if a device cannot be resolved), ours is used.
+TEST_F(OciRuntimeCliTest, ASpecThatIsNotUtf8DoesNotStopGpuContainers) {
+  std::ofstream(Path("cdi/other-vendor.yaml")) << "cdiVersion: \"0.5.0\"\nkind: \"vendor.com/x\"\n"
+                                                  "devices:\n  - name: \"a\"\n    containerEdits:\n"
+                                                  "      env: [\"NAME=caf\xe9\"]\n";
+  WriteConfig("1");
+  auto r = RunGpunode(Shim("create --bundle " + Path("bundle") + " c"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(ConfigSeenByRunc()["linux"]["devices"][0]["path"], "/dev/nvidia1");
+  ::gpunode::testing::Result v = RunGpunode("cdi validate " + Path("cdi/other-vendor.yaml"));
+  EXPECT_EQ(v.exit_code, 3) << v.out;
+  EXPECT_THAT(v.out, HasSubstr("devices[0].containerEdits.env[0]: not valid UTF-8"));
+}
+
+// Issue 11, row 10: an image whose config.json already carries the injected-devices annotation
+// still gets the GPU it asks for.
+TEST_F(OciRuntimeCliTest, ThePreexistingAnnotationIsOnlyAHint) {
+  nlohmann::json c = {{"ociVersion", "1.0.2"},
+                      {"process", {{"args", {"sh"}}, {"env", {"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=0"}}}},
+                      {"annotations", {{"gpunode.io/injected-devices", "nvidia.com/gpu=0"}}},
+                      {"root", {{"path", "rootfs"}}}};
+  std::ofstream(Path("bundle/config.json")) << c.dump();
+  auto r = RunGpunode(Shim("create --bundle " + Path("bundle") + " c"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json seen = ConfigSeenByRunc();
+  ASSERT_EQ(seen["linux"]["devices"].size(), 1u);
+  EXPECT_EQ(seen["linux"]["devices"][0]["path"], "/dev/nvidia0");
+  // Run twice on one bundle: the second pass adds nothing.
+  ASSERT_EQ(RunGpunode(Shim("create --bundle " + Path("bundle") + " c")).exit_code, 0);
+  EXPECT_EQ(ConfigSeenByRunc(), seen);
+}
+
 TEST_F(OciRuntimeCliTest, AMissingRuntimeOrOneThatIsGpunodeItselfIsRefused) {
   WriteConfig("0");
   auto missing = RunGpunode("oci-runtime --runtime-path /nonexistent/runc state x");

@@ -33,7 +33,7 @@ TEST_F(RuntimeCliTest, ContainerdUnderHostRootThenAlreadyConfigured) {
                         " runtime configure --runtime containerd --set-as-default --cdi");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("updated " + Path("etc/containerd/config.toml")));
-  EXPECT_THAT(r.out, HasSubstr("config.toml.gpunode.bak"));
+  EXPECT_THAT(r.out, HasSubstr("(backup: " + Path("var/lib/gpunode/backups/etc/containerd/config.toml.")));
   std::string text = Read("etc/containerd/config.toml");
   EXPECT_THAT(text, HasSubstr("[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]"));
   EXPECT_THAT(text, HasSubstr("enable_cdi = true"));
@@ -81,14 +81,51 @@ TEST_F(RuntimeCliTest, MalformedConfigExit3Untouched) {
 }
 
 TEST_F(RuntimeCliTest, UnwritableTargetExit3Untouched) {
-  // A directory where the backup must go stops the write, for root too.
+  // A backup folder that cannot be made (a file holds its name) stops the write, for root too.
   fs::copy_file(Fixture("daemon-runtimes.json"), Path("daemon.json"));
-  fs::create_directory(Path("daemon.json.gpunode.bak"));
+  std::ofstream(Path("backups")) << "a file";
   std::string before = Read("daemon.json");
-  Result r = RunGpunode("runtime configure --runtime docker --config " + Path("daemon.json"));
+  Result r = RunGpunode("runtime configure --runtime docker --backup-dir " + Path("backups") + " --config " +
+                        Path("daemon.json"));
   EXPECT_EQ(r.exit_code, 3) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("daemon.json.gpunode.bak"));
+  EXPECT_THAT(r.out, HasSubstr("not a directory"));
   EXPECT_EQ(Read("daemon.json"), before);
+}
+
+// Issue 11, rows 2-3: a link that climbs out of the host root is refused with exit 3 and nothing
+// is written; a link to an absolute path inside the root is edited there, the link kept.
+TEST_F(RuntimeCliTest, SymlinksAreFollowedInsideTheHostRootOnly) {
+  fs::create_directories(dir_ / "etc/docker");
+  fs::create_directories(dir_ / "srv");
+  std::ofstream(dir_ / "srv/daemon.json") << "{\"debug\": true}\n";
+  fs::create_symlink("/srv/daemon.json", dir_ / "etc/docker/daemon.json");
+  Result r = RunGpunode("--host-root " + dir_.string() + " runtime configure --runtime docker");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("updated " + Path("srv/daemon.json")));
+  EXPECT_THAT(Read("srv/daemon.json"), HasSubstr("\"nvidia\""));
+  EXPECT_TRUE(fs::is_symlink(dir_ / "etc/docker/daemon.json"));
+
+  fs::remove(dir_ / "etc/docker/daemon.json");
+  fs::create_symlink("../../../../../../../../../../etc/passwd", dir_ / "etc/docker/daemon.json");
+  Result refused = RunGpunode("--host-root " + dir_.string() + " runtime configure --runtime docker");
+  EXPECT_EQ(refused.exit_code, 3) << refused.out;
+  EXPECT_THAT(refused.out, HasSubstr("points outside the host root"));
+  EXPECT_TRUE(fs::is_symlink(dir_ / "etc/docker/daemon.json"));
+}
+
+TEST_F(RuntimeCliTest, RestorePutsBackTheFileBeforeTheLastChange) {
+  fs::create_directories(dir_ / "etc/docker");
+  std::ofstream(dir_ / "etc/docker/daemon.json") << "{\"debug\": true}\n";
+  const std::string base = "--host-root " + dir_.string() + " runtime configure --runtime docker";
+  ASSERT_EQ(RunGpunode(base + " --set-as-default").exit_code, 0);
+  Result r = RunGpunode(base + " --restore");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("restored " + Path("etc/docker/daemon.json") + " from " +
+                               Path("var/lib/gpunode/backups/etc/docker/daemon.json.")));
+  EXPECT_EQ(Read("etc/docker/daemon.json"), "{\"debug\": true}\n");
+  Result none = RunGpunode("--host-root " + dir_.string() + " runtime configure --runtime crio --restore");
+  EXPECT_EQ(none.exit_code, 3) << none.out;
+  EXPECT_THAT(none.out, HasSubstr("no backup of /etc/crio/crio.conf.d/99-nvidia.toml"));
 }
 
 TEST_F(RuntimeCliTest, BadFlags) {

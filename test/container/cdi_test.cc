@@ -280,42 +280,6 @@ TEST(CdiGenerateTest, NoDriverAtAllIsAFailedPrecondition) {
   fs::remove_all(dir);
 }
 
-TEST(AtomicWriteTest, TheFileIsWrittenWithMode0644) {
-  fs::path dir = TempDir("atomic");
-  const std::string path = (dir / "sub/nvidia.yaml").string();
-  ASSERT_TRUE(WriteFileAtomically(path, "new\n", 0644).ok());
-  EXPECT_EQ(ReadAll(path), "new\n");
-  struct stat st;
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0644u);
-  fs::remove_all(dir);
-}
-
-TEST(AtomicWriteTest, AFailedWriteLeavesTheOldFileAndNoTemporary) {
-  fs::path dir = TempDir("atomic-fail");
-  const std::string path = (dir / "nvidia.yaml").string();
-  std::ofstream(path) << "old\n";
-  // Make the write itself fail: a file size limit below the new content (EFBIG, not a signal).
-  struct rlimit saved;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = saved;
-  small.rlim_cur = 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  Status st = WriteFileAtomically(path, std::string(4096, 'x'));
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::signal(SIGXFSZ, old_handler);
-  ASSERT_FALSE(st.ok());
-  EXPECT_THAT(st.message(), HasSubstr("write"));
-  EXPECT_EQ(ReadAll(path), "old\n");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
-  // A target that cannot be replaced (a directory) fails the same way.
-  fs::create_directories(dir / "taken/x");
-  EXPECT_FALSE(WriteFileAtomically((dir / "taken").string(), "new").ok());
-  EXPECT_TRUE(fs::is_directory(dir / "taken/x"));
-  fs::remove_all(dir);
-}
-
 class HookTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -265,16 +265,28 @@ TEST(InjectDevicesTest, GpuOneGetsItsNodeAndNotGpuZeros) {
   EXPECT_EQ(Env(c).back(), "NVIDIA_VISIBLE_DEVICES=void");
   EXPECT_GE(c["hooks"]["createContainer"].size(), 2u);
 
-  // A second pass (a runtime calling the shim twice) changes nothing.
+  // A second pass (a runtime calling the shim twice) changes nothing: every edit is there once.
   const Json before = c;
   auto again = RequestedDevices(c, "nvidia.com/gpu");
   ASSERT_TRUE(again.ok());
-  EXPECT_TRUE(again->Empty());
-  c["process"]["env"].push_back("NVIDIA_VISIBLE_DEVICES=1");
-  auto again2 = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
-  ASSERT_TRUE(again2.ok());
-  EXPECT_THAT(again2->devices, IsEmpty());
-  EXPECT_EQ(DevicePaths(c), DevicePaths(before));
+  EXPECT_TRUE(again->Empty());  // the spec's NVIDIA_VISIBLE_DEVICES=void comes last now
+  auto second = InjectDevices(c, registry, *request, "nvidia.com/gpu", FakeNvidiaNodes);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(second->changed);
+  EXPECT_EQ(c, before);
+}
+
+// Issue 11, row 10: an image's config.json that already carries our annotation still gets the GPU
+// it asks for; the annotation is a record, not a reason to skip.
+TEST(InjectDevicesTest, APreexistingInjectedAnnotationIsNotTrusted) {
+  SpecRegistry registry = GoldenRegistry();
+  Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0"});
+  c["annotations"][kInjectedAnnotation] = "nvidia.com/gpu=0";
+  auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->changed);
+  EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidia0"));
+  EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidiactl"));
 }
 
 TEST(InjectDevicesTest, AllGivesEveryGpuAndUuidsWorkToo) {

@@ -201,13 +201,14 @@ e2e_fixture_root() {
 # e2e_fixture_driver_root DIR: lets the fixture be the driver root too, so a spec generated with
 # `--host-root DIR --driver-root DIR` mounts the fixture's files: gpunode reads the driver root
 # through the host root (DIR/DIR/usr/lib/...), the engine reads hostPath DIR/usr/lib/... A symlink
-# DIR/DIR -> DIR makes both the same file. (This is how a GPU Operator node looks: the driver
-# lives in /run/nvidia/driver on the host.) Prints DIR.
+# DIR/DIR -> / makes both the same file: gpunode follows links inside the host root, as the host
+# would, so "/" there is DIR. (This is how a GPU Operator node looks: the driver lives in
+# /run/nvidia/driver on the host.) Prints DIR.
 e2e_fixture_driver_root() {
   local dir
   dir=$(cd "$1" && pwd -P)
   mkdir -p "$dir$(dirname "$dir")"
-  ln -sfn "$dir" "$dir$dir"
+  ln -sfn / "$dir$dir"
   echo "$dir"
 }
 

@@ -76,7 +76,7 @@ TEST(PluginConfigTest, BadFilesNameTheFieldThatIsWrong) {
       {"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 4}]}}\n", "not an nvidia.com/ resource"},
       {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: four}]}}\n", "not an integer"},
       {"sharing: {timeSlicing: {}, mps: {}}\n", "mutually exclusive"},
-      {"flags: [\n", "not valid YAML/JSON"},
+      {"flags: [\n", "not valid YAML"},
       {"flags: {gfd: {sleepInterval: 500ms}}\n", "flags.gfd.sleepInterval"},
   };
   for (const Case& c : cases) {
