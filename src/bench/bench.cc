@@ -227,9 +227,9 @@ std::optional<std::string_view> EmbeddedPtx() { return FindEmbedded("bench-ptx",
 Status KernelsAvailable(std::optional<std::string_view> ptx) {
   if (ptx && ptx->find(".entry") != std::string_view::npos) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      "bench is unavailable: this gpunode was built without nvcc, so it carries no GPU kernels "
-      "(PTX). Rebuild with the CUDA toolkit installed (nvcc on PATH or in /usr/local/cuda/bin) "
-      "and -DGPUNODE_NVCC=ON.");
+      "bench is unavailable: this gpunode was built without its GPU kernels (PTX): the build "
+      "embeds kernels/bench_kernels.ptx; if it is missing or empty, run scripts/gen-ptx.sh where "
+      "nvcc exists and rebuild.");
 }
 
 std::string NormalizeBusId(absl::string_view bus_id) {

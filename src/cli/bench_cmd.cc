@@ -146,7 +146,7 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Each measurement passes at a documented fraction of its ceiling (docs/bench.md); GPUs whose\n"
       "model is not in the ceilings table report numbers with verdict no-ceiling.\n"
       "Exit codes: 0 pass, 1 a GPU skipped (busy) or interrupted, 2 a test failed, 3 usage error or\n"
-      "bench unavailable (no libcuda, no GPU, built without nvcc).\n"
+      "bench unavailable (no libcuda, no GPU, built without its kernels).\n"
       "Examples:\n"
       "  gpunode bench\n"
       "  gpunode bench --tests gemm,hbm --gpus 0 -o json    # apiVersion gpunode/v1, kind BenchReport");
