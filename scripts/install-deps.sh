@@ -20,6 +20,9 @@ packages=(
   python3 python3-yaml procps
   # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
   podman runc busybox-static
+  # the one-node Kubernetes test cluster (test/k8s/cluster.sh): CNI plugins (/usr/lib/cni), kube-proxy's
+  # and CNI's iptables, ip/ss, curl for health checks; plus runc, podman, busybox-static, openssl above
+  containernetworking-plugins iptables iproute2 curl
   # promtool (metric lint) and a real Prometheus server for the exporter's tests
   prometheus
   # headless Chromium renders the exporter's status page in its test (screenshot + DOM)

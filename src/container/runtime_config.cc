@@ -91,7 +91,36 @@ Status TomlParseError(const toml::parse_error& e, absl::string_view source_name)
       e.source().begin.column, ": ", Sv(e.description())));
 }
 
+// Debian's toml++ 3.3.0 reaches an "unreachable" point (undefined behaviour: a trap under UBSan,
+// anything in a release build) when its whitespace test meets U+00A1-U+0499, U+2C8E-U+3087 or
+// U+FC26-U+FEFE outside a string or comment: é in a bare key, or after a malformed value (found by
+// fuzz_runtime_config; the inputs are seeds). So toml++ first parses a copy in which every non-ASCII
+// character is replaced by one of the same UTF-8 length that it handles (U+0500, U+4E00, U+10000):
+// the same structure, no UB. Only if that copy is valid TOML (so every non-ASCII character sits in
+// a string or comment, where toml++ never asks whether it is whitespace) is the real text parsed.
+std::string SafeForTomlpp(absl::string_view text) {
+  std::string out(text);
+  for (size_t i = 0; i < out.size();) {
+    const auto c = static_cast<unsigned char>(out[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    if (i + len > out.size()) len = 1;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(out[i + k]) & 0xC0) != 0x80) len = 1;
+    }
+    if (len == 2) out.replace(i, 2, "\xD4\x80");               // U+0500
+    if (len == 3) out.replace(i, 3, "\xE4\xB8\x80");           // U+4E00
+    if (len == 4) out.replace(i, 4, "\xF0\x90\x80\x80");       // U+10000
+    i += len;  // invalid UTF-8 stays: toml++'s reader refuses it before classifying characters
+  }
+  return out;
+}
+
 StatusOr<toml::table> ParseToml(absl::string_view text, absl::string_view source_name) {
+  const std::string safe = SafeForTomlpp(text);
+  if (safe != text) {
+    toml::parse_result check = toml::parse(std::string_view(safe), std::string_view(source_name.data(), source_name.size()));
+    if (!check) return TomlParseError(check.error(), source_name);
+  }
   toml::parse_result r = toml::parse(std::string_view(text.data(), text.size()),
                                      std::string_view(source_name.data(), source_name.size()));
   if (!r) return TomlParseError(r.error(), source_name);
@@ -547,7 +576,10 @@ StatusOr<EditResult> EditDockerConfig(absl::string_view text, const RuntimeConfi
 StatusOr<int> ContainerdConfigVersion(absl::string_view text, absl::string_view source_name) {
   GPUNODE_ASSIGN_OR_RETURN(toml::table tree, ParseToml(text, source_name));
   if (const toml::node* v = tree.get("version")) {
-    std::optional<int64_t> n = v->value<int64_t>();
+    // Only a TOML integer: toml++'s value<int64_t>() casts a float to int64, undefined behaviour
+    // for 2.5e115 (found by fuzz_runtime_config).
+    std::optional<int64_t> n;
+    if (const toml::value<int64_t>* i = v->as_integer()) n = i->get();
     if (!n || *n < 1 || *n > 3) {
       return absl::InvalidArgumentError(
           absl::StrCat(source_name, ": unsupported containerd config version (want 1, 2 or 3)"));

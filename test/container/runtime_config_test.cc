@@ -311,6 +311,27 @@ TEST(UnifiedDiffTest, Hunks) {
 // ---------------------------------------------------------------------------------------------
 // Files
 
+// Found by fuzz_runtime_config: Debian's toml++ 3.3.0 reaches an "unreachable" point (undefined
+// behaviour) on some non-ASCII characters outside strings, e.g. U+0389 in a table header or é after
+// a malformed value. Such a file is refused without UB (this binary runs under UBSan); non-ASCII
+// text in strings and comments is kept.
+TEST(ContainerdConfigTest, NonAsciiOutsideStringsIsRefusedBeforeTomlpp) {
+  const std::string bad = "version = 2\n[plugins.grpc\xce\x89" "1.cri]\n";
+  auto r = EditContainerdConfig(bad, Opts(RuntimeKind::kContainerd), "config.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("config.toml: line 2, column 14"));
+  const std::string ok =
+      "version = 2 # caf\xc3\xa9\nroot = \"/data/\xce\x89\"\nx = '''\n\xce\x89\n'''\ny = \"\"\"\n\xce\x89\"\"\"\n";
+  auto fine = EditContainerdConfig(ok, Opts(RuntimeKind::kContainerd), "config.toml");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_THAT(fine->text, HasSubstr("root = \"/data/\xce\x89\""));
+  EXPECT_FALSE(EditContainerdConfig("x = 1e_r\xef\xbb\x95\n", Opts(RuntimeKind::kContainerd), "c.toml").ok());
+  // Also found by the fuzzer: a float version was cast to an integer (undefined for 2.5e115).
+  auto huge = EditContainerdConfig("version = 2.5e115\n", Opts(RuntimeKind::kContainerd), "c.toml");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(), HasSubstr("unsupported containerd config version"));
+}
+
 class ApplyTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Builds the test cluster's upstream components from their published Go modules, pinned in
+# test/k8s/versions.env, into a cache outside the repo keyed by version:
+#   ${GPUNODE_CACHE:-~/.cache/gpunode}/k8s/<k8s>-<etcd>-<containerd>-<helm>/bin/
+# Only what is missing is built, so only the first run on a machine pays (see docs/kubernetes.md
+# for the measured cold and warm times). Prints the bin folder on its last line.
+#
+# Kubernetes: k8s.io/kubernetes's go.mod points its ~33 staging modules (k8s.io/api, client-go, ...)
+# at ./staging with `replace`, which Go ignores in a dependency; a small wrapper module requires
+# k8s.io/kubernetes and pins each staging module to the matching v0.Y.Z, generated from that tag's
+# own go.mod. Version ldflags make the binaries (and so the Node) report the real version.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+command -v go >/dev/null || { echo "k8s build: Go is not installed (needed to build the test cluster)" >&2; exit 77; }
+key="$K8S_VERSION-etcd$ETCD_VERSION-containerd$CONTAINERD_VERSION-helm$HELM_VERSION"
+cache=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/$key
+bin=$cache/bin
+mkdir -p "$bin" "$cache/src"
+export GOFLAGS=-buildvcs=false CGO_ENABLED=${CGO_ENABLED:-1}
+jobs=${GPUNODE_GO_JOBS:-$(nproc)}
+log() { echo "k8s build: $*" >&2; }
+
+have() { for b in "$@"; do [ -x "$bin/$b" ] || return 1; done; }
+
+# A wrapper module in $cache/src/<name> with go.mod from stdin; runs `go mod tidy`-free resolution
+# by `go get` of the named packages.
+wrapper() {
+  local dir=$cache/src/$1
+  mkdir -p "$dir"
+  cat > "$dir/go.mod"
+  echo "$dir"
+}
+
+build_kubernetes() {
+  local targets=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+  have "${targets[@]}" && return 0
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local staging=v0.${K8S_VERSION#v1.}
+  log "Kubernetes $K8S_VERSION (staging modules $staging): ${targets[*]}"
+  local info mod
+  info=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
+  mod=$(printf '%s' "$info" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+  local dir
+  dir=$(
+    {
+      echo "module gpunode.test/k8s"
+      echo
+      grep -E '^go [0-9]' "$mod"
+      grep -E '^godebug ' "$mod" || true
+      echo
+      echo "require k8s.io/kubernetes $K8S_VERSION"
+      echo
+      echo "replace ("
+      sed -n 's#^\t\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$staging"'#p' "$mod"
+      echo ")"
+    } | wrapper kubernetes
+  )
+  cat > "$dir/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubectl/pkg/cmd"
+)
+GO
+  (cd "$dir" && go mod tidy -e >/dev/null 2>"$cache/src/kubernetes.tidy.log" || { cat "$cache/src/kubernetes.tidy.log" >&2; exit 1; })
+  local pkg=k8s.io/component-base/version
+  local ld="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  ld+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1"
+  ld+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  for t in "${targets[@]}"; do
+    [ -x "$bin/$t" ] && continue
+    log "  go build $t"
+    (cd "$dir" && go build -p "$jobs" -trimpath -tags tools -ldflags "$ld" -o "$bin/$t.tmp" "k8s.io/kubernetes/cmd/$t")
+    mv "$bin/$t.tmp" "$bin/$t"
+  done
+}
+
+build_etcd() {
+  have etcd && return 0
+  log "etcd $ETCD_VERSION"
+  local dir
+  dir=$(printf 'module gpunode.test/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" | wrapper etcd)
+  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' > "$dir/tools.go"
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 && CGO_ENABLED=0 go build -p "$jobs" -trimpath -ldflags "-s -w" -o "$bin/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$bin/etcd.tmp" "$bin/etcd"
+}
+
+build_containerd() {
+  have containerd containerd-shim-runc-v2 ctr && return 0
+  log "containerd $CONTAINERD_VERSION"
+  local dir
+  dir=$(printf 'module gpunode.test/containerd\n\ngo 1.26\n\nrequire github.com/containerd/containerd/v2 %s\n' "$CONTAINERD_VERSION" | wrapper containerd)
+  printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "github.com/containerd/containerd/v2/cmd/containerd"\n\t_ "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"\n\t_ "github.com/containerd/containerd/v2/cmd/ctr"\n)\n' > "$dir/tools.go"
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1)
+  local ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  for t in containerd containerd-shim-runc-v2 ctr; do
+    [ -x "$bin/$t" ] && continue
+    log "  go build $t"
+    local cgo=1; [ "$t" = containerd-shim-runc-v2 ] && cgo=0
+    (cd "$dir" && CGO_ENABLED=$cgo go build -p "$jobs" -trimpath -tags "no_btrfs tools" -ldflags "$ld" \
+      -o "$bin/$t.tmp" "github.com/containerd/containerd/v2/cmd/$t")
+    mv "$bin/$t.tmp" "$bin/$t"
+  done
+}
+
+build_helm() {
+  have helm && return 0
+  log "helm $HELM_VERSION"
+  local dir minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  dir=$(printf 'module gpunode.test/helm\n\ngo 1.26\n\nrequire helm.sh/helm/v3 %s\n' "$HELM_VERSION" | wrapper helm)
+  printf '//go:build tools\n\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n' > "$dir/tools.go"
+  (cd "$dir" && go mod tidy -e >/dev/null 2>&1 && CGO_ENABLED=0 go build -p "$jobs" -trimpath -tags tools \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor" \
+    -o "$bin/helm.tmp" helm.sh/helm/v3/cmd/helm)
+  mv "$bin/helm.tmp" "$bin/helm"
+}
+
+start=$SECONDS
+which=${1:-all}
+case "$which" in
+  all) build_etcd; build_containerd; build_helm; build_kubernetes ;;
+  kubernetes|etcd|containerd|helm) "build_$which" ;;
+  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm]" >&2; exit 2 ;;
+esac
+log "done in $((SECONDS - start)) s"
+echo "$bin"
