@@ -235,6 +235,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void OnAuth(Verdict v) {
     if (v == Verdict::kAllowed) return Route();
+    if (srv_.options.auth_failure_delay.count() > 0 && !parser_->get()[http::field::authorization].empty() &&
+        !delayed_) {
+      delayed_ = true;
+      delay_.emplace(stream_.get_executor());
+      delay_->expires_after(srv_.options.auth_failure_delay);
+      delay_->async_wait([self = this->shared_from_this(), v](error_code) { self->OnAuth(v); });
+      return;
+    }
     if (v == Verdict::kBusy) {
       return Respond(http::status::too_many_requests, kTextPlain, Text("too many password checks, retry later\n"),
                      false, {{http::field::retry_after, "1"}});
@@ -343,6 +351,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool head_ = false;
   bool accept_gzip_ = false;
   bool linger_ = false;
+  bool delayed_ = false;
+  std::optional<asio::steady_timer> delay_;  // wrong credentials: the answer waits
   size_t drained_ = 0;
   char discard_[4096];
 };

@@ -44,6 +44,10 @@ struct ServerOptions {
   int max_connections = 4096;
   int backlog = 1024;  // listen(2) queue: a burst of scrapers must not overflow it
   AuthLimits auth;     // bcrypt pool and limits (basic auth)
+  // Wrong credentials (and checks refused by the limits) are answered this late: a client retrying
+  // in a loop makes one attempt per delay instead of thousands a second that every other client
+  // would queue behind. Requests without credentials are answered at once.
+  std::chrono::milliseconds auth_failure_delay{1000};
 };
 
 class MetricsServer {

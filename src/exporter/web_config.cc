@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -321,6 +322,10 @@ BasicAuthenticator::Verdict BasicAuthenticator::Check(std::string_view authoriza
 }
 
 void BasicAuthenticator::Work() {
+  if (limits_.worker_nice > 0) {
+    // Only lowers this thread's priority (allowed without privileges); failure changes nothing else.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), limits_.worker_nice);
+  }
   for (;;) {
     Job job;
     {

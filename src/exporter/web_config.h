@@ -63,6 +63,9 @@ inline constexpr size_t kMaxPasswordBytes = 72;
 // Limits of the bcrypt work a client can cause (basic auth).
 struct AuthLimits {
   int threads = 2;                    // bcrypt workers (never the server's event loop)
+  // The workers' nice value (Linux: per thread): bcrypt takes the CPU the server's event loop
+  // leaves, so a flood of password checks cannot slow the answers to everyone else.
+  int worker_nice = 10;
   size_t max_pending = 64;            // bcrypt checks queued or running, all clients together
   size_t max_pending_per_source = 2;  // ... per client address
   size_t negative_cache_entries = 4096;                  // recent wrong (user, password) pairs
