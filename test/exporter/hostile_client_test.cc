@@ -55,7 +55,7 @@ std::string BasicHeader(const std::string& user, const std::string& password) {
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-class HostileClientTest : public ::testing::Test {
+class ExporterHostileClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("gpn-hostile-" + std::to_string(::getpid()) + "-" +
@@ -167,7 +167,7 @@ class SlowClients {
   std::thread thread_;
 };
 
-TEST_F(HostileClientTest, Bug8_SlowHeaderConnectionsDoNotDelayAnAuthorisedScrape) {
+TEST_F(ExporterHostileClientTest, Bug8_SlowHeaderConnectionsDoNotDelayAnAuthorisedScrape) {
   Start({{"prom", Bcrypt("s3cret", 4)}});
   ASSERT_EQ(Scrape("prom", "s3cret").first, 200);
   for (int count : {8, 64}) {
@@ -184,7 +184,7 @@ TEST_F(HostileClientTest, Bug8_SlowHeaderConnectionsDoNotDelayAnAuthorisedScrape
   }
 }
 
-TEST_F(HostileClientTest, Bug8_ATrickledRequestIsCutAtTheWholeRequestDeadlineAndAnIdleOneToo) {
+TEST_F(ExporterHostileClientTest, Bug8_ATrickledRequestIsCutAtTheWholeRequestDeadlineAndAnIdleOneToo) {
   Start();
   // One byte every 500 ms keeps a per-read timeout from ever firing; the whole-request deadline
   // (5 s) cuts it all the same. An idle connection goes at the same deadline.
@@ -219,7 +219,7 @@ TEST_F(HostileClientTest, Bug8_ATrickledRequestIsCutAtTheWholeRequestDeadlineAnd
   ::close(idle);
 }
 
-TEST_F(HostileClientTest, Bug11_HeadIsAnsweredWhereverGetIsWithTheSameHeadersAndNoBody) {
+TEST_F(ExporterHostileClientTest, Bug11_HeadIsAnsweredWhereverGetIsWithTheSameHeadersAndNoBody) {
   Start();
   for (const std::string path : {"/metrics", "/health", "/"}) {
     for (const std::string gzip : {"", "Accept-Encoding: gzip\r\n"}) {
@@ -243,7 +243,7 @@ TEST_F(HostileClientTest, Bug11_HeadIsAnsweredWhereverGetIsWithTheSameHeadersAnd
   EXPECT_EQ(RawRequest(port_, "HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n").status, 404);
 }
 
-TEST_F(HostileClientTest, Bug11_OtherMethodsGet405AtOnceWithOrWithoutABody) {
+TEST_F(ExporterHostileClientTest, Bug11_OtherMethodsGet405AtOnceWithOrWithoutABody) {
   Start();
   const std::vector<std::string> requests = {
       "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
@@ -284,7 +284,7 @@ TEST_F(HostileClientTest, Bug11_OtherMethodsGet405AtOnceWithOrWithoutABody) {
   }
 }
 
-TEST_F(HostileClientTest, Bug9_APasswordWithNulIsNotThePasswordBeforeTheNul) {
+TEST_F(ExporterHostileClientTest, Bug9_APasswordWithNulIsNotThePasswordBeforeTheNul) {
   const std::string hash = Bcrypt("s3cret", 4);
   const std::string nul("s3cret\0garbage", 14);
   EXPECT_TRUE(CheckPassword("s3cret", hash));
@@ -307,7 +307,7 @@ TEST_F(HostileClientTest, Bug9_APasswordWithNulIsNotThePasswordBeforeTheNul) {
   EXPECT_EQ(RawRequest(port_, req).status, 401);
 }
 
-TEST_F(HostileClientTest, Bug9_ManyWrongPasswordsDoNotStarveARightOne) {
+TEST_F(ExporterHostileClientTest, Bug9_ManyWrongPasswordsDoNotStarveARightOne) {
   // Production cost (10): ~50-100 ms of CPU per check. 48 clients each send distinct wrong
   // passwords in a closed loop, as fast as the server answers.
   Start({{"prom", Bcrypt("s3cret", 10)}, {"grafana", Bcrypt("hunter2", 10)}});

@@ -601,7 +601,7 @@ TEST(WebConfigTest, ChecksBcryptPasswords) {
   EXPECT_FALSE(auth.Allow(""));
 }
 
-TEST(BasicAuthenticatorTest, RemembersVerdictsByKeyedHashAndBoundsBcryptPerSource) {
+TEST(ExporterBasicAuthTest, RemembersVerdictsByKeyedHashAndBoundsBcryptPerSource) {
   AuthLimits limits;
   limits.threads = 1;
   limits.max_pending_per_source = 1;
