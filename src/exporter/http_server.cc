@@ -328,7 +328,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void Drain() {
     buffer_.consume(buffer_.size());
-    tcp().async_read_some(asio::buffer(discard_), [self = this->shared_from_this()](error_code ec, size_t n) {
+    tcp().async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](error_code ec, size_t n) {
       self->drained_ += n;
       if (ec || self->drained_ > kMaxLingerBytes) return self->Close();
       self->Drain();
@@ -354,7 +354,6 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool delayed_ = false;
   std::optional<asio::steady_timer> delay_;  // wrong credentials: the answer waits
   size_t drained_ = 0;
-  char discard_[4096];
 };
 
 }  // namespace
