@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -205,6 +206,8 @@ struct Sample {
 
 int main(int argc, char** argv) {
   Options o;
+  std::string invocation;
+  for (int i = 0; i < argc; ++i) invocation += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     if (k == "--check") {
@@ -322,7 +325,7 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   const auto t0 = Clock::now();
   const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration));
-  std::vector<std::thread> threads;
+  std::deque<std::thread> threads;  // (not a vector: GCC 12 -O2 warns falsely in its reallocation)
 
   // Samples.
   std::vector<Sample> samples;
@@ -478,7 +481,8 @@ int main(int argc, char** argv) {
   j.precision(3);
   long wrong_total = 0;
   for (auto [k, v] : wrong_status) wrong_total += v;
-  j << "{\n  \"benchmark\": \"exporter_hostile\",\n  \"command\": " << Quote(command) << ",\n"
+  j << "{\n  \"benchmark\": \"exporter_hostile\",\n  \"invocation\": " << Quote(invocation)
+    << ",\n  \"exporter_command\": " << Quote(command) << ",\n"
     << "  \"options\": {\"duration_s\": " << o.duration << ", \"warmup_s\": " << o.warmup << ", \"slowloris\": " << o.slowloris
     << ", \"slow_period_ms\": " << o.slow_period_ms << ", \"wrong_password_clients\": " << o.wrong
     << ", \"wrong_mode\": " << Quote(o.wrong_mode) << ", \"authorised_scrapers\": " << o.scrapers
