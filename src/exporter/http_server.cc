@@ -9,14 +9,18 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <cstring>
+#include <random>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -135,7 +139,7 @@ struct MetricsServer::Impl {
   // Declared before the io_context: connections still open when it is destroyed hold SSL objects
   // made from this context and decrement `connections`.
   std::optional<asio::ssl::context> ssl;
-  asio::io_context io{1};
+  asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
@@ -239,7 +243,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         !delayed_) {
       delayed_ = true;
       delay_.emplace(stream_.get_executor());
-      delay_->expires_after(srv_.options.auth_failure_delay);
+      // Between 0.5 and 1.5 times the delay: clients refused together must not come back
+      // together (a fixed delay lines a looping flood up into one burst a second).
+      thread_local std::minstd_rand jitter(std::random_device{}());
+      const auto d = srv_.options.auth_failure_delay;
+      delay_->expires_after(d / 2 + std::chrono::milliseconds(jitter() % (d.count() + 1)));
       delay_->async_wait([self = this->shared_from_this(), v](error_code) { self->OnAuth(v); });
       return;
     }
@@ -359,7 +367,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 }  // namespace
 
 void MetricsServer::Impl::Accept() {
-  acceptor.async_accept(io, [this](error_code ec, tcp::socket socket) {
+  // Each connection gets a strand of its own: its handlers never run at once on two loop threads.
+  acceptor.async_accept(asio::make_strand(io), [this](error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;  // closed: stopping
     if (ec == asio::error::connection_aborted) return Accept();
     if (ec) {
@@ -391,11 +400,15 @@ void MetricsServer::Impl::StartSession(tcp::socket socket) {
     if (a.is_v6() && a.to_v6().is_v4_mapped()) a = asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6());
     source = a.to_string();
   }
+  // Started on the connection's strand, like every later step.
+  const auto ex = socket.get_executor();
   if (ssl) {
-    std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(source), std::move(socket), *ssl)
-        ->Start();
+    auto session =
+        std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, std::move(source), std::move(socket), *ssl);
+    asio::dispatch(ex, [session] { session->Start(); });
   } else {
-    std::make_shared<Session<beast::tcp_stream>>(*this, std::move(source), std::move(socket))->Start();
+    auto session = std::make_shared<Session<beast::tcp_stream>>(*this, std::move(source), std::move(socket));
+    asio::dispatch(ex, [session] { session->Start(); });
   }
 }
 
@@ -454,7 +467,14 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter& exporte
   return s;
 }
 
-void MetricsServer::Serve() { impl_->io.run(); }
+void MetricsServer::Serve() {
+  int n = options_.loop_threads;
+  if (n <= 0) n = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  std::vector<std::thread> more;
+  for (int i = 1; i < n; ++i) more.emplace_back([this] { impl_->io.run(); });
+  impl_->io.run();
+  for (std::thread& t : more) t.join();
+}
 
 void MetricsServer::Stop() { impl_->io.stop(); }
 

@@ -43,10 +43,14 @@ struct ServerOptions {
   // process's open-file limit.
   int max_connections = 4096;
   int backlog = 1024;  // listen(2) queue: a burst of scrapers must not overflow it
+  // Threads running the event loop (each connection is on a strand: its steps never overlap);
+  // 0: one per core, at most 4. Connections are not tied to threads, so this only spreads a burst
+  // of simultaneous scrapes over the cores.
+  int loop_threads = 0;
   AuthLimits auth;     // bcrypt pool and limits (basic auth)
-  // Wrong credentials (and checks refused by the limits) are answered this late: a client retrying
-  // in a loop makes one attempt per delay instead of thousands a second that every other client
-  // would queue behind. Requests without credentials are answered at once.
+  // Wrong credentials (and checks refused by the limits) are answered this late (± 50 %, at
+  // random): a client retrying in a loop makes one attempt per delay instead of thousands a second
+  // that every other client would queue behind. Requests without credentials are answered at once.
   std::chrono::milliseconds auth_failure_delay{1000};
 };
 

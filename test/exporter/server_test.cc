@@ -493,7 +493,7 @@ TEST_F(ExporterServerTest, WrongCredentialsAreAnsweredLateMissingOnesAtOnce) {
   ASSERT_TRUE(web.ok());
   ServerOptions so;
   so.web = *web;
-  so.auth_failure_delay = 300ms;
+  so.auth_failure_delay = 600ms;  // 300-900 ms
   StartServer(so);
   const int port = server_->port();
   const testing::RawResponse none = testing::RawRequest(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
