@@ -115,8 +115,11 @@ int Connect(int port) {
 
 // One request on a fresh connection, read to the server's close. Status 0: no answer (refused,
 // reset, 10 s timeout).
-int Exchange(int port, const std::string& request, size_t* body = nullptr) {
+// `connect_ms`: time to connect (the kernel's accept queue), the rest is the server's.
+int Exchange(int port, const std::string& request, size_t* body = nullptr, double* connect_ms = nullptr) {
+  const auto t0 = std::chrono::steady_clock::now();
   const int fd = Connect(port);
+  if (connect_ms != nullptr) *connect_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (fd < 0) return 0;
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
     ::close(fd);
@@ -407,21 +410,23 @@ int main(int argc, char** argv) {
   }
 
   // Authorised scrapers, paced and staggered.
-  std::vector<double> latencies;
+  std::vector<double> latencies, connect_latencies;
   std::vector<std::string> failures;
   std::atomic<long> auth_failures{0};
   for (int s = 0; s < o.scrapers; ++s) {
     threads.emplace_back([&, s] {
       const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / o.scrape_rate));
       auto next = t0 + period * s / o.scrapers;
-      std::vector<double> mine;
+      std::vector<double> mine, mine_connect;
       while (Clock::now() < end) {
         std::this_thread::sleep_until(next);
         next += period;
         const auto a = Clock::now();
-        const int st = Exchange(port, good);
+        double connect_ms = 0;
+        const int st = Exchange(port, good, nullptr, &connect_ms);
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - a).count();
         mine.push_back(ms);
+        mine_connect.push_back(connect_ms);
         if (st != 200) {
           ++auth_failures;
           std::lock_guard<std::mutex> lock(mu);
@@ -433,6 +438,7 @@ int main(int argc, char** argv) {
       }
       std::lock_guard<std::mutex> lock(mu);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
+      connect_latencies.insert(connect_latencies.end(), mine_connect.begin(), mine_connect.end());
     });
   }
 
@@ -449,6 +455,7 @@ int main(int argc, char** argv) {
   stop_exporter();
 
   std::sort(latencies.begin(), latencies.end());
+  std::sort(connect_latencies.begin(), connect_latencies.end());
   // RSS and fds: the first sample at or after the warm-up, the max, the last.
   Sample first{0, -1, -1}, last{0, -1, -1};
   long rss_max = 0;
@@ -492,7 +499,9 @@ int main(int argc, char** argv) {
     << "  \"bytes_per_scrape\": " << bytes << ",\n"
     << "  \"authorised\": {\"scrapes\": " << latencies.size() << ", \"failures\": " << auth_failures.load()
     << ", \"latency_ms\": {\"p50\": " << Percentile(latencies, 0.5) << ", \"p90\": " << Percentile(latencies, 0.9)
-    << ", \"p99\": " << p99 << ", \"max\": " << (latencies.empty() ? 0 : latencies.back()) << "}, \"first_failures\": [";
+    << ", \"p99\": " << p99 << ", \"max\": " << (latencies.empty() ? 0 : latencies.back())
+    << "}, \"connect_ms\": {\"p50\": " << Percentile(connect_latencies, 0.5) << ", \"p99\": " << Percentile(connect_latencies, 0.99)
+    << ", \"max\": " << (connect_latencies.empty() ? 0 : connect_latencies.back()) << "}, \"first_failures\": [";
   for (size_t i = 0; i < failures.size(); ++i) j << (i ? ", " : "") << Quote(failures[i]);
   j << "]},\n  \"wrong_password\": {\"requests\": " << wrong_total << ", \"per_second\": " << wrong_total / elapsed
     << ", \"by_status\": {";
