@@ -11,7 +11,7 @@
 //     one wrong password per client);
 //   * --scrapers authorised scrapers, each --scrape-rate times a second (staggered), with
 //     Accept-Encoding: gzip and a 10 s timeout (Prometheus' default scrape timeout);
-// and samples the exporter's VmRSS and open file descriptors (/proc/PID/status, /proc/PID/fd)
+// (the hostile clients arrive spread over the first second, then stay) and samples the exporter's VmRSS and open file descriptors (/proc/PID/status, /proc/PID/fd)
 // every second. Prints one JSON document (stdout, and --out FILE): authorised scrape latency
 // p50/p90/p99/max and failures, what the hostile clients got, RSS and fds at the start (first
 // sample after --warmup seconds of load), max and end, and idle before/after the load.
@@ -354,10 +354,20 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < conns.size(); ++i) {
       conns[i].next = Clock::now() + period * static_cast<long>(i) / static_cast<long>(std::max<size_t>(1, conns.size()));
     }
+    // Connections open over the first second too; cut ones reconnect at once.
+    std::vector<Clock::time_point> open_at(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) {
+      open_at[i] = t0 + std::chrono::microseconds(1000000L * static_cast<long>(i) / static_cast<long>(std::max<size_t>(1, conns.size())));
+    }
     while (!stop) {
       const auto now = Clock::now();
       std::vector<pollfd> pfds;
-      for (Conn& c : conns) {
+      for (size_t ci = 0; ci < conns.size(); ++ci) {
+        Conn& c = conns[ci];
+        if (c.fd < 0 && now < open_at[ci]) {
+          pfds.push_back({-1, 0, 0});
+          continue;
+        }
         if (c.fd < 0) {
           c.fd = Connect(port);
           c.sent = 0;
@@ -398,6 +408,8 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, i] {
       std::map<int, long> mine;
       const std::string same = Request("prometheus", "wrong-" + std::to_string(i));
+      // Clients arrive over the first second, not all in the same microsecond.
+      std::this_thread::sleep_until(t0 + std::chrono::microseconds(1000000L * i / std::max(1, o.wrong)));
       for (long n = 0; !stop; ++n) {
         const int st = Exchange(port, o.wrong_mode == "same" ? same
                                                              : Request("prometheus", "wrong-" + std::to_string(i) + "-" + std::to_string(n)));
@@ -411,6 +423,7 @@ int main(int argc, char** argv) {
 
   // Authorised scrapers, paced and staggered.
   std::vector<double> latencies, connect_latencies;
+  std::vector<std::pair<double, double>> slowest;  // (ms, started at s)
   std::vector<std::string> failures;
   std::atomic<long> auth_failures{0};
   for (int s = 0; s < o.scrapers; ++s) {
@@ -427,6 +440,12 @@ int main(int argc, char** argv) {
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - a).count();
         mine.push_back(ms);
         mine_connect.push_back(connect_ms);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          slowest.emplace_back(ms, std::chrono::duration<double>(a - t0).count());
+          std::sort(slowest.rbegin(), slowest.rend());
+          if (slowest.size() > 8) slowest.pop_back();
+        }
         if (st != 200) {
           ++auth_failures;
           std::lock_guard<std::mutex> lock(mu);
@@ -501,7 +520,9 @@ int main(int argc, char** argv) {
     << ", \"latency_ms\": {\"p50\": " << Percentile(latencies, 0.5) << ", \"p90\": " << Percentile(latencies, 0.9)
     << ", \"p99\": " << p99 << ", \"max\": " << (latencies.empty() ? 0 : latencies.back())
     << "}, \"connect_ms\": {\"p50\": " << Percentile(connect_latencies, 0.5) << ", \"p99\": " << Percentile(connect_latencies, 0.99)
-    << ", \"max\": " << (connect_latencies.empty() ? 0 : connect_latencies.back()) << "}, \"first_failures\": [";
+    << ", \"max\": " << (connect_latencies.empty() ? 0 : connect_latencies.back()) << "}, \"slowest_ms_at_s\": [";
+  for (size_t i = 0; i < slowest.size(); ++i) j << (i ? ", " : "") << "[" << slowest[i].first << ", " << slowest[i].second << "]";
+  j << "], \"first_failures\": [";
   for (size_t i = 0; i < failures.size(); ++i) j << (i ? ", " : "") << Quote(failures[i]);
   j << "]},\n  \"wrong_password\": {\"requests\": " << wrong_total << ", \"per_second\": " << wrong_total / elapsed
     << ", \"by_status\": {";
