@@ -2,10 +2,11 @@
 // has rendered; never touches NVML. Basic auth, TLS (with optional client certificates) and extra
 // headers come from the web config file.
 //
-// Built to face a whole node (any pod can connect): one event loop (Boost.Beast on asio) owns every
-// connection, so idle or slow clients cost a socket and a timer, not a thread. Each connection
-// has one deadline for the whole request (TLS handshake, request line, headers), limits on its
-// size, and bcrypt checks run on the authenticator's own small pool. One request per connection.
+// Built to face a whole node (any pod can connect): an event loop (Boost.Beast on asio; a thread
+// per core, at most 4; a strand per connection) owns every connection, so idle or slow clients
+// cost a socket and a timer, not a thread. Each connection has one deadline for the whole request
+// (TLS handshake, request line, headers), limits on its size, and bcrypt checks run on the
+// authenticator's own small pool. One request per connection.
 #ifndef GPUNODE_EXPORTER_HTTP_SERVER_H_
 #define GPUNODE_EXPORTER_HTTP_SERVER_H_
 
