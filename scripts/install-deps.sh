@@ -8,8 +8,9 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
-  # the exporter's HTTP(S) server and its bcrypt basic auth
-  libcpp-httplib-dev libssl-dev libcrypt-dev zlib1g-dev
+  # the exporter's HTTP(S) server (Boost.Beast on asio, header-only: one event loop, whole-request
+  # deadlines, asio::ssl over OpenSSL) and its bcrypt basic auth; cpp-httplib is its tests' client
+  libboost-dev libcpp-httplib-dev libssl-dev libcrypt-dev zlib1g-dev
   # openssl(1) makes the certificates of the exporter's TLS tests
   openssl
   # gRPC (kubelet device plugin and pod-resources APIs)

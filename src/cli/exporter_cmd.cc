@@ -2,9 +2,11 @@
 // directly (src/exporter, docs/exporter.md).
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -97,6 +99,15 @@ void OnSignal(int) {
 int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App& cmd) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
   ::mallopt(M_ARENA_MAX, 2);
+  // The server holds a socket per client (up to 4096 at once): raise the soft open-file limit to
+  // the hard one (systemd's and Docker's default soft limit is 1024), as Go programs do at start.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    const rlim_t want = std::min<rlim_t>(nofile.rlim_max, 1 << 16);
+    if (want > nofile.rlim_cur) {
+      nofile.rlim_cur = want;
+      ::setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+  }
   FromEnv(cmd, "--collectors", "DCGM_EXPORTER_COLLECTORS", &flags.collectors);
   FromEnv(cmd, "--listen", "DCGM_EXPORTER_LISTEN", &flags.listen);
   FromEnv(cmd, "--collect-interval", "DCGM_EXPORTER_INTERVAL", &flags.interval);

@@ -1,9 +1,17 @@
-// The exporter's HTTP(S) endpoint (cpp-httplib): /metrics, /health, / (status page). Serves what
-// the Exporter has rendered; never touches NVML. Basic auth, TLS (with optional client
-// certificates) and extra headers come from the web config file.
+// The exporter's HTTP(S) endpoint: /metrics, /health, / (status page). Serves what the Exporter
+// has rendered; never touches NVML. Basic auth, TLS (with optional client certificates) and extra
+// headers come from the web config file.
+//
+// Built to face a whole node (any pod can connect): an event loop (Boost.Beast on asio; a thread
+// per core, at most 4; a strand per connection) owns every connection, so idle or slow clients
+// cost a socket and a timer, not a thread. Each connection has one deadline for the whole request
+// (TLS handshake, request line, headers), limits on its size, and bcrypt checks run on the
+// authenticator's own small pool. One request per connection.
 #ifndef GPUNODE_EXPORTER_HTTP_SERVER_H_
 #define GPUNODE_EXPORTER_HTTP_SERVER_H_
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,9 +21,6 @@
 #include "src/exporter/exporter.h"
 #include "src/exporter/web_config.h"
 
-namespace httplib {
-class Server;
-}
 
 namespace gpunode::exporter {
 
@@ -30,7 +35,24 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text);
 struct ServerOptions {
   std::string listen = ":9400";
   std::optional<WebConfig> web;
-  int threads = 8;  // worker threads; each request holds one only while it is served
+  // From accept to the last header byte (TLS handshake included): a client that has not sent its
+  // whole request by then is disconnected, however it trickles bytes.
+  std::chrono::milliseconds request_timeout{5000};
+  std::chrono::milliseconds write_timeout{10000};  // to send the whole response
+  size_t max_header_bytes = 8192;                  // request line + headers; more: 431
+  // Connections open at once; one more is closed as soon as it is accepted. Capped below the
+  // process's open-file limit.
+  int max_connections = 4096;
+  int backlog = 1024;  // listen(2) queue: a burst of scrapers must not overflow it
+  // Threads running the event loop (each connection is on a strand: its steps never overlap);
+  // 0: one per core, at most 4. Connections are not tied to threads, so this only spreads a burst
+  // of simultaneous scrapes over the cores.
+  int loop_threads = 0;
+  AuthLimits auth;     // bcrypt pool and limits (basic auth)
+  // Wrong credentials (and checks refused by the limits) are answered this late (± 50 %, at
+  // random): a client retrying in a loop makes one attempt per delay instead of thousands a second
+  // that every other client would queue behind. Requests without credentials are answered at once.
+  std::chrono::milliseconds auth_failure_delay{1000};
 };
 
 class MetricsServer {
@@ -46,15 +68,18 @@ class MetricsServer {
   // Serves until Stop() (from another thread or a signal handler thread).
   void Serve();
   void Stop();
+  // Connections open now (accepted and not yet closed).
+  int connections() const;
+  // The basic-auth checker; nullptr without basic_auth_users.
+  const BasicAuthenticator* authenticator() const;
+
+  struct Impl;
 
  private:
   MetricsServer(Exporter& exporter, ServerOptions options);
-  void Routes();
 
-  Exporter& exporter_;
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  std::unique_ptr<BasicAuthenticator> auth_;
+  std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };
 

@@ -1,12 +1,20 @@
 #include "src/exporter/web_config.h"
 
 #include <crypt.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -190,49 +198,193 @@ StatusOr<WebConfig> LoadWebConfig(const std::string& path) {
 }
 
 bool CheckPassword(const std::string& password, const std::string& hash) {
+  // crypt_r takes a C string and bcrypt reads at most 72 bytes: anything it would not see is a
+  // wrong password, not a longer spelling of a right one.
+  if (password.size() > kMaxPasswordBytes || password.find('\0') != std::string::npos) return false;
   auto data = std::make_unique<crypt_data>();
   std::memset(data.get(), 0, sizeof(crypt_data));
   const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
   if (out == nullptr || out[0] == '*') return false;
   const size_t n = std::strlen(out);
   if (n != hash.size()) return false;
-  unsigned char diff = 0;  // constant time
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(out[i] ^ hash[i]);
-  return diff == 0;
+  return CRYPTO_memcmp(out, hash.data(), n) == 0;
 }
 
-bool BasicAuthenticator::Allow(std::string_view authorization) {
-  if (!enabled()) return true;
+BasicAuthenticator::BasicAuthenticator(std::map<std::string, std::string> users, AuthLimits limits)
+    : users_(std::move(users)), limits_(limits) {
+  if (RAND_bytes(key_, sizeof key_) != 1) {
+    std::random_device rd;  // OpenSSL without entropy: the kernel's, through the C++ library
+    for (unsigned char& c : key_) c = static_cast<unsigned char>(rd());
+  }
+  if (!enabled()) return;
+  const int n = std::max(1, limits_.threads);
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+BasicAuthenticator::~BasicAuthenticator() {
+  std::deque<Job> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  dropped.clear();  // outside the lock: a callback's captures may do anything when destroyed
+}
+
+BasicAuthenticator::Digest BasicAuthenticator::Key(std::string_view user, std::string_view password) const {
+  // HMAC-SHA256(key, len(user) || user || password): the length prefix keeps ("a", "bc") and
+  // ("ab", "c") apart.
+  std::string msg;
+  msg.reserve(8 + user.size() + password.size());
+  const uint64_t len = user.size();
+  msg.append(reinterpret_cast<const char*>(&len), sizeof len);
+  msg.append(user.data(), user.size());
+  msg.append(password.data(), password.size());
+  Digest d{};
+  unsigned int out = 0;
+  HMAC(EVP_sha256(), key_, sizeof key_, reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), d.data(),
+       &out);
+  OPENSSL_cleanse(msg.data(), msg.size());
+  return d;
+}
+
+void BasicAuthenticator::ForgetExpiredLocked(std::chrono::steady_clock::time_point now) {
+  while (!denied_order_.empty() &&
+         (denied_order_.front().second <= now || denied_order_.size() > limits_.negative_cache_entries)) {
+    denied_.erase(denied_order_.front().first);
+    denied_order_.pop_front();
+  }
+}
+
+BasicAuthenticator::Verdict BasicAuthenticator::Check(std::string_view authorization, std::string_view source,
+                                                      Done done) {
+  if (!enabled()) return Verdict::kAllowed;
   constexpr std::string_view kPrefix = "Basic ";
   if (authorization.size() <= kPrefix.size() ||
       !absl::EqualsIgnoreCase(absl::string_view(authorization.data(), kPrefix.size()),
                               absl::string_view(kPrefix.data(), kPrefix.size()))) {
-    return false;
+    return Verdict::kDenied;
   }
   std::string decoded;
   if (!absl::Base64Unescape(absl::string_view(authorization.data() + kPrefix.size(),
                                               authorization.size() - kPrefix.size()),
                             &decoded)) {
-    return false;
+    return Verdict::kDenied;
   }
   const size_t colon = decoded.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string user = decoded.substr(0, colon);
-  const std::string password = decoded.substr(colon + 1);
+  if (colon == std::string::npos) return Verdict::kDenied;
+  std::string user = decoded.substr(0, colon);
+  std::string password = decoded.substr(colon + 1);
+  OPENSSL_cleanse(decoded.data(), decoded.size());
+  // What bcrypt would not see (after a NUL, past 72 bytes) is never a right password.
+  if (password.size() > kMaxPasswordBytes || password.find('\0') != std::string::npos) return Verdict::kDenied;
+
   auto it = users_.find(user);
-  if (it == users_.end()) {
-    CheckPassword(password, "$2b$10$abcdefghijklmnopqrstuu5Kv8PZ2T0xRBHEDy/WiBMN3Ye5Ewgm2");  // same cost either way
-    return false;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto v = verified_.find(user);
-    if (v != verified_.end() && v->second == password) return true;
-  }
-  if (!CheckPassword(password, it->second)) return false;
+  // An unknown user is checked against a real user's hash (same cost), then denied.
+  const bool known = it != users_.end();
+  const std::string& hash = known ? it->second : users_.begin()->second;
+  const Digest digest = Key(user, password);
+  const std::string digest_key(reinterpret_cast<const char*>(digest.data()), digest.size());
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  verified_[user] = password;
-  return true;
+  if (known) {
+    if (auto a = allowed_.find(user); a != allowed_.end() && CRYPTO_memcmp(a->second.data(), digest.data(), digest.size()) == 0) {
+      ++stats_.cached_allowed;
+      return Verdict::kAllowed;
+    }
+  }
+  ForgetExpiredLocked(now);
+  if (denied_.count(digest_key)) {
+    ++stats_.cached_denied;
+    return Verdict::kDenied;
+  }
+  size_t& mine = per_source_[std::string(source)];
+  if (stopping_ || pending_ >= limits_.max_pending || mine >= limits_.max_pending_per_source) {
+    if (mine == 0) per_source_.erase(std::string(source));
+    ++stats_.busy;
+    return Verdict::kBusy;
+  }
+  ++mine;
+  ++pending_;
+  Job job;
+  job.user = known ? std::move(user) : std::string();
+  job.password = std::move(password);
+  job.hash = hash;
+  job.digest = digest;
+  job.source = std::string(source);
+  job.queued = now;
+  job.done = std::move(done);
+  queue_.push_back(std::move(job));
+  cv_.notify_one();
+  return Verdict::kPending;
+}
+
+void BasicAuthenticator::Work() {
+  if (limits_.worker_nice > 0) {
+    // Only lowers this thread's priority (allowed without privileges); failure changes nothing else.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), limits_.worker_nice);
+  }
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Verdict verdict = Verdict::kBusy;
+    const bool stale = std::chrono::steady_clock::now() - job.queued > limits_.max_queue_wait;
+    if (!stale) {
+      const bool ok = CheckPassword(job.password, job.hash) && !job.user.empty();
+      verdict = ok ? Verdict::kAllowed : Verdict::kDenied;
+    }
+    OPENSSL_cleanse(job.password.data(), job.password.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stale) {
+        ++stats_.dropped;
+      } else {
+        ++stats_.bcrypt_runs;
+      }
+      if (verdict == Verdict::kAllowed) {
+        allowed_[job.user] = job.digest;
+      } else if (verdict == Verdict::kDenied) {
+        std::string k(reinterpret_cast<const char*>(job.digest.data()), job.digest.size());
+        if (denied_.insert(k).second) {
+          denied_order_.emplace_back(std::move(k), std::chrono::steady_clock::now() + limits_.negative_cache_ttl);
+        }
+        ForgetExpiredLocked(std::chrono::steady_clock::now());
+      }
+      --pending_;
+      if (auto s = per_source_.find(job.source); s != per_source_.end() && --s->second == 0) per_source_.erase(s);
+    }
+    job.done(verdict);
+  }
+}
+
+bool BasicAuthenticator::Allow(std::string_view authorization, std::string_view source) {
+  std::mutex m;
+  std::condition_variable cv;
+  std::optional<Verdict> result;
+  Verdict v = Check(authorization, source, [&](Verdict r) {
+    std::lock_guard<std::mutex> lock(m);
+    result = r;
+    cv.notify_one();
+  });
+  if (v == Verdict::kPending) {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return result.has_value(); });
+    v = *result;
+  }
+  return v == Verdict::kAllowed;
+}
+
+BasicAuthenticator::Stats BasicAuthenticator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 }  // namespace gpunode::exporter

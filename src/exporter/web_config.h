@@ -10,11 +10,20 @@
 #ifndef GPUNODE_EXPORTER_WEB_CONFIG_H_
 #define GPUNODE_EXPORTER_WEB_CONFIG_H_
 
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "src/base/status.h"
 
@@ -44,22 +53,95 @@ StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view sourc
 // names must be readable too.
 StatusOr<WebConfig> LoadWebConfig(const std::string& path);
 
-// true when `password` matches the crypt(3) `hash` (bcrypt through libcrypt).
+// true when `password` matches the crypt(3) `hash` (bcrypt through libcrypt), compared in constant
+// time over the full length. bcrypt reads a C string and only its first 72 bytes, so a password
+// that contains NUL or is longer than 72 bytes is rejected before bcrypt ("s3cret\0garbage" must not
+// pass for "s3cret").
 bool CheckPassword(const std::string& password, const std::string& hash);
+inline constexpr size_t kMaxPasswordBytes = 72;
 
-// HTTP basic authentication against basic_auth_users. A successful check is remembered (bcrypt
-// costs tens of milliseconds by design; Prometheus sends the same credentials every scrape).
+// Limits of the bcrypt work a client can cause (basic auth).
+struct AuthLimits {
+  int threads = 2;                    // bcrypt workers (never the server's event loop)
+  // The workers' nice value (Linux: per thread): bcrypt takes the CPU the server's event loop
+  // leaves, so a flood of password checks cannot slow the answers to everyone else.
+  int worker_nice = 10;
+  size_t max_pending = 64;            // bcrypt checks queued or running, all clients together
+  size_t max_pending_per_source = 2;  // ... per client address
+  size_t negative_cache_entries = 4096;                  // recent wrong (user, password) pairs
+  std::chrono::seconds negative_cache_ttl{600};
+  // A check still queued this long after it was asked for is dropped (the request has timed out).
+  std::chrono::milliseconds max_queue_wait{5000};
+};
+
+// HTTP basic authentication against basic_auth_users, built so that wrong passwords cannot starve
+// right ones:
+//  * bcrypt (tens of milliseconds by design) runs on a small pool of its own threads, never on
+//    the caller's; at most `max_pending` checks wait or run, at most `max_pending_per_source` from
+//    one client address, so a flood of distinct wrong passwords from one address cannot fill the
+//    pool for everyone (beyond the limits: kBusy, at once);
+//  * verdicts are remembered by a keyed hash (HMAC-SHA256 under a random per-process key) of
+//    (user, password): a password that matched before is accepted with a constant-time compare of
+//    that hash, a wrong pair seen in the last `negative_cache_ttl` is rejected without bcrypt;
+//  * an unknown user costs the same bcrypt as a known one (no user enumeration by timing).
 class BasicAuthenticator {
  public:
-  explicit BasicAuthenticator(std::map<std::string, std::string> users) : users_(std::move(users)) {}
+  enum class Verdict { kAllowed, kDenied, kBusy, kPending };
+  // Called once with kAllowed, kDenied or kBusy, from a bcrypt worker thread.
+  using Done = std::function<void(Verdict)>;
+
+  explicit BasicAuthenticator(std::map<std::string, std::string> users, AuthLimits limits = {});
+  // Stops the workers; checks still queued are dropped (their callbacks destroyed, not called).
+  ~BasicAuthenticator();
+  BasicAuthenticator(const BasicAuthenticator&) = delete;
+  BasicAuthenticator& operator=(const BasicAuthenticator&) = delete;
+
   bool enabled() const { return !users_.empty(); }
-  // `authorization` is the request's Authorization header ("Basic dXNlcjpwYXNz").
-  bool Allow(std::string_view authorization);
+  // `authorization` is the request's Authorization header ("Basic dXNlcjpwYXNz"); `source` the
+  // client's address. Answers at once (kAllowed, kDenied, kBusy) when the header, the limits or a
+  // remembered verdict decide; otherwise queues a bcrypt check, returns kPending and calls `done`.
+  Verdict Check(std::string_view authorization, std::string_view source, Done done);
+  // The same, waiting for the bcrypt check on the calling thread's behalf (tests, tools).
+  bool Allow(std::string_view authorization, std::string_view source = "local");
+
+  struct Stats {
+    uint64_t bcrypt_runs = 0;     // checks that ran bcrypt
+    uint64_t cached_allowed = 0;  // answered from a remembered right password
+    uint64_t cached_denied = 0;   // answered from a remembered wrong pair
+    uint64_t busy = 0;            // refused by the limits
+    uint64_t dropped = 0;         // queued past max_queue_wait
+  };
+  Stats stats() const;
 
  private:
-  std::map<std::string, std::string> users_;
-  std::mutex mu_;
-  std::map<std::string, std::string> verified_;  // user -> password that matched
+  using Digest = std::array<unsigned char, 32>;
+  struct Job {
+    std::string user;
+    std::string password;
+    std::string hash;
+    Digest digest;
+    std::string source;
+    std::chrono::steady_clock::time_point queued;
+    Done done;
+  };
+  Digest Key(std::string_view user, std::string_view password) const;
+  void Work();
+  void ForgetExpiredLocked(std::chrono::steady_clock::time_point now);
+
+  const std::map<std::string, std::string> users_;
+  const AuthLimits limits_;
+  unsigned char key_[32];
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<Job> queue_;
+  size_t pending_ = 0;                          // queued + running
+  std::map<std::string, size_t> per_source_;    // pending by source
+  std::map<std::string, Digest> allowed_;       // user -> keyed hash of the password that matched
+  std::unordered_set<std::string> denied_;      // keyed hashes of wrong pairs (as strings)
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> denied_order_;
+  Stats stats_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace gpunode::exporter

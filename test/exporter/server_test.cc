@@ -1,18 +1,22 @@
 // The exporter end to end inside one process: the real Exporter on the simulated NVML (a profile
 // file the test edits while it runs), served by the real HTTP server on a loopback port, read by
 // a real HTTP client (cpp-httplib). Plus the web config file and the listen address parser.
+#include <crypt.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -20,6 +24,7 @@
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
 #include "src/exporter/web_config.h"
+#include "test/exporter/raw_http.h"
 #include "test/testing/podresources_emulator.h"
 #include "test/testing/run_gpunode.h"
 
@@ -365,6 +370,10 @@ TEST_F(ExporterServerTest, ServesHttpsAndRequiresAClientCertificateWhenConfigure
   EXPECT_TRUE(server_->tls());
   serve_ = std::thread([this] { server_->Serve(); });
 
+  // Connections that never start the handshake hold nothing: the handshake is inside the
+  // request deadline, and the loop serves the others meanwhile.
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(testing::ConnectLoopback(server_->port()));
   const std::string ca = (dir_ / "ca.crt").string();
   httplib::SSLClient with_cert("127.0.0.1", server_->port(), (dir_ / "client.crt").string(),
                                (dir_ / "client.key").string());
@@ -387,6 +396,7 @@ TEST_F(ExporterServerTest, ServesHttpsAndRequiresAClientCertificateWhenConfigure
   httplib::Client plain("127.0.0.1", server_->port());
   auto p = plain.Get("/metrics");
   EXPECT_TRUE(p == nullptr || p->status != 200);
+  for (int fd : idle) ::close(fd);
 }
 
 TEST_F(ExporterServerTest, APortInUseIsAClearError) {
@@ -408,6 +418,103 @@ TEST_F(ExporterServerTest, APortInUseIsAClearError) {
   EXPECT_THAT(std::string(server.status().message()), HasSubstr("address already in use"));
   EXPECT_THAT(std::string(server.status().message()), HasSubstr(so.listen));
   ::close(fd);
+}
+
+TEST_F(ExporterServerTest, ListensOnIpv4AndIpv6WithOneSocketForAnEmptyHost) {
+  if (::access("/proc/net/if_inet6", R_OK) != 0) GTEST_SKIP() << "no IPv6 here";
+  StartExporter();
+  ServerOptions so;
+  so.listen = ":0";
+  auto server = MetricsServer::Create(*exporter_, so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+  serve_ = std::thread([this] { server_->Serve(); });
+  httplib::Client v4("127.0.0.1", server_->port());
+  httplib::Client v6("::1", server_->port());
+  ASSERT_TRUE(Eventually([&] { return v4.Get("/health") != nullptr; }));
+  auto r6 = v6.Get("/health");
+  ASSERT_TRUE(r6 != nullptr);
+  EXPECT_EQ(r6->status, 200);
+}
+
+TEST_F(ExporterServerTest, ConnectionsBeyondTheLimitAreClosedAtOnceAndTheLimitFreesUp) {
+  StartExporter();
+  ServerOptions so;
+  so.max_connections = 4;
+  StartServer(so);
+  ASSERT_TRUE(Eventually([this] { return server_->connections() == 0; }));
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(testing::ConnectLoopback(server_->port()));
+  ASSERT_TRUE(Eventually([this] { return server_->connections() == 4; }));
+  const int extra = testing::ConnectLoopback(server_->port());
+  ASSERT_GE(extra, 0);
+  const testing::ReadResult r = testing::ReadUntilClosed(extra, 2000ms);
+  EXPECT_TRUE(r.closed);
+  EXPECT_EQ(r.data, "");
+  EXPECT_LT(r.took.count(), 1000);
+  ::close(extra);
+  for (int fd : idle) ::close(fd);
+  ASSERT_TRUE(Eventually([this] { return server_->connections() == 0; }));
+  EXPECT_THAT(Scrape(), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+}
+
+TEST_F(ExporterServerTest, TheRequestDeadlineLimitsAndOversizedRequestsAreAnsweredAndClosed) {
+  StartExporter();
+  ServerOptions so;
+  so.request_timeout = 400ms;
+  StartServer(so);
+  const int port = server_->port();
+  // Idle: closed at the (configured) deadline, with nothing sent.
+  const int fd = testing::ConnectLoopback(port);
+  const testing::ReadResult idle = testing::ReadUntilClosed(fd, 3000ms);
+  ::close(fd);
+  EXPECT_TRUE(idle.closed);
+  EXPECT_EQ(idle.data, "");
+  EXPECT_GE(idle.took.count(), 300);
+  EXPECT_LT(idle.took.count(), 1500);
+  // Headers over 8 KiB: 431. A GET with a body: 413. Garbage: 400.
+  const std::string big = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n";
+  EXPECT_EQ(testing::RawRequest(port, big).status, 431);
+  EXPECT_EQ(testing::RawRequest(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody").status, 413);
+  EXPECT_EQ(testing::RawRequest(port, "HEAD / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n").status, 413);
+  EXPECT_EQ(testing::RawRequest(port, "NOT HTTP AT ALL\r\n\r\n").status, 400);
+  // A query string does not change the path.
+  const testing::RawResponse q = testing::RawRequest(port, "GET /health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(q.status, 200);
+  EXPECT_EQ(q.body, "OK\n");
+  EXPECT_EQ(q.header("connection"), "close");
+  // The server still serves.
+  EXPECT_THAT(Scrape(), HasSubstr("DCGM_FI_DEV_GPU_TEMP"));
+}
+
+TEST_F(ExporterServerTest, WrongCredentialsAreAnsweredLateMissingOnesAtOnce) {
+  StartExporter();
+  auto web = ParseWebConfig(std::string("basic_auth_users:\n  prom: ") + kHash + "\n", "web.yml");
+  ASSERT_TRUE(web.ok());
+  ServerOptions so;
+  so.web = *web;
+  so.auth_failure_delay = 600ms;  // 300-900 ms
+  StartServer(so);
+  const int port = server_->port();
+  const testing::RawResponse none = testing::RawRequest(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_LT(none.took.count(), 250);
+  const std::string wrong = "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cHJvbTp3cm9uZw==\r\n\r\n";
+  const testing::RawResponse w1 = testing::RawRequest(port, wrong);
+  EXPECT_EQ(w1.status, 401);
+  EXPECT_GE(w1.took.count(), 290);
+  EXPECT_EQ(w1.header("www-authenticate"), "Basic realm=\"gpunode\"");
+  const testing::RawResponse w2 = testing::RawRequest(port, wrong);  // remembered: no bcrypt, same delay
+  EXPECT_EQ(w2.status, 401);
+  EXPECT_GE(w2.took.count(), 290);
+  const testing::RawResponse right =
+      testing::RawRequest(port, "GET /health HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cHJvbTpzM2NyZXQ=\r\n\r\n");
+  EXPECT_EQ(right.status, 200);
+  EXPECT_LT(right.took.count(), 250);
+  ASSERT_NE(server_->authenticator(), nullptr);
+  const BasicAuthenticator::Stats st = server_->authenticator()->stats();
+  EXPECT_EQ(st.bcrypt_runs, 2u);  // the wrong pair once, the right one once
+  EXPECT_EQ(st.cached_denied, 1u);
 }
 
 TEST(ListenAddressTest, ParsesDcgmExporterForms) {
@@ -492,6 +599,65 @@ TEST(WebConfigTest, ChecksBcryptPasswords) {
   EXPECT_FALSE(auth.Allow("Bearer abc"));
   EXPECT_FALSE(auth.Allow("Basic !!!"));
   EXPECT_FALSE(auth.Allow(""));
+}
+
+TEST(ExporterBasicAuthTest, RemembersVerdictsByKeyedHashAndBoundsBcryptPerSource) {
+  AuthLimits limits;
+  limits.threads = 1;
+  limits.max_pending_per_source = 1;
+  limits.max_pending = 2;
+  // "slow": a cost-11 hash (~0.1 s a check), so that a check of it is still running below.
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  ASSERT_NE(crypt_gensalt_rn("$2b$", 11, nullptr, 0, salt, sizeof salt), nullptr);
+  auto cd = std::make_unique<crypt_data>();
+  const std::string slow_hash = crypt_r("x", salt, cd.get());
+  BasicAuthenticator auth(std::map<std::string, std::string>{{"prom", kHash}, {"slow", slow_hash}}, limits);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<BasicAuthenticator::Verdict> done;
+  auto record = [&](BasicAuthenticator::Verdict v) {
+    std::lock_guard<std::mutex> lock(mu);
+    done.push_back(v);
+    cv.notify_all();
+  };
+  auto wait_for = [&](size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, 5s, [&] { return done.size() >= n; });
+  };
+  using V = BasicAuthenticator::Verdict;
+  const std::string right = "Basic cHJvbTpzM2NyZXQ=";  // prom:s3cret
+  const std::string wrong = "Basic cHJvbTp3cm9uZw==";  // prom:wrong
+  EXPECT_EQ(auth.Check(right, "10.0.0.1", record), V::kPending);
+  ASSERT_TRUE(wait_for(1));
+  EXPECT_EQ(done[0], V::kAllowed);
+  EXPECT_EQ(auth.Check(right, "10.0.0.9", record), V::kAllowed);  // remembered, any address
+  EXPECT_EQ(auth.Check(wrong, "10.0.0.1", record), V::kPending);
+  ASSERT_TRUE(wait_for(2));
+  EXPECT_EQ(done[1], V::kDenied);
+  EXPECT_EQ(auth.Check(wrong, "10.0.0.2", record), V::kDenied);  // remembered wrong pair: no bcrypt
+  EXPECT_EQ(auth.stats().bcrypt_runs, 2u);
+  EXPECT_EQ(auth.stats().cached_allowed, 1u);
+  EXPECT_EQ(auth.stats().cached_denied, 1u);
+  // Refused before bcrypt: no credentials, NUL, longer than bcrypt reads, not base64, no colon.
+  for (const std::string& h : {std::string(), std::string("Basic ") + absl::Base64Escape(std::string("prom:s3cret\0x", 13)),
+                               "Basic " + absl::Base64Escape("prom:" + std::string(73, 'a')), std::string("Basic %%%"),
+                               "Basic " + absl::Base64Escape("prom")}) {
+    EXPECT_EQ(auth.Check(h, "10.0.0.1", record), V::kDenied) << h;
+  }
+  EXPECT_EQ(auth.stats().bcrypt_runs, 2u);
+  // One check pending per address: a second from the same address is refused at once, another
+  // address still gets its turn, and the total is bounded too.
+  EXPECT_EQ(auth.Check("Basic " + absl::Base64Escape("slow:w1"), "10.0.0.1", record), V::kPending);
+  EXPECT_EQ(auth.Check("Basic " + absl::Base64Escape("prom:w2"), "10.0.0.1", record), V::kBusy);
+  EXPECT_EQ(auth.Check("Basic " + absl::Base64Escape("nobody:w3"), "10.0.0.2", record), V::kPending);
+  EXPECT_EQ(auth.Check("Basic " + absl::Base64Escape("prom:w4"), "10.0.0.3", record), V::kBusy);
+  ASSERT_TRUE(wait_for(4));
+  EXPECT_EQ(done[2], V::kDenied);
+  EXPECT_EQ(done[3], V::kDenied);  // an unknown user: bcrypt all the same, then no
+  EXPECT_EQ(auth.stats().busy, 2u);
+  // The limits are free again.
+  EXPECT_EQ(auth.Check("Basic " + absl::Base64Escape("prom:w5"), "10.0.0.1", record), V::kPending);
+  ASSERT_TRUE(wait_for(5));
 }
 
 }  // namespace
