@@ -21,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/yaml.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpunode::exporter {
@@ -65,12 +66,10 @@ std::string Resolve(std::string_view base_dir, const std::string& path) {
 
 StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view source,
                                    std::string_view base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return Invalid(source, absl::StrCat("not valid YAML: ", e.what()));
-  }
+  auto loaded = LoadYaml(absl::string_view(yaml.data(), yaml.size()),
+                         absl::string_view(source.data(), source.size()));  // nesting limit; no throw
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *std::move(loaded);
   WebConfig config;
   if (root.IsNull()) return config;  // an empty file: plain HTTP, no auth
   if (!root.IsMap()) return Invalid(source, "must be a YAML mapping");
