@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Static checks of the Helm chart deploy/helm/gpunode: `helm lint --strict` and `helm template`
+# with the default values, simulate mode, monitoring on (ServiceMonitor, PrometheusRule,
+# dashboard), and a device-plugin config; every rendered document must parse as YAML
+# (python3 yaml.safe_load_all) and carry apiVersion/kind/metadata.name; values.schema.json must
+# refuse unknown and out-of-range values; the chart's copies of deploy/monitoring files must be
+# identical to them. helm comes from test/k8s/build.sh (built from source with Go, cached).
+# Usage: bash test/deploy/check_chart.sh     Exit 0: passed; 1: a check failed; 77: skipped (Go
+# or python3-yaml missing and CI unset; with CI=true a missing tool is a failure).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+CHART="$ROOT/deploy/helm/gpunode"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "ok:   $*"; }
+missing() {
+  if [ "${CI:-}" = true ]; then fail "$* (CI=true: a missing tool is a failure)"; fi
+  echo "skip: $*"
+  exit 77
+}
+
+echo "== gpunode chart checks ($CHART)"
+python3 -c 'import yaml' 2>/dev/null || missing "python3 with PyYAML not found (Debian: apt-get install python3-yaml)"
+# build.sh prints its bin folder on the last line; it needs Go only when helm is not cached yet.
+rc=0
+out=$(bash "$ROOT/test/k8s/build.sh" 2> "$WORK/build.log") || rc=$?
+if [ "$rc" = 77 ] || { [ "$rc" != 0 ] && ! command -v go >/dev/null; }; then
+  missing "Go is not installed, so test/k8s/build.sh cannot build helm ($(tail -n1 "$WORK/build.log"))"
+fi
+[ "$rc" = 0 ] || fail "test/k8s/build.sh failed ($rc): $(tail -n3 "$WORK/build.log")"
+HELM="$(tail -n1 <<< "$out")/helm"
+[ -x "$HELM" ] || fail "no helm at $HELM"
+echo "     $("$HELM" version --short)"
+
+for f in prometheusrule.yaml grafana-dashboard.json; do
+  cmp -s "$ROOT/deploy/monitoring/$f" "$CHART/files/$f" ||
+    fail "deploy/helm/gpunode/files/$f differs from deploy/monitoring/$f (copy it: cp deploy/monitoring/$f deploy/helm/gpunode/files/)"
+done
+ok "files/ matches deploy/monitoring/"
+
+"$HELM" lint --strict "$CHART" > "$WORK/lint.log" 2>&1 || { cat "$WORK/lint.log"; fail "helm lint --strict"; }
+ok "helm lint --strict"
+"$HELM" lint --strict "$CHART" --set simulate.enabled=true > "$WORK/lint.log" 2>&1 ||
+  { cat "$WORK/lint.log"; fail "helm lint --strict (simulate)"; }
+ok "helm lint --strict --set simulate.enabled=true"
+
+# name | helm template arguments | kinds that must be rendered
+cases=(
+  "default||ServiceAccount Service DaemonSet"
+  "simulate|--set simulate.enabled=true|ServiceAccount Service DaemonSet"
+  "monitoring|--set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true|ServiceAccount Service DaemonSet ServiceMonitor PrometheusRule ConfigMap"
+  "config|--set runtimeConfigure.enabled=true --set-json devicePlugin.config={\"version\":\"v1\",\"sharing\":{\"timeSlicing\":{\"resources\":[{\"name\":\"nvidia.com/gpu\",\"replicas\":4}]}}}|ConfigMap DaemonSet"
+  "minimal|--set exporter.enabled=false --set labels.enabled=false --set cdi.enabled=false --set serviceAccount.create=false|DaemonSet"
+)
+for c in "${cases[@]}"; do
+  IFS='|' read -r name args kinds <<< "$c"
+  # shellcheck disable=SC2086
+  "$HELM" template gpunode "$CHART" --namespace gpunode $args > "$WORK/$name.yaml" 2> "$WORK/$name.err" ||
+    { cat "$WORK/$name.err"; fail "helm template ($name)"; }
+  python3 - "$WORK/$name.yaml" "$kinds" <<'PY' || fail "rendered YAML ($name)"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d is not None]
+kinds = [d.get("kind") for d in docs]
+for d in docs:
+    for k in ("apiVersion", "kind"):
+        if not d.get(k):
+            sys.exit("a document without %s: %r" % (k, d)[:300])
+    if not (d.get("metadata") or {}).get("name"):
+        sys.exit("a %s without metadata.name" % d["kind"])
+for k in sys.argv[2].split():
+    if k not in kinds:
+        sys.exit("no %s rendered (got %s)" % (k, kinds))
+for d in docs:
+    if d["kind"] != "DaemonSet":
+        continue
+    spec = d["spec"]["template"]["spec"]
+    containers = spec["containers"] + spec.get("initContainers", [])
+    for c in containers:
+        mounts = {m["name"] for m in c.get("volumeMounts", [])}
+        vols = {v["name"] for v in spec.get("volumes", [])}
+        if mounts - vols:
+            sys.exit("container %s mounts undefined volumes %s" % (c["name"], mounts - vols))
+        if not c.get("resources", {}).get("limits", {}).get("memory"):
+            sys.exit("container %s has no memory limit" % c["name"])
+print("     %d documents: %s" % (len(docs), " ".join(kinds)))
+PY
+  ok "helm template ($name)"
+done
+grep -q 'name: GPUNODE_SIM_PROFILE' "$WORK/simulate.yaml" || fail "simulate mode: no GPUNODE_SIM_PROFILE"
+grep -q -- '--device-nodes' "$WORK/simulate.yaml" || fail "simulate mode: no sim hostroot --device-nodes"
+grep -q 'GPUNODE_SIM_PROFILE\|libgpunode-simnvml' "$WORK/default.yaml" && fail "default values render simulate-mode settings"
+ok "simulate settings only in simulate mode"
+
+# The schema refuses what it should.
+for bad in "--set bogus=1" "--set exporter.port=0" "--set devicePlugin.migStrategy=weird" \
+           "--set image.pullPolicy=Sometimes" "--set labels.sleepInterval=soon" "--set simulate.hostDir=relative"; do
+  # shellcheck disable=SC2086
+  if "$HELM" template gpunode "$CHART" $bad > /dev/null 2> "$WORK/bad.err"; then
+    fail "values.schema.json accepted $bad"
+  fi
+done
+ok "values.schema.json refuses unknown keys and bad values"
+echo "== all chart checks passed"
