@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# End to end on a real Kubernetes (test/k8s/cluster.sh: kubelet, containerd 2, API server; only the
+# GPUs are simulated, at NVML's ABI): the gpunode chart in simulate mode on the dgx-h200 profile.
+#   1. helm install -> the DaemonSet pod Ready -> Node capacity/allocatable nvidia.com/gpu = 8
+#      (time from install to allocatable reported)
+#   2. a pod asking for 2 GPUs runs and sees exactly its 2 /dev/nvidia<N> nodes and matching
+#      NVIDIA_VISIBLE_DEVICES; a pod asking for 8 stays Pending with "Insufficient nvidia.com/gpu";
+#      after the first ends, the second runs
+#   3. the gpunode pod deleted: the DaemonSet brings it back, the kubelet sees the plugin again,
+#      allocatable returns, a running GPU pod is untouched
+#   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall leaves no
+#      plugin socket behind
+# Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
+# Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$src/build-rel}
+ns=gpunode-e2e
+skip() {
+  if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
+  echo "SKIP: $*"; exit 77
+}
+fail() { echo "FAIL: $*"; dump; exit 1; }
+ok() { echo "   ok: $*"; }
+step() { echo "-- $*"; }
+[ "$(id -u)" -eq 0 ] || skip "the test cluster runs as root"
+command -v go >/dev/null || skip "Go is not installed: it builds the test cluster (test/k8s/build.sh)"
+command -v podman >/dev/null || skip "podman is not installed: it builds the images"
+
+bin=$("$src/test/k8s/build.sh" | tail -1)
+export PATH="$bin:$PATH"
+state=${GPUNODE_K8S_STATE:-/tmp/gpunode-k8s}
+cleanup() {
+  helm uninstall gpunode -n "$ns" --wait --timeout 60s >/dev/null 2>&1 || true
+  "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
+}
+dump() {
+  echo "--- pods"; kubectl get pods -A -o wide 2>&1 | tail -20 || true
+  echo "--- gpunode pod"; kubectl -n "$ns" describe pods 2>&1 | tail -40 || true
+  for c in plugin exporter labels; do
+    echo "--- logs $c"; kubectl -n "$ns" logs daemonset/gpunode -c "$c" --tail 20 2>&1 || true
+  done
+  echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+step "cluster up"
+"$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
+eval "$("$src/test/k8s/cluster.sh" up)" || fail "cluster.sh up"
+node=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
+ok "node $node Ready ($(kubectl get node "$node" -o jsonpath='{.status.nodeInfo.kubeletVersion}'))"
+
+step "gpunode image from $build, imported into containerd"
+image_tar=$state/gpunode-image.tar
+"$src/deploy/image/build.sh" "$build" --output "$image_tar" >"$state/logs/image-build.log" 2>&1 ||
+  { tail -20 "$state/logs/image-build.log"; fail "deploy/image/build.sh"; }
+ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$image_tar" >/dev/null ||
+  fail "ctr images import"
+version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+ok "localhost/gpunode:$version ($(du -h "$image_tar" | cut -f1) archive)"
+
+alloc() { kubectl get node "$node" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
+cap() { kubectl get node "$node" -o jsonpath='{.status.capacity.nvidia\.com/gpu}'; }
+wait_alloc() {  # VALUE SECONDS
+  local deadline=$((SECONDS + $2))
+  while [ "$(alloc)" != "$1" ]; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+}
+
+step "1. helm install (simulate dgx-h200) -> allocatable nvidia.com/gpu 8"
+kubectl label node "$node" nvidia.com/gpu.present=true --overwrite >/dev/null
+t0=$(date +%s.%N)
+helm install gpunode "$src/deploy/helm/gpunode" -n "$ns" --create-namespace \
+  --set simulate.enabled=true --set simulate.profile=dgx-h200 \
+  --set image.repository=localhost/gpunode --set image.tag="$version" --set image.pullPolicy=Never \
+  >/dev/null || fail "helm install"
+wait_alloc 8 120 || fail "allocatable nvidia.com/gpu is '$(alloc)', not 8, 120 s after helm install"
+t1=$(date +%s.%N)
+ok "allocatable 8, capacity $(cap): $(python3 -c "print(round($t1-$t0,1))") s after helm install"
+kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready"
+ok "DaemonSet pod Ready"
+
+gpu_pod() {  # NAME GPUS COMMAND
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: $1
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command:
+        - sh
+        - -c
+        - |
+          $3
+      resources: {limits: {nvidia.com/gpu: $2}}
+YAML
+}
+
+step "2. a pod with 2 GPUs sees exactly its 2; a pod with 8 waits for them"
+gpu_pod two 2 'ls /dev | grep -E "^nvidia[0-9]+$"; echo "visible=$NVIDIA_VISIBLE_DEVICES"; sleep 8'
+kubectl wait --for=condition=Ready pod/two --timeout=60s >/dev/null || fail "pod 'two' did not start"
+gpu_pod eight 8 'ls /dev | grep -cE "^nvidia[0-9]+$"'
+sleep 2
+phase=$(kubectl get pod eight -o jsonpath='{.status.phase}')
+why=$(kubectl get pod eight -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
+[ "$phase" = Pending ] || fail "pod 'eight' is $phase while 'two' holds 2 of 8 GPUs"
+case "$why" in *"Insufficient nvidia.com/gpu"*) ok "pod 'eight' Pending: $why" ;; *) fail "pod 'eight' Pending for another reason: $why" ;; esac
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/two --timeout=60s >/dev/null || fail "pod 'two' did not end"
+out=$(kubectl logs two)
+n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
+[ "$n" = 2 ] || fail "pod 'two' sees $n GPU device nodes, not 2: $out"
+visible=$(printf '%s\n' "$out" | sed -n 's/^visible=//p')
+[ "$(printf '%s' "$visible" | tr ',' '\n' | grep -c .)" = 2 ] || fail "NVIDIA_VISIBLE_DEVICES='$visible'"
+ok "pod 'two': $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')and NVIDIA_VISIBLE_DEVICES=$visible"
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/eight --timeout=90s >/dev/null ||
+  fail "pod 'eight' did not run after 'two' ended ($(kubectl get pod eight -o jsonpath='{.status.phase}'))"
+[ "$(kubectl logs eight)" = 8 ] || fail "pod 'eight' sees $(kubectl logs eight) GPUs"
+ok "pod 'eight' ran after 'two' ended and saw 8 GPUs"
+kubectl delete pod two eight --wait=true >/dev/null
+
+step "3. the gpunode pod deleted: the DaemonSet brings it back; a running GPU pod is untouched"
+gpu_pod keeper 1 'sleep 3600'
+kubectl wait --for=condition=Ready pod/keeper --timeout=60s >/dev/null || fail "pod 'keeper' did not start"
+started=$(kubectl get pod keeper -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')
+old=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
+t0=$(date +%s.%N)
+kubectl -n "$ns" delete pod "$old" --wait=false >/dev/null
+deadline=$((SECONDS + 120))
+until new=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[?(@.status.phase=="Running")].metadata.name}') &&
+      [ -n "$new" ] && [ "$new" != "$old" ]; do
+  [ $SECONDS -lt $deadline ] || fail "no new gpunode pod 120 s after deleting $old"
+  sleep 0.5
+done
+kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready again"
+wait_alloc 8 60 || fail "allocatable is '$(alloc)' after the gpunode pod came back"
+t1=$(date +%s.%N)
+ok "new pod $new, allocatable 8 again $(python3 -c "print(round($t1-$t0,1))") s after the delete"
+[ "$(kubectl get pod keeper -o jsonpath='{.status.phase}')" = Running ] || fail "pod 'keeper' is not running"
+[ "$(kubectl get pod keeper -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')" = "$started" ] &&
+  [ "$(kubectl get pod keeper -o jsonpath='{.status.containerStatuses[0].restartCount}')" = 0 ] ||
+  fail "pod 'keeper' was restarted"
+ok "GPU pod 'keeper' untouched (started $started, 0 restarts)"
+kubectl delete pod keeper --wait=true --grace-period=1 >/dev/null
+
+step "6. helm upgrade to time-slicing (4 replicas) -> 32; helm uninstall leaves no socket"
+helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values \
+  --set-json 'devicePlugin.config={"version":"v1","sharing":{"timeSlicing":{"resources":[{"name":"nvidia.com/gpu","replicas":4}]}}}' \
+  >/dev/null || fail "helm upgrade"
+wait_alloc 32 120 || fail "allocatable is '$(alloc)', not 32, after the upgrade to time-slicing"
+ok "allocatable 32"
+helm uninstall gpunode -n "$ns" --wait --timeout 120s >/dev/null || fail "helm uninstall"
+kubectl -n "$ns" wait --for=delete pod -l app.kubernetes.io/instance=gpunode --timeout=60s >/dev/null 2>&1 || true
+left=$(ls /var/lib/kubelet/device-plugins | grep -vE '^(kubelet\.sock|kubelet_internal_checkpoint|DEPRECATION)$' || true)
+[ -z "$left" ] || fail "left in /var/lib/kubelet/device-plugins after uninstall: $left"
+ok "no plugin socket left"
+step "all passed"
