@@ -148,7 +148,7 @@ Status MakeDeviceNodes(const std::string& dir) {
   return absl::OkStatus();
 }
 
-int RunHostRoot(const std::string& ref, const std::string& dir, bool device_nodes) {
+int RunHostRoot(const std::string& ref, const std::string& dir, bool device_nodes, const std::string& profile_file) {
   auto source = sim::ResolveProfile(ref);
   if (!source.ok()) {
     PrintError(source.status());
@@ -171,6 +171,16 @@ int RunHostRoot(const std::string& ref, const std::string& dir, bool device_node
   if (Status st = sim::WriteHostRoot(*profile, dir); !st.ok()) {
     PrintError(st);
     return kExitUsage;
+  }
+  if (!profile_file.empty()) {
+    std::string target = profile_file;
+    if (target.front() != '/') target = std::filesystem::absolute(target).string();
+    WriteOptions w;
+    w.keep_mode = false;
+    if (auto written = HostFs::Local().WriteFileAtomically(target, source->text, w); !written.ok()) {
+      PrintError(written.status());
+      return kExitUsage;
+    }
   }
   if (device_nodes) {
     if (Status st = MakeDeviceNodes(dir); !st.ok()) {
@@ -248,7 +258,13 @@ void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   root->add_flag("--device-nodes", *device_nodes,
                  "Make dev/nvidia* real character devices (mode 0666: nvidia<N> 195:N, nvidiactl 195:255, ...) "
                  "so containers can be given them; needs CAP_MKNOD");
-  root->callback([ref, dir, device_nodes, exit_code] { *exit_code = RunHostRoot(*ref, *dir, *device_nodes); });
+  auto profile_file = std::make_shared<std::string>();
+  root->add_option("--profile-file", *profile_file,
+                   "Also write the profile itself to this file: the simulated NVML reads it (set "
+                   "GPUNODE_SIM_PROFILE to it) and follows edits to it live, e.g. a GPU made `lost: true`");
+  root->callback([ref, dir, device_nodes, profile_file, exit_code] {
+    *exit_code = RunHostRoot(*ref, *dir, *device_nodes, *profile_file);
+  });
   auto capture = std::make_shared<CaptureOptions>();
   CLI::App* cap = cmd->add_subcommand(
       "capture", "Write a node profile of this node (NVML, /proc, /sys), to replay it with --simulate FILE");

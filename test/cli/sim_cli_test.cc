@@ -42,6 +42,21 @@ TEST(CliSimHostRootTest, WithoutTheFlagDeviceNodesArePlainFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// The chart's simulate mode points GPUNODE_SIM_PROFILE at this file, so a test can lose a GPU by
+// editing it; the simulated NVML reads it like any profile file.
+TEST(CliSimHostRootTest, ProfileFileHoldsTheProfileTheNvmlReads) {
+  std::string dir = TempDir("gpunode-sim-profile");
+  Result r = RunGpunode("sim hostroot --profile-file " + dir + "/profile.yaml dgx-h200 " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/profile.yaml"));
+  Result list = RunGpunode("--host-root " + dir + " --nvml-library " + std::string(GPUNODE_BIN_DIR) +
+                               "/libgpunode-simnvml.so plugin --print",
+                           {{"GPUNODE_SIM_PROFILE", dir + "/profile.yaml"}});
+  EXPECT_EQ(list.exit_code, 0) << list.out;
+  EXPECT_THAT(list.out, ::testing::HasSubstr("GPU-ba8397f6-35c6-4721-9454-6cc61818e68c"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliSimHostRootTest, DeviceNodesAreCharacterDevicesWithTheDriversNumbers) {
   if (!CanMknod()) GTEST_SKIP() << "this process cannot mknod (needs root with CAP_MKNOD)";
   std::string dir = TempDir("gpunode-sim-devnodes");

@@ -8,6 +8,8 @@
 #      after the first ends, the second runs
 #   3. the gpunode pod deleted: the DaemonSet brings it back, the kubelet sees the plugin again,
 #      allocatable returns, a running GPU pod is untouched
+#   4. GPU 3 lost (the simulated profile edited on the host, as a GPU falls off the bus): allocatable
+#      drops to 7 within 2 s
 #   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall leaves no
 #      plugin socket behind
 # Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
@@ -147,6 +149,21 @@ ok "new pod $new, allocatable 8 again $(python3 -c "print(round($t1-$t0,1))") s 
   fail "pod 'keeper' was restarted"
 ok "GPU pod 'keeper' untouched (started $started, 0 restarts)"
 kubectl delete pod keeper --wait=true --grace-period=1 >/dev/null
+
+step "4. GPU 3 falls off the bus -> allocatable 7 within 2 s"
+profile=/var/lib/gpunode/sim/profile.yaml
+[ -f "$profile" ] || fail "$profile: the chart's simulated profile file is missing"
+cp "$profile" "$state/profile.orig.yaml"
+sed 's/{bus_id: "0000:5d:00.0"/{lost: true, bus_id: "0000:5d:00.0"/' "$state/profile.orig.yaml" > "$profile.tmp"
+grep -q 'lost: true' "$profile.tmp" || fail "could not mark GPU 3 lost in $profile"
+t0=$(date +%s.%N)
+mv "$profile.tmp" "$profile"
+wait_alloc 7 10 || fail "allocatable is '$(alloc)', not 7, 10 s after GPU 3 was lost"
+t1=$(date +%s.%N)
+dt=$(python3 -c "print(round($t1-$t0,2))")
+python3 -c "import sys; sys.exit(0 if $t1-$t0 < 2 else 1)" || fail "allocatable 7 only after $dt s (target 2 s)"
+ok "allocatable 7 after $dt s (capacity $(cap))"
+cp "$state/profile.orig.yaml" "$profile.tmp" && mv "$profile.tmp" "$profile"
 
 step "6. helm upgrade to time-slicing (4 replicas) -> 32; helm uninstall leaves no socket"
 helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values \

@@ -56,8 +56,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Environment every container gets. */}}
 {{- define "gpunode.env" -}}
 {{- if .Values.simulate.enabled }}
+# The profile as the init container wrote it into the simulated root: edit it there and the
+# simulated NVML follows (a GPU made `lost: true`, an XID event), as a real GPU would change.
 - name: GPUNODE_SIM_PROFILE
-  value: {{ .Values.simulate.profile | quote }}
+  value: {{ printf "%s/profile.yaml" .Values.simulate.hostDir | quote }}
 {{- end }}
 - name: NODE_NAME
   valueFrom:
