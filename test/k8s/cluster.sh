@@ -421,6 +421,9 @@ resolvConf: $S/resolv.conf
 podCIDR: $POD_CIDR
 serializeImagePulls: false
 podLogsDir: $S/pod-logs
+# The kubelet posts a device plugin's capacity changes (a GPU gone unhealthy) to the Node on this
+# tick (default 10 s): 1 s lets the tests time gpunode's own reaction, not the kubelet's timer.
+nodeStatusUpdateFrequency: 1s
 EOF
   [ "$RESTRICT_OOM" = false ] || echo "oomScoreAdj: 0" >> "$S/kubelet/config.yaml"
 
