@@ -10,6 +10,8 @@
 #      allocatable returns, a running GPU pod is untouched
 #   4. GPU 3 lost (the simulated profile edited on the host, as a GPU falls off the bus): allocatable
 #      drops to 7 (target 2 s, reported; fails past 5 s)
+#   5. Debian's Prometheus scrapes the exporter through the chart's Service: the running GPU pod's
+#      pod/namespace/container labels come from the real kubelet's pod-resources API
 #   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall leaves no
 #      plugin socket behind
 # Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
@@ -32,7 +34,9 @@ command -v podman >/dev/null || skip "podman is not installed: it builds the ima
 bin=$("$src/test/k8s/build.sh" | tail -1)
 export PATH="$bin:$PATH"
 state=${GPUNODE_K8S_STATE:-/tmp/gpunode-k8s}
+prom_pid=
 cleanup() {
+  [ -z "$prom_pid" ] || kill "$prom_pid" 2>/dev/null || true
   helm uninstall gpunode -n "$ns" --wait --timeout 60s >/dev/null 2>&1 || true
   "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
 }
@@ -77,6 +81,7 @@ t0=$(date +%s.%N)
 helm install gpunode "$src/deploy/helm/gpunode" -n "$ns" --create-namespace \
   --set simulate.enabled=true --set simulate.profile=dgx-h200 \
   --set image.repository=localhost/gpunode --set image.tag="$version" --set image.pullPolicy=Never \
+  --set exporter.collectInterval=1000 \
   >/dev/null || fail "helm install"
 wait_alloc 8 120 || fail "allocatable nvidia.com/gpu is '$(alloc)', not 8, 120 s after helm install"
 t1=$(date +%s.%N)
@@ -167,6 +172,43 @@ python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "allocatable 
 python3 -c "import sys; sys.exit(0 if $t1-$t0 < 2 else 1)" && target="target 2 s: met" || target="target 2 s: MISSED"
 ok "allocatable 7 after $dt s (capacity $(cap); $target)"
 cp "$state/profile.orig.yaml" "$profile.tmp" && mv "$profile.tmp" "$profile"
+
+step "5. Prometheus scrapes the exporter through the Service; the GPU pod's labels from the kubelet"
+command -v prometheus >/dev/null || fail "prometheus (Debian's package) is not installed"
+svc_ip=$(kubectl -n "$ns" get svc gpunode-exporter -o jsonpath='{.spec.clusterIP}')
+[ -n "$svc_ip" ] || fail "no Service gpunode-exporter"
+gpu_pod watched 1 'sleep 3600'
+kubectl wait --for=condition=Ready pod/watched --timeout=60s >/dev/null || fail "pod 'watched' did not start"
+prom_port=19390
+mkdir -p "$state/prometheus"
+cat > "$state/prometheus/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: gpunode
+    static_configs: [{targets: ["$svc_ip:9400"]}]
+YAML
+prometheus --config.file="$state/prometheus/prometheus.yml" --storage.tsdb.path="$state/prometheus/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" > "$state/logs/prometheus.log" 2>&1 &
+prom_pid=$!
+query() {
+  curl -s --max-time 2 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(json.dumps([x["metric"] for x in r]))' 2>/dev/null
+}
+deadline=$((SECONDS + 60))
+until [ "$(query 'up{job="gpunode"}' | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>/dev/null)" = 1 ] &&
+      m=$(query 'DCGM_FI_DEV_GPU_TEMP{pod="watched"}') && [ "$m" != "[]" ] && [ -n "$m" ]; do
+  [ $SECONDS -lt $deadline ] || { tail -5 "$state/logs/prometheus.log"; fail "no DCGM_FI_DEV_GPU_TEMP{pod=\"watched\"} in Prometheus after 60 s"; }
+  sleep 1
+done
+labels=$(printf '%s' "$m" | python3 -c 'import json,sys; m=json.load(sys.stdin)[0]; print(m.get("namespace"), m.get("container"), m.get("gpu"), m.get("UUID"))')
+read -r pns pcont pgpu puuid <<<"$labels"
+[ "$pns" = default ] && [ "$pcont" = watched ] || fail "pod labels: $m"
+ok "Prometheus ($(prometheus --version 2>&1 | head -1 | awk '{print $3}')) via Service $svc_ip:9400: pod=watched namespace=$pns container=$pcont on gpu $pgpu ($puuid)"
+n=$(curl -s --max-time 2 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode 'query=count(DCGM_FI_DEV_GPU_TEMP)' |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["result"][0]["value"][1])')
+ok "$n GPUs reporting"
+kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true; prom_pid=
+kubectl delete pod watched --wait=true --grace-period=1 >/dev/null
 
 step "6. helm upgrade to time-slicing (4 replicas) -> 32; helm uninstall leaves no socket"
 helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values \
