@@ -313,14 +313,14 @@ bool HostFs::Exists(absl::string_view host_path) const {
   return real.ok() && ::lstat(Local(*real).c_str(), &st) == 0;
 }
 
+StatusOr<std::string> HostFs::LastLinkLocal(absl::string_view host_path) const {
+  if (root_ == "/") return std::string(host_path);
+  GPUNODE_ASSIGN_OR_RETURN(std::string real, RealPath(host_path, /*follow_last=*/false));
+  return Local(real);
+}
+
 StatusOr<FileInfo> HostFs::Stat(absl::string_view host_path) const {
-  std::string local;
-  if (root_ == "/") {
-    local = std::string(host_path);
-  } else {
-    GPUNODE_ASSIGN_OR_RETURN(std::string real, RealPath(host_path, /*follow_last=*/false));
-    local = Local(real);
-  }
+  GPUNODE_ASSIGN_OR_RETURN(const std::string local, LastLinkLocal(host_path));
   struct stat st;
   if (::lstat(local.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat", host_path);
   FileInfo info;
@@ -355,13 +355,7 @@ StatusOr<std::vector<std::string>> HostFs::ListDir(absl::string_view host_path) 
 }
 
 StatusOr<std::string> HostFs::ReadLink(absl::string_view host_path) const {
-  std::string local;
-  if (root_ == "/") {
-    local = std::string(host_path);
-  } else {
-    GPUNODE_ASSIGN_OR_RETURN(std::string real, RealPath(host_path, /*follow_last=*/false));
-    local = Local(real);
-  }
+  GPUNODE_ASSIGN_OR_RETURN(const std::string local, LastLinkLocal(host_path));
   char buf[4096];
   ssize_t n = ::readlink(local.c_str(), buf, sizeof buf - 1);
   if (n < 0) return ErrnoToStatus(errno, "readlink", host_path);

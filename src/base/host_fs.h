@@ -159,6 +159,8 @@ class HostFs {
  private:
   explicit HostFs(std::string root) : root_(std::move(root)) {}
   std::string Local(absl::string_view resolved_host_path) const;
+  // Our path of `host_path` with every link on the way followed but the last (for lstat/readlink).
+  StatusOr<std::string> LastLinkLocal(absl::string_view host_path) const;
   std::string root_;
 };
 
