@@ -7,6 +7,7 @@
 #   test/k8s/cluster.sh up       start it; prints `export KUBECONFIG=...` on stdout, waits for Node Ready
 #   test/k8s/cluster.sh down     stop it and undo everything `up` did to the host (idempotent)
 #   test/k8s/cluster.sh status   what runs, and the Node's Ready condition
+#   test/k8s/cluster.sh restart-kubelet   stop and start the kubelet again (pods keep running)
 #
 # Everything lives in a state dir (GPUNODE_K8S_STATE, default /tmp/gpunode-k8s): certificates, configs,
 # logs (logs/<component>.log), PID files (run/<component>.pid), etcd data, containerd root/state, the
@@ -59,7 +60,7 @@ SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridg
 
 usage() {
   cat <<EOF
-usage: test/k8s/cluster.sh up|down [--purge]|status|--help
+usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|--help
 
   up       build what is missing (test/k8s/build.sh), start a one-node cluster as root processes,
            print 'export KUBECONFIG=$S/admin.kubeconfig' on stdout and wait (at most
@@ -70,6 +71,7 @@ usage: test/k8s/cluster.sh up|down [--purge]|status|--help
            network and our guard, restore the sysctls and mount propagation it changed. Idempotent.
            Keeps <state>/pki, images and logs; --purge deletes the whole state dir.
   status   components (pid, running or not) and the Node's Ready condition.
+  restart-kubelet  stop the kubelet and start it again (pods keep running), as a node upgrade does.
 
 environment:
   GPUNODE_K8S_STATE          state dir (default /tmp/gpunode-k8s)
@@ -101,6 +103,21 @@ pid_of() {
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
   [ "$(basename "${exe% (deleted)}")" = "$1" ] || return 1
   echo "$pid"
+}
+
+start_kubelet() {
+  start kubelet "$BIN/kubelet" --config="$S/kubelet/config.yaml" --kubeconfig="$S/kubelet.kubeconfig" \
+    --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" --node-ip="$NODE_IP" --hostname-override="$NODE" --v="$VERBOSITY"
+}
+
+# restart-kubelet: stop the kubelet (SIGTERM) and start it again with the same configuration, as a
+# node upgrade or `systemctl restart kubelet` does; running pods stay.
+do_restart_kubelet() {
+  pid_of kube-apiserver >/dev/null || die "the cluster is not up"
+  find_bins
+  stop kubelet
+  start_kubelet
+  log "kubelet restarted (pid $(pid_of kubelet || echo '?'))"
 }
 
 start() { # start NAME CMD... : a background root process in its own session, log and PID file
@@ -702,8 +719,7 @@ do_up() {
   wait_for containerd 30 "$BIN/ctr" --address "$S/containerd/containerd.sock" version
   wait "$images_pid" || fail images "building the images failed"
   import_images
-  start kubelet "$BIN/kubelet" --config="$S/kubelet/config.yaml" --kubeconfig="$S/kubelet.kubeconfig" \
-    --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" --node-ip="$NODE_IP" --hostname-override="$NODE" --v="$VERBOSITY"
+  start_kubelet
 
   wait_for kube-apiserver 60 admin_curl https://127.0.0.1:6443/readyz
   start kube-controller-manager "$BIN/kube-controller-manager" \
@@ -848,6 +864,7 @@ case "${1:-}" in
     [ "${2:-}" = --purge ] && PURGE=1
     do_down ;;
   status) do_status ;;
+  restart-kubelet) do_restart_kubelet ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -8,6 +8,7 @@
 #      after the first ends, the second runs
 #   3. the gpunode pod deleted: the DaemonSet brings it back, the kubelet sees the plugin again,
 #      allocatable returns, a running GPU pod is untouched
+#   3b. the kubelet restarted: the plugin registers again within 5 s; a GPU pod still schedules
 #   4. GPU 3 lost (the simulated profile edited on the host, as a GPU falls off the bus): allocatable
 #      drops to 7 (target 2 s, reported; fails past 5 s)
 #   5. Debian's Prometheus scrapes the exporter through the chart's Service: the running GPU pod's
@@ -154,6 +155,27 @@ ok "new pod $new, allocatable 8 again $(python3 -c "print(round($t1-$t0,1))") s 
   fail "pod 'keeper' was restarted"
 ok "GPU pod 'keeper' untouched (started $started, 0 restarts)"
 kubectl delete pod keeper --wait=true --grace-period=1 >/dev/null
+
+step "3b. the kubelet restarted: the plugin registers again within 5 s"
+klog=$state/logs/kubelet.log
+before=$(grep -c 'Got registration request from device plugin with resource' "$klog" || true)
+t0=$(date +%s.%N)
+"$src/test/k8s/cluster.sh" restart-kubelet >/dev/null 2>&1 || fail "cluster.sh restart-kubelet"
+deadline=$((SECONDS + 30))
+while [ "$(grep -c 'Got registration request from device plugin with resource' "$klog" || true)" -le "$before" ]; do
+  [ $SECONDS -lt $deadline ] || fail "the plugin did not register with the restarted kubelet within 30 s"
+  sleep 0.1
+done
+t1=$(date +%s.%N)
+dt=$(python3 -c "print(round($t1-$t0,2))")
+python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "registered again only after $dt s (target 5 s)"
+ok "registered again $dt s after the kubelet restart (stop included)"
+gpu_pod after 1 'ls /dev | grep -cE "^nvidia[0-9]+$"'
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/after --timeout=90s >/dev/null ||
+  fail "a GPU pod did not run after the kubelet restart"
+[ "$(kubectl logs after)" = 1 ] || fail "pod 'after' sees $(kubectl logs after) GPUs"
+ok "a 1-GPU pod runs after the restart and sees 1 GPU"
+kubectl delete pod after --wait=true >/dev/null
 
 step "4. GPU 3 falls off the bus -> allocatable 7 (target 2 s)"
 profile=/var/lib/gpunode/sim/profile.yaml
