@@ -15,6 +15,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 command -v go >/dev/null || { echo "k8s build: Go is not installed (needed to build the test cluster)" >&2; exit 77; }
 key="$K8S_VERSION-etcd$ETCD_VERSION-containerd$CONTAINERD_VERSION-helm$HELM_VERSION"
+# HOME may be unset under a CI runner; Go needs it for its own caches too.
+export HOME=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 cache=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/$key
 bin=$cache/bin
 mkdir -p "$bin" "$cache/src"

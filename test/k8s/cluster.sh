@@ -183,7 +183,7 @@ wait_for() {
 cached_bin() {
   (
     . "$here/versions.env"
-    echo "${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/$K8S_VERSION-etcd$ETCD_VERSION-containerd$CONTAINERD_VERSION-helm$HELM_VERSION/bin"
+    echo "${GPUNODE_CACHE:-${HOME:-/root}/.cache/gpunode}/k8s/$K8S_VERSION-etcd$ETCD_VERSION-containerd$CONTAINERD_VERSION-helm$HELM_VERSION/bin"
   )
 }
 
