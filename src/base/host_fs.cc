@@ -155,6 +155,13 @@ std::string HostFs::Local(absl::string_view resolved) const {
 StatusOr<std::string> HostFs::RealPath(absl::string_view host_path, bool follow_last, bool strict) const {
   std::vector<std::string> done;  // resolved components below the root
   std::deque<std::string> todo;   // components still to walk
+  // Under the machine's own root a relative path is relative to the working directory, as for the
+  // kernel (a file the user names: `--output x.json`). Below a host root every path is absolute.
+  if (root_ == "/" && !absl::StartsWith(host_path, "/")) {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return ErrnoToStatus(errno, "getcwd for", host_path);
+    for (absl::string_view p : absl::StrSplit(cwd, '/', absl::SkipEmpty())) todo.emplace_back(p);
+  }
   for (absl::string_view p : absl::StrSplit(host_path, '/', absl::SkipEmpty())) todo.emplace_back(p);
   std::string prefix = root_ == "/" ? "" : root_;  // Local() of `done`, kept in step with it
   auto rebuild = [&] {

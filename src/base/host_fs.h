@@ -20,7 +20,8 @@
 // detects a writer that is not gpunode between read and rename.
 //
 // Paths the user names explicitly (sockets, output files, --config) are not host paths: they go
-// through HostFs::Local(), the root "/", which follows links as the kernel does.
+// through HostFs::Local(), the root "/", which follows links as the kernel does and takes a
+// relative path as relative to the working directory.
 #ifndef GPUNODE_BASE_HOST_FS_H_
 #define GPUNODE_BASE_HOST_FS_H_
 

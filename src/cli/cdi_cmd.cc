@@ -85,11 +85,7 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
   }
   const bool to_host = opts.output.empty();
   const HostFs fs = to_host ? *host : HostFs::Local();
-  std::string target = to_host ? std::string(container::kDefaultSpecPath) : opts.output;
-  if (target.front() != '/') {
-    char cwd[PATH_MAX];
-    if (::getcwd(cwd, sizeof cwd) != nullptr) target = absl::StrCat(cwd, "/", target);
-  }
+  const std::string target = to_host ? std::string(container::kDefaultSpecPath) : opts.output;
   WriteOptions w;
   w.mode = 0644;
   w.keep_mode = false;

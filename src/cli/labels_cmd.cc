@@ -164,11 +164,7 @@ StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags
     return sink;
   }
   if (config.gfd_output_file != kDefaultOutput) {
-    sink.path = config.gfd_output_file;
-    if (sink.path.front() != '/') {
-      char cwd[PATH_MAX];
-      if (::getcwd(cwd, sizeof cwd) != nullptr) sink.path = absl::StrCat(cwd, "/", sink.path);
-    }
+    sink.path = config.gfd_output_file;  // HostFs::Local(): relative to the working directory
     sink.shown = sink.path;
     return sink;
   }

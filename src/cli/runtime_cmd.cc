@@ -95,11 +95,7 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
   }
   // The default file is a host path (below --host-root); --config names a file on this machine.
   const HostFs fs = opts.config.empty() ? *host : HostFs::Local();
-  std::string path = opts.config.empty() ? container::DefaultConfigPath(*kind) : opts.config;
-  if (!opts.config.empty() && path.front() != '/') {
-    char cwd[PATH_MAX];
-    if (::getcwd(cwd, sizeof cwd) != nullptr) path = absl::StrCat(cwd, "/", path);
-  }
+  const std::string path = opts.config.empty() ? container::DefaultConfigPath(*kind) : opts.config;
   std::string backup_dir = opts.backup_dir;
   if (backup_dir.empty()) {
     auto dir = host->LocalPath(container::kBackupDir, /*follow_last=*/true, /*strict=*/true);

@@ -173,11 +173,9 @@ int RunHostRoot(const std::string& ref, const std::string& dir, bool device_node
     return kExitUsage;
   }
   if (!profile_file.empty()) {
-    std::string target = profile_file;
-    if (target.front() != '/') target = std::filesystem::absolute(target).string();
     WriteOptions w;
     w.keep_mode = false;
-    if (auto written = HostFs::Local().WriteFileAtomically(target, source->text, w); !written.ok()) {
+    if (auto written = HostFs::Local().WriteFileAtomically(profile_file, source->text, w); !written.ok()) {
       PrintError(written.status());
       return kExitUsage;
     }
@@ -225,11 +223,9 @@ int RunCapture(const GlobalOptions& global, const CaptureOptions& opts) {
     std::cout << text;
     return kExitOk;
   }
-  std::string target = opts.output;
-  if (target.front() != '/') target = std::filesystem::absolute(target).string();
   WriteOptions w;
   w.keep_mode = false;
-  if (auto written = HostFs::Local().WriteFileAtomically(target, text, w); !written.ok()) {
+  if (auto written = HostFs::Local().WriteFileAtomically(opts.output, text, w); !written.ok()) {
     PrintError(written.status());
     return kExitUsage;
   }

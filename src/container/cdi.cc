@@ -73,10 +73,9 @@ std::string Basename(absl::string_view path) {
 
 // Follows the symlinks of `path` inside the driver root (HostFs's in-root walk: an absolute link
 // target starts at the driver root) to the final file, which must exist.
-StatusOr<std::string> ResolveInRoot(const HostFs& fs, const std::string& root, std::string path) {
-  GPUNODE_ASSIGN_OR_RETURN(HostFs sub, fs.Sub(root));
-  GPUNODE_ASSIGN_OR_RETURN(std::string real, sub.RealPath(path));
-  GPUNODE_RETURN_IF_ERROR(sub.Stat(real).status());
+StatusOr<std::string> ResolveInRoot(const HostFs& driver, const std::string& path) {
+  GPUNODE_ASSIGN_OR_RETURN(std::string real, driver.RealPath(path));
+  GPUNODE_RETURN_IF_ERROR(driver.Stat(real).status());
   return real;
 }
 
@@ -151,6 +150,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
     if (!st.ok()) return Annotate(st.status(), "--driver-root");
   }
   const std::string& root = f.driver_root;
+  GPUNODE_ASSIGN_OR_RETURN(const HostFs driver, fs.Sub(root));  // symlinks resolve inside it
 
   // Device nodes (always from the host's /dev).
   for (const char* path : kControlNodes) {
@@ -187,7 +187,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   };
   std::vector<Resolved> resolved;
   for (const LdCacheEntry& e : entries) {
-    auto file = ResolveInRoot(fs, root, e.path);
+    auto file = ResolveInRoot(driver, e.path);
     if (file.ok()) resolved.push_back({e, *file});
   }
   if (f.version.empty()) {  // fallback: the suffix of libcuda.so.<version>
@@ -255,7 +255,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
     bool found = false;
     for (const char* dir : kBinaryDirs) {
       std::string path = absl::StrCat(dir, "/", name);
-      auto file = ResolveInRoot(fs, root, path);
+      auto file = ResolveInRoot(driver, path);
       if (!file.ok()) continue;
       auto st = fs.Stat(JoinRoot(root, *file));
       if (!st.ok() || st->type != FileType::kRegular) continue;

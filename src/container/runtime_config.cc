@@ -937,7 +937,7 @@ StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string
   GPUNODE_ASSIGN_OR_RETURN(HostFs::Versioned saved, HostFs::Local().ReadVersioned(result.restored.path));
   WriteOptions w;
   w.mode = saved.mode;
-  w.keep_mode = !current.identity.exists ? false : true;
+  w.keep_mode = current.identity.exists;
   w.expect = current.identity;
   w.held = &lock;
   GPUNODE_RETURN_IF_ERROR(fs.WriteFileAtomically(target, saved.text, w).status());

@@ -1,5 +1,6 @@
 #include "src/base/host_fs.h"
 
+#include <climits>
 #include <sstream>
 #include <algorithm>
 #include <sys/wait.h>
@@ -222,6 +223,19 @@ TEST_F(HostFsTest, SubAndMakeDirsStayInsideTheRoot) {
   EXPECT_EQ(*sub->RealPath("/lib/libcuda.so.1"), "/usr/lib/libcuda.so.1");
   ASSERT_TRUE(fs->MakeDirs("/var/lib/gpunode/backups").ok());
   EXPECT_TRUE(std::filesystem::is_directory(root_ / "var/lib/gpunode/backups"));
+}
+
+// A file the user names (`--output x.json`) is relative to the working directory, as for the
+// kernel: HostFs::Local() resolves it there, not at "/".
+TEST_F(HostFsTest, LocalRelativePathsAreRelativeToTheWorkingDirectory) {
+  char old_cwd[PATH_MAX];
+  ASSERT_NE(::getcwd(old_cwd, sizeof old_cwd), nullptr);
+  ASSERT_EQ(::chdir(root_.c_str()), 0);
+  auto written = HostFs::Local().WriteFileAtomically("out/rel.json", "{}");
+  ASSERT_EQ(::chdir(old_cwd), 0);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(*written, (std::filesystem::canonical(root_) / "out/rel.json").string());
+  EXPECT_EQ(ReadAll(root_ / "out/rel.json"), "{}");
 }
 
 }  // namespace
