@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/common.h"
 #include "src/container/cdi.h"
@@ -25,7 +26,9 @@ struct GenerateOptions {
   std::string format;  // yaml | json; default from the output's extension, else yaml
   std::string names = "both";
   std::string driver_root = "/";
+  std::string dev_root;  // default: the driver root
   std::string hook_path;  // default: this executable
+  std::vector<std::string> disabled_hooks;
   bool no_all_device = false;
 };
 
@@ -60,8 +63,18 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
   build.names = *names;
   build.all_device = !opts.no_all_device;
   build.hook_path = opts.hook_path.empty() ? SelfPath() : opts.hook_path;
+  for (const std::string& h : opts.disabled_hooks) {
+    for (absl::string_view one : absl::StrSplit(h, ',', absl::SkipEmpty())) {
+      if (one == "all") {
+        build.disabled_hooks.insert("create-symlinks");
+        build.disabled_hooks.insert("update-ldcache");
+      } else {
+        build.disabled_hooks.insert(std::string(one));
+      }
+    }
+  }
 
-  auto generated = GenerateHostSpec(global, opts.driver_root, build);
+  auto generated = GenerateHostSpec(global, opts.driver_root, opts.dev_root, build);
   if (!generated.ok()) {
     PrintError(generated.status());
     return generated.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
@@ -216,13 +229,13 @@ std::string SelfPath() {
 }
 
 StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std::string& driver_root,
-                                         const container::BuildOptions& build) {
+                                         const std::string& dev_root, const container::BuildOptions& build) {
   GPUNODE_ASSIGN_OR_RETURN(std::unique_ptr<NodeSession> session, NodeSession::Open(global));
   session->probe_options().init_cuda = false;  // NVML and the files are all a spec needs
   session->probe_options().query_topology = false;
   GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, session->Inventory());
   GeneratedSpec out;
-  GPUNODE_ASSIGN_OR_RETURN(out.files, container::DiscoverDriverFiles(session->fs(), inv, {driver_root}));
+  GPUNODE_ASSIGN_OR_RETURN(out.files, container::DiscoverDriverFiles(session->fs(), inv, {driver_root, dev_root}));
   GPUNODE_ASSIGN_OR_RETURN(out.built, container::BuildSpec(inv, out.files, build));
   out.host_root = session->fs().root();
   out.session = std::move(session);
@@ -248,8 +261,14 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   g->add_option("--device-name-strategy", gen->names, "Device names: index, uuid or both (default both)");
   g->add_option("--driver-root", gen->driver_root,
                 "Host path of the root the driver is installed in (default /), e.g. /run/nvidia/driver");
+  g->add_option("--dev-root", gen->dev_root,
+                "Host path of the root whose /dev holds the device nodes (default: the driver root, as "
+                "nvidia-ctk); not /: the nodes get a hostPath below it");
   g->add_option("--hook-path", gen->hook_path,
                 "Absolute path of the gpunode binary the spec's hooks call (default: this executable)");
+  g->add_option("--disable-hook", gen->disabled_hooks,
+                "Leave a hook out: create-symlinks, update-ldcache or all (repeatable or comma-separated, "
+                "as nvidia-ctk)");
   g->add_flag("--no-all-device", gen->no_all_device, "Leave out the \"all\" device");
   g->callback([&global, gen, exit_code] { *exit_code = RunGenerate(global, *gen); });
 

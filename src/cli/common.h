@@ -82,6 +82,7 @@ void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddExporterCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddK8sCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails
@@ -98,6 +99,7 @@ struct GeneratedSpec {
   std::shared_ptr<NodeSession> session;  // keeps a simulated node's host root alive
 };
 StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std::string& driver_root,
+                                         const std::string& dev_root,
                                          const container::BuildOptions& build);
 // The absolute path of this executable (/proc/self/exe).
 std::string SelfPath();

@@ -17,9 +17,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/cli/common.h"
 #include "src/compat/dataset.h"
 #include "src/container/cdi.h"
+#include "src/kube/client.h"
+#include "src/kube/node.h"
 #include "src/plugin/config.h"
 #include "src/plugin/labels.h"
 
@@ -39,6 +42,13 @@ struct LabelsFlags {
   std::string config_file;
   std::string mig_strategy;
   std::string machine_type_file;
+  // Node labels through the Kubernetes API.
+  bool node_labels = false;
+  bool remove = false;
+  std::string node_name;
+  std::string kubeconfig;
+  std::string daemonset;  // NAMESPACE/NAME: its deletion makes a stop an uninstall
+  std::vector<std::string> remove_on_uninstall;
   // Set when given on the command line (flags win over the environment and the config file).
   CLI::Option* output_opt = nullptr;
   CLI::Option* oneshot_opt = nullptr;
@@ -87,6 +97,7 @@ StatusOr<std::string> ReadExplicitFile(const std::string& path) {
 
 // Where the labels go: stdout, or a file.
 struct Sink {
+  bool none = false;  // labels go to the Node only
   bool to_stdout = false;
   std::string root = "/";  // the host root for the default file, "/" for a file the user names
   std::string path;        // a path below `root`
@@ -159,6 +170,11 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
 StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags,
                            const plugin::PluginConfig& config, bool simulated) {
   Sink sink;
+  if ((flags.node_labels || flags.remove) && flags.output_opt->count() == 0 &&
+      !std::getenv("GFD_OUTPUT_FILE")) {
+    sink.none = true;  // the Node is the destination; a features file only when one is named
+    return sink;
+  }
   if (flags.print || config.gfd_output_file.empty() || config.gfd_output_file == "-") {
     sink.to_stdout = true;
     return sink;
@@ -251,6 +267,10 @@ class Labeller {
       return kExitUsage;
     }
     sink_ = *sink;
+    if (flags_.node_labels || flags_.remove) {
+      if (int rc = ConnectKube(); rc != kExitOk) return rc;
+      if (flags_.remove) return RemoveAll(/*uninstall=*/false);
+    }
     if (auto data = compat::LoadBuiltin(); data.ok()) {
       compat_ = std::move(*data);
     } else {
@@ -262,8 +282,9 @@ class Labeller {
     // cannot be written, is an error the user sees at once.
     if (int rc = Label(/*first=*/true); rc != kExitOk) return rc;
     if (once) return kExitOk;
-    if (!sink_.to_stdout)
+    if (!sink_.to_stdout && !sink_.none)
       std::cerr << "wrote " << sink_.shown << "; relabelling every " << IntervalText() << "\n";
+    if (kube_) std::cerr << "labelled Node " << node_ << "; relabelling every " << IntervalText() << "\n";
 
     while (true) {
       siginfo_t info;
@@ -280,7 +301,7 @@ class Labeller {
           continue;
         }
         PrintError(ErrnoToStatus(errno, "wait for", "signals"));
-        RemoveOutput();
+        Stop();
         return kExitFailed;
       }
       if (sig == SIGHUP) {
@@ -298,8 +319,8 @@ class Labeller {
         Label(/*first=*/false);
         continue;
       }
-      std::cerr << "received " << strsignal(sig) << ", removing the labels and exiting\n";
-      RemoveOutput();
+      std::cerr << "received " << strsignal(sig) << "\n";
+      Stop();
       return kExitOk;
     }
   }
@@ -337,6 +358,23 @@ class Labeller {
     const plugin::LabelSet set = plugin::BuildLabels(*inv, *config_, options);
     for (const std::string& w : set.warnings) Warn(w);
 
+    if (kube_) {
+      std::map<std::string, std::string> node_labels = set.labels;
+      node_labels.erase("nvidia.com/gfd.timestamp");  // a Node write a minute for nothing
+      auto change = kube::ApplyNodeLabels(*kube_, node_, node_labels);
+      if (!change.ok()) {
+        if (first) {
+          PrintError(change.status());
+          return kExitFailed;
+        }
+        Warn(absl::StrCat("Node labels not refreshed: ", change.status().message()));
+      } else if (change->patched) {
+        std::cerr << "Node " << node_ << ": " << change->set.size() << " labels set";
+        if (!change->removed.empty()) std::cerr << ", removed " << absl::StrJoin(change->removed, " ");
+        std::cerr << "\n";
+      }
+      if (sink_.none) return change.ok() ? kExitOk : kExitFailed;
+    }
     if (sink_.to_stdout) {
       if (format_ == OutputFormat::kTable) {
         std::cout << plugin::RenderFeaturesFile(set.labels) << std::flush;
@@ -369,8 +407,82 @@ class Labeller {
     return fs.WriteFileAtomically(sink_.path, text, w).status();
   }
 
+  int ConnectKube() {
+    node_ = flags_.node_name;
+    if (node_.empty()) {
+      if (const char* n = std::getenv("NODE_NAME")) node_ = n;
+    }
+    if (node_.empty()) {
+      PrintError("--node-labels needs the Node's name: --node-name NAME or NODE_NAME (in a pod, from the "
+                 "downward API: fieldRef spec.nodeName)");
+      return kExitUsage;
+    }
+    if (!flags_.daemonset.empty()) {
+      if (Status st = kube::SplitNamespaced(flags_.daemonset, "--daemonset", &ds_ns_, &ds_name_); !st.ok()) {
+        PrintError(st);
+        return kExitUsage;
+      }
+    }
+    auto conn = kube::ResolveConnection(flags_.kubeconfig);
+    if (!conn.ok()) {
+      PrintError(conn.status());
+      return kExitUsage;
+    }
+    kube_ = std::make_unique<kube::Client>(*conn);
+    return kExitOk;
+  }
+
+  // --remove, or a stop that is an uninstall: the Node labels of gpunode, then the files.
+  int RemoveAll(bool uninstall) {
+    int rc = kExitOk;
+    auto change = kube::RemoveNodeLabels(*kube_, node_);
+    if (!change.ok()) {
+      PrintError(change.status());
+      rc = kExitFailed;
+    } else {
+      std::cerr << "Node " << node_ << ": removed " << change->removed.size() << " gpunode labels\n";
+    }
+    if (uninstall) {
+      for (const std::string& path : flags_.remove_on_uninstall) {
+        Status st = HostFs::Local().RemoveFile(path);
+        if (!st.ok() && !absl::IsNotFound(st)) {
+          PrintError(st);
+          rc = kExitFailed;
+        } else if (st.ok()) {
+          std::cerr << "removed " << path << "\n";
+        }
+      }
+    }
+    if (flags_.remove && !sink_.none && !sink_.to_stdout) {
+      written_ = true;
+      RemoveOutput();
+    }
+    return rc;
+  }
+
+  // SIGTERM/SIGINT: the features file goes (as GFD does). The Node labels stay unless this stop
+  // is an uninstall (the DaemonSet named by --daemonset is being deleted): a pod restart or an
+  // upgrade must not take nvidia.com/gpu.present away, or the DaemonSet's own affinity would
+  // keep the new pod off the node (NFD's "flapping" labels).
+  void Stop() {
+    RemoveOutput();
+    if (!kube_ || ds_name_.empty()) return;
+    auto deleting = kube::DaemonSetDeleting(*kube_, ds_ns_, ds_name_);
+    if (!deleting.ok()) {
+      PrintError(absl::StrCat("cannot tell whether this stop is an uninstall, Node labels kept: ",
+                              deleting.status().message()));
+      return;
+    }
+    if (!*deleting) {
+      std::cerr << "DaemonSet " << flags_.daemonset << " stays: Node labels kept\n";
+      return;
+    }
+    std::cerr << "DaemonSet " << flags_.daemonset << " is being deleted: removing what gpunode put on the node\n";
+    RemoveAll(/*uninstall=*/true);
+  }
+
   void RemoveOutput() {
-    if (sink_.to_stdout || !written_) return;
+    if (sink_.to_stdout || sink_.none || !written_) return;
     auto fs = HostFs::Open(sink_.root);
     if (Status st = fs.ok() ? fs->RemoveFile(sink_.path) : fs.status(); !st.ok()) {
       PrintError(st);
@@ -386,6 +498,9 @@ class Labeller {
   std::optional<compat::CompatData> compat_;
   std::set<std::string> warned_;
   bool written_ = false;
+  std::unique_ptr<kube::Client> kube_;
+  std::string node_;
+  std::string ds_ns_, ds_name_;
 };
 
 int RunLabels(const GlobalOptions& global, const LabelsFlags& flags) {
@@ -396,6 +511,14 @@ int RunLabels(const GlobalOptions& global, const LabelsFlags& flags) {
   }
   if (*format != OutputFormat::kTable && !flags.print) {
     PrintError("-o json/yaml applies to --print; the features file is always key=value lines");
+    return kExitUsage;
+  }
+  if (flags.print && (flags.node_labels || flags.remove)) {
+    PrintError("--print writes to stdout; --node-labels and --remove work on the Node");
+    return kExitUsage;
+  }
+  if ((!flags.daemonset.empty() || !flags.remove_on_uninstall.empty()) && !flags.node_labels) {
+    PrintError("--daemonset and --remove-on-uninstall go with --node-labels");
     return kExitUsage;
   }
   if (flags.print && flags.output_opt->count() > 0) {
@@ -437,9 +560,26 @@ void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       cmd->add_option("--machine-type-file", flags->machine_type_file,
                       "Host file with the machine type (default /sys/class/dmi/id/product_name) "
                       "[env GFD_MACHINE_TYPE_FILE]");
+  cmd->add_flag("--node-labels", flags->node_labels,
+                "Put the labels straight onto this node's Node object through the Kubernetes API "
+                "(no NFD needed); the keys gpunode set are listed in the annotation "
+                "gpunode.io/managed-labels, and only those are ever changed or removed");
+  cmd->add_option("--node-name", flags->node_name, "The Node to label (default: $NODE_NAME)");
+  cmd->add_option("--kubeconfig", flags->kubeconfig,
+                  "kubeconfig file (default: $KUBECONFIG, else the pod's service account, else "
+                  "~/.kube/config)");
+  cmd->add_option("--daemonset", flags->daemonset,
+                  "NAMESPACE/NAME of the DaemonSet this runs in: a stop while it is being deleted "
+                  "(helm uninstall) removes the Node labels and the --remove-on-uninstall files; "
+                  "any other stop (pod restart, upgrade) keeps them");
+  cmd->add_option("--remove-on-uninstall", flags->remove_on_uninstall,
+                  "File to remove at uninstall (repeatable), e.g. the CDI spec");
+  cmd->add_flag("--remove", flags->remove,
+                "Remove the labels gpunode put on the Node (with --output: also that file) and exit");
   cmd->footer(
       "Examples:\n"
       "  gpunode labels --print                  the labels of this node on stdout\n"
+      "  gpunode labels --node-labels --node-name gpu-1 --kubeconfig ~/.kube/config --oneshot\n"
       "  gpunode --simulate dgx-h200 labels --print --no-timestamp\n"
       "  gpunode labels --oneshot                write the features file once\n"
       "  gpunode labels --sleep-interval 5m      relabel every 5 minutes; SIGTERM removes the "

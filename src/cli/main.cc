@@ -82,6 +82,7 @@ int Main(int argc, char** argv) {
   AddOciRuntimeHelp(app);
   AddPluginCommand(app, global, &exit_code);
   AddExporterCommand(app, global, &exit_code);
+  AddK8sCommand(app, global, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -220,7 +220,7 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
     if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
     container::BuildOptions build;
     build.hook_path = SelfPath();
-    auto generated = GenerateHostSpec(global, "/", build);
+    auto generated = GenerateHostSpec(global, "/", "", build);
     if (!generated.ok()) {
       return Status(generated.status().code(),
                     absl::StrCat("no CDI spec for ", kDefaultKind, " in ", absl::StrJoin(options.spec_dirs, ", "),

@@ -116,6 +116,7 @@ std::map<unsigned, std::string> NumberedEntries(const HostFs& fs, const std::str
 cdi::DeviceNode ToSpecNode(const HostDeviceNode& n) {
   cdi::DeviceNode d;
   d.path = n.path;
+  if (!n.host_path.empty() && n.host_path != n.path) d.host_path = n.host_path;
   if (n.char_device) {
     d.major = n.major;
     d.minor = n.minor;
@@ -152,15 +153,44 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   const std::string& root = f.driver_root;
   GPUNODE_ASSIGN_OR_RETURN(const HostFs driver, fs.Sub(root));  // symlinks resolve inside it
 
-  // Device nodes (always from the host's /dev).
+  // Device nodes: from <dev root>/dev (default: the driver root's, as nvidia-ctk).
+  f.dev_root = options.dev_root.empty() ? f.driver_root : options.dev_root;
+  if (f.dev_root.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat("--dev-root \"", f.dev_root, "\": not an absolute path"));
+  }
+  if (f.dev_root != "/" && f.dev_root != f.driver_root) {
+    auto st = fs.Stat(f.dev_root);
+    if (!st.ok()) return Annotate(st.status(), "--dev-root");
+  }
+  GPUNODE_ASSIGN_OR_RETURN(const HostFs dev, fs.Sub(f.dev_root));
+  auto node = [&](const std::string& path) {
+    std::optional<HostDeviceNode> n = StatNode(dev, path);
+    if (n && f.dev_root != "/") n->host_path = JoinRoot(f.dev_root, path);
+    return n;
+  };
   for (const char* path : kControlNodes) {
-    if (auto n = StatNode(fs, path)) f.control_nodes.push_back(*n);
+    if (auto n = node(path)) f.control_nodes.push_back(*n);
   }
-  for (const auto& [minor, path] : NumberedEntries(fs, "/dev", "nvidia")) {
-    if (auto n = StatNode(fs, path)) f.gpu_nodes[minor] = *n;
+  for (const auto& [minor, path] : NumberedEntries(dev, "/dev", "nvidia")) {
+    if (auto n = node(path)) f.gpu_nodes[minor] = *n;
   }
-  for (const auto& [minor, path] : NumberedEntries(fs, "/dev/nvidia-caps", "nvidia-cap")) {
-    if (auto n = StatNode(fs, path)) f.cap_nodes[minor] = *n;
+  for (const auto& [minor, path] : NumberedEntries(dev, "/dev/nvidia-caps", "nvidia-cap")) {
+    if (auto n = node(path)) f.cap_nodes[minor] = *n;
+  }
+  if (options.dev_root.empty() && f.dev_root != "/" && f.control_nodes.empty() && f.gpu_nodes.empty()) {
+    // A driver root without its own /dev (a driver installed in a folder, nodes made by the host's
+    // module loading): the host's /dev, said once.
+    f.warnings.push_back(absl::StrCat("no device nodes in ", f.dev_root, "/dev: using the host's /dev (--dev-root /)"));
+    f.dev_root = "/";
+    for (const char* path : kControlNodes) {
+      if (auto n = StatNode(fs, path)) f.control_nodes.push_back(*n);
+    }
+    for (const auto& [minor, path] : NumberedEntries(fs, "/dev", "nvidia")) {
+      if (auto n = StatNode(fs, path)) f.gpu_nodes[minor] = *n;
+    }
+    for (const auto& [minor, path] : NumberedEntries(fs, "/dev/nvidia-caps", "nvidia-cap")) {
+      if (auto n = StatNode(fs, path)) f.cap_nodes[minor] = *n;
+    }
   }
   if (auto text = fs.ReadFile("/proc/driver/nvidia-caps/mig-minors"); text.ok()) {
     for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
@@ -307,7 +337,14 @@ StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text) {
 }
 
 StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& files, const BuildOptions& options) {
-  if (options.hook_path.empty() || options.hook_path.front() != '/') {
+  for (const std::string& h : options.disabled_hooks) {
+    if (h != "create-symlinks" && h != "update-ldcache") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disable-hook \"", h, "\": not one of create-symlinks, update-ldcache, all"));
+    }
+  }
+  const bool any_hook = options.disabled_hooks.size() < 2;
+  if (any_hook && (options.hook_path.empty() || options.hook_path.front() != '/')) {
     return absl::InvalidArgumentError(absl::StrCat("hook path \"", options.hook_path, "\": not an absolute path"));
   }
   BuildResult result;
@@ -415,7 +452,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
   e.env.push_back("NVIDIA_VISIBLE_DEVICES=void");
   for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n));
   const std::string argv0 = Basename(options.hook_path);
-  if (!files.links.empty()) {
+  if (!files.links.empty() && !options.disabled_hooks.count("create-symlinks")) {
     cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "create-symlinks"}, {}, {}};
     for (const auto& [target, link] : files.links) {
       h.args.push_back("--link");
@@ -423,7 +460,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
     }
     e.hooks.push_back(std::move(h));
   }
-  if (!files.libraries.empty()) {
+  if (!files.libraries.empty() && !options.disabled_hooks.count("update-ldcache")) {
     cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "update-ldcache"}, {}, {}};
     std::set<std::string> folders;
     for (const std::string& lib : files.libraries) folders.insert(Dirname(lib));

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,7 +35,8 @@ inline constexpr char kDefaultSpecPath[] = "/var/run/cdi/nvidia.yaml";
 inline constexpr char kNvidiaKind[] = "nvidia.com/gpu";
 
 struct HostDeviceNode {
-  std::string path;  // "/dev/nvidia0" (host path; also the container path)
+  std::string path;  // "/dev/nvidia0": the container path, and the host path below the dev root
+  std::string host_path;  // the host path when the dev root is not "/" ("<dev root>/dev/nvidia0")
   bool char_device = false;  // false in fixture trees, where nodes are plain files
   uint32_t major = 0;
   uint32_t minor = 0;
@@ -42,6 +44,7 @@ struct HostDeviceNode {
 
 struct DriverFiles {
   std::string driver_root = "/";  // host path of the root the driver is installed in
+  std::string dev_root = "/";     // host path of the root whose /dev holds the device nodes
   std::string version;            // the driver version the libraries were matched to
   std::vector<HostDeviceNode> control_nodes;      // present ones, in nvidia-ctk's order
   std::map<unsigned, HostDeviceNode> gpu_nodes;   // by minor: /dev/nvidia<minor>
@@ -58,6 +61,9 @@ struct DriverFiles {
 
 struct DiscoverOptions {
   std::string driver_root = "/";  // host path
+  // Host path of the root whose /dev holds the device nodes; empty = the driver root (nvidia-ctk's
+  // --dev-root default). Not "/": the spec's deviceNodes get a hostPath below it.
+  std::string dev_root;
 };
 
 // The driver version to match: NVML's, else the kernel module's. Empty when neither is known.
@@ -73,8 +79,11 @@ StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text);
 
 struct BuildOptions {
   NameStrategy names = NameStrategy::kBoth;  // nvidia-ctk's default: index and uuid
-  std::string hook_path;                     // absolute path of the gpunode binary (required)
+  std::string hook_path;                     // absolute path of the gpunode binary (required unless
+                                             // every hook is disabled)
   bool all_device = true;
+  // Hooks left out (nvidia-ctk's --disable-hook): "create-symlinks", "update-ldcache".
+  std::set<std::string> disabled_hooks;
 };
 
 struct BuildResult {

@@ -8,6 +8,7 @@
 #   test/k8s/cluster.sh down     stop it and undo everything `up` did to the host (idempotent)
 #   test/k8s/cluster.sh status   what runs, and the Node's Ready condition
 #   test/k8s/cluster.sh restart-kubelet   stop and start the kubelet again (pods keep running)
+#   test/k8s/cluster.sh restart-containerd  the same for containerd (after its config was edited)
 #
 # Everything lives in a state dir (GPUNODE_K8S_STATE, default /tmp/gpunode-k8s): certificates, configs,
 # logs (logs/<component>.log), PID files (run/<component>.pid), etcd data, containerd root/state, the
@@ -60,7 +61,7 @@ SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridg
 
 usage() {
   cat <<EOF
-usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|--help
+usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|restart-containerd|--help
 
   up       build what is missing (test/k8s/build.sh), start a one-node cluster as root processes,
            print 'export KUBECONFIG=$S/admin.kubeconfig' on stdout and wait (at most
@@ -72,6 +73,8 @@ usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|--help
            Keeps <state>/pki, images and logs; --purge deletes the whole state dir.
   status   components (pid, running or not) and the Node's Ready condition.
   restart-kubelet  stop the kubelet and start it again (pods keep running), as a node upgrade does.
+  restart-containerd  stop containerd and start it again with its config (after gpunode runtime
+                   configure edited <state>/containerd/config.toml); containers keep running.
 
 environment:
   GPUNODE_K8S_STATE          state dir (default /tmp/gpunode-k8s)
@@ -118,6 +121,18 @@ do_restart_kubelet() {
   stop kubelet
   start_kubelet
   log "kubelet restarted (pid $(pid_of kubelet || echo '?'))"
+}
+
+# restart-containerd: stop containerd and start it with its (possibly edited) config, as a node's
+# `systemctl restart containerd` after `gpunode runtime configure`; running containers stay (their
+# shims keep them).
+do_restart_containerd() {
+  pid_of kube-apiserver >/dev/null || die "the cluster is not up"
+  find_bins
+  stop containerd
+  start containerd "$BIN/containerd" --config "$S/containerd/config.toml"
+  wait_for containerd 30 "$BIN/ctr" --address "$S/containerd/containerd.sock" version
+  log "containerd restarted (pid $(pid_of containerd || echo '?'))"
 }
 
 start() { # start NAME CMD... : a background root process in its own session, log and PID file
@@ -865,6 +880,7 @@ case "${1:-}" in
     do_down ;;
   status) do_status ;;
   restart-kubelet) do_restart_kubelet ;;
+  restart-containerd) do_restart_containerd ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -3,9 +3,15 @@
 # GPUs are simulated, at NVML's ABI): the gpunode chart in simulate mode on the dgx-h200 profile.
 #   1. helm install -> the DaemonSet pod Ready -> Node capacity/allocatable nvidia.com/gpu = 8
 #      (time from install to allocatable reported)
+#      and GFD's/gpunode's labels on the Node (put there by the labels container through the API)
 #   2. a pod asking for 2 GPUs runs and sees exactly its 2 /dev/nvidia<N> nodes and matching
 #      NVIDIA_VISIBLE_DEVICES; a pod asking for 8 stays Pending with "Insufficient nvidia.com/gpu";
-#      after the first ends, the second runs
+#      after the first ends, the second runs (device specs from the plugin)
+#   2b. the runtime-shim path: containerd given the nvidia runtime by `gpunode runtime configure`
+#      (restarted), RuntimeClass nvidia, the plugin without device specs: gpunode oci-runtime
+#      gives the pod exactly its 2 GPUs from NVIDIA_VISIBLE_DEVICES
+#   2c. the CDI path: the plugin with DEVICE_LIST_STRATEGY=cdi-cri, containerd's native CDI
+#      applies the chart's spec: exactly 2 GPU nodes, the control nodes, the driver files
 #   3. the gpunode pod deleted: the DaemonSet brings it back, the kubelet sees the plugin again,
 #      allocatable returns, a running GPU pod is untouched
 #   3b. the kubelet restarted: the plugin registers again within 5 s; a GPU pod still schedules
@@ -13,13 +19,13 @@
 #      drops to 7 (target 2 s, reported; fails past 5 s)
 #   5. Debian's Prometheus scrapes the exporter through the chart's Service: the running GPU pod's
 #      pod/namespace/container labels come from the real kubelet's pod-resources API
-#   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall leaves no
-#      plugin socket behind
+#   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall (its
+#      pre-delete hook) leaves no plugin socket, no gpunode label and no CDI spec behind
 # Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
 # Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$src/build-rel}
+build=$(realpath -m "${1:-$src/build-rel}")
 ns=gpunode-e2e
 skip() {
   if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
@@ -89,6 +95,18 @@ t1=$(date +%s.%N)
 ok "allocatable 8, capacity $(cap): $(python3 -c "print(round($t1-$t0,1))") s after helm install"
 kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready"
 ok "DaemonSet pod Ready"
+node_label() { kubectl get node "$node" -o go-template="{{index .metadata.labels \"$1\"}}"; }
+deadline=$((SECONDS + 30))
+until [ "$(node_label nvidia.com/gpu.count)" = 8 ]; do
+  [ $SECONDS -lt $deadline ] || fail "no nvidia.com/gpu.count=8 label on the Node 30 s after the pod was Ready"
+  sleep 0.5
+done
+product=$(node_label nvidia.com/gpu.product)
+[ -n "$product" ] || fail "no nvidia.com/gpu.product label"
+nlabels=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.labels}}{{$k}}{{"\n"}}{{end}}' | grep -cE '^(nvidia\.com|gpunode\.io)/' || true)
+managed=$(kubectl get node "$node" -o jsonpath='{.metadata.annotations.gpunode\.io/managed-labels}')
+case ",$managed," in *,nvidia.com/gpu.present,*) fail "gpunode claimed nvidia.com/gpu.present, which was there before it" ;; esac
+ok "Node labels: nvidia.com/gpu.product=$product nvidia.com/gpu.count=8, $nlabels nvidia.com/ and gpunode.io/ labels; $(printf '%s' "$managed" | tr ',' '\n' | grep -c .) claimed in gpunode.io/managed-labels"
 
 gpu_pod() {  # NAME GPUS COMMAND
   kubectl apply -f - >/dev/null <<YAML
@@ -131,6 +149,70 @@ kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/eight --timeout=90s 
 [ "$(kubectl logs eight)" = 8 ] || fail "pod 'eight' sees $(kubectl logs eight) GPUs"
 ok "pod 'eight' ran after 'two' ended and saw 8 GPUs"
 kubectl delete pod two eight --wait=true >/dev/null
+
+upgrade() {  # helm upgrade --reuse-values ARGS..., then wait for the new pod and allocatable 8
+  local before
+  before=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
+  helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values "$@" >/dev/null || fail "helm upgrade $*"
+  kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready after helm upgrade $*"
+  kubectl -n "$ns" wait --for=delete "pod/$before" --timeout=60s >/dev/null 2>&1 || true
+  wait_alloc 8 60 || fail "allocatable is '$(alloc)' after helm upgrade $*"
+}
+
+step "2b. the runtime-shim path: gpunode runtime configure + RuntimeClass nvidia"
+mkdir -p "$state/bin"
+ln -sf "$build/bin/gpunode" "$state/bin/nvidia-container-runtime"
+"$build/bin/gpunode" runtime configure --runtime containerd --config "$state/containerd/config.toml" \
+  --runtime-path "$state/bin/nvidia-container-runtime" --backup-dir "$state/backups" >"$state/logs/runtime-configure.log" 2>&1 ||
+  { cat "$state/logs/runtime-configure.log"; fail "gpunode runtime configure --runtime containerd"; }
+grep -q "runtimes.nvidia" "$state/containerd/config.toml" || fail "no nvidia runtime in containerd's config"
+"$src/test/k8s/cluster.sh" restart-containerd >/dev/null 2>&1 || fail "cluster.sh restart-containerd"
+kubectl apply -f - >/dev/null <<YAML || fail "RuntimeClass nvidia"
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: nvidia}
+handler: nvidia
+YAML
+upgrade --set devicePlugin.passDeviceSpecs=false
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: shim}
+spec:
+  restartPolicy: Never
+  runtimeClassName: nvidia
+  containers:
+    - name: shim
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, 'ls /dev | grep -E "^nvidia[0-9]+$"; ls /dev/nvidiactl; echo "visible=\$NVIDIA_VISIBLE_DEVICES"']
+      resources: {limits: {nvidia.com/gpu: 2}}
+YAML
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/shim --timeout=90s >/dev/null ||
+  fail "pod 'shim' did not run: $(kubectl get pod shim -o jsonpath='{.status}' | head -c 600)"
+out=$(kubectl logs shim)
+n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
+[ "$n" = 2 ] || fail "pod 'shim' (nvidia runtime) sees $n GPU device nodes, not 2: $out"
+printf '%s\n' "$out" | grep -q '^/dev/nvidiactl$' || fail "pod 'shim' has no /dev/nvidiactl: $out"
+ok "pod 'shim' (runtimeClassName nvidia -> gpunode oci-runtime -> runc): $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')+ nvidiactl"
+kubectl delete pod shim --wait=true >/dev/null
+
+step "2c. the CDI path: DEVICE_LIST_STRATEGY=cdi-cri, containerd's native CDI"
+upgrade --set devicePlugin.deviceListStrategy=cdi-cri --set devicePlugin.passDeviceSpecs=
+[ -s /var/run/cdi/nvidia.yaml ] || fail "the chart wrote no /var/run/cdi/nvidia.yaml"
+grep -q "hostPath: \"/var/lib/gpunode/sim/dev/nvidia0\"" /var/run/cdi/nvidia.yaml ||
+  fail "the spec's device nodes do not point at the simulated node's /dev: $(grep -m3 hostPath /var/run/cdi/nvidia.yaml)"
+gpu_pod cdi 2 'ls /dev | grep -E "^nvidia[0-9]+$"; ls /dev/nvidiactl /dev/nvidia-uvm; ls /usr/lib/x86_64-linux-gnu/ | grep -c "^libnvidia-ml.so"; echo "visible=$NVIDIA_VISIBLE_DEVICES"'
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/cdi --timeout=90s >/dev/null ||
+  fail "pod 'cdi' did not run: $(kubectl get pod cdi -o jsonpath='{.status}' | head -c 600)"
+out=$(kubectl logs cdi)
+n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
+[ "$n" = 2 ] || fail "pod 'cdi' sees $n GPU device nodes, not 2: $out"
+printf '%s\n' "$out" | grep -q '^/dev/nvidia-uvm$' || fail "pod 'cdi' lacks the control nodes: $out"
+printf '%s\n' "$out" | grep -q '^visible=void$' || fail "pod 'cdi': NVIDIA_VISIBLE_DEVICES is not the spec's void: $out"
+ok "pod 'cdi' (CDI devices from the kubelet, applied by containerd): $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')+ control nodes, libnvidia-ml mounted, NVIDIA_VISIBLE_DEVICES=void"
+kubectl delete pod cdi --wait=true >/dev/null
+upgrade --set devicePlugin.deviceListStrategy=
 
 step "3. the gpunode pod deleted: the DaemonSet brings it back; a running GPU pod is untouched"
 gpu_pod keeper 1 'sleep 3600'
@@ -238,9 +320,19 @@ helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values \
   >/dev/null || fail "helm upgrade"
 wait_alloc 32 120 || fail "allocatable is '$(alloc)', not 32, after the upgrade to time-slicing"
 ok "allocatable 32"
-helm uninstall gpunode -n "$ns" --wait --timeout 120s >/dev/null || fail "helm uninstall"
+t0=$(date +%s.%N)
+helm uninstall gpunode -n "$ns" --wait --timeout 180s >"$state/logs/uninstall.log" 2>&1 || { cat "$state/logs/uninstall.log"; fail "helm uninstall"; }
+t1=$(date +%s.%N)
 kubectl -n "$ns" wait --for=delete pod -l app.kubernetes.io/instance=gpunode --timeout=60s >/dev/null 2>&1 || true
 left=$(ls /var/lib/kubelet/device-plugins | grep -vE '^(kubelet\.sock|kubelet_internal_checkpoint|DEPRECATION)$' || true)
 [ -z "$left" ] || fail "left in /var/lib/kubelet/device-plugins after uninstall: $left"
-ok "no plugin socket left"
+ok "helm uninstall in $(python3 -c "print(round($t1-$t0,1))") s; no plugin socket left"
+ours=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.labels}}{{$k}}{{"\n"}}{{end}}' | grep -E '^(nvidia\.com|gpunode\.io)/' | grep -vx 'nvidia.com/gpu.present' || true)
+[ -z "$ours" ] || fail "labels left on the Node after uninstall: $(printf '%s' "$ours" | tr '\n' ' ')"
+[ -z "$(kubectl get node "$node" -o jsonpath='{.metadata.annotations.gpunode\.io/managed-labels}')" ] ||
+  fail "the annotation gpunode.io/managed-labels is still on the Node"
+[ "$(node_label nvidia.com/gpu.present)" = true ] || fail "uninstall removed nvidia.com/gpu.present, which gpunode did not set"
+ok "no gpunode label left (nvidia.com/gpu.present, set before the install, kept)"
+[ ! -e /var/run/cdi/nvidia.yaml ] || fail "/var/run/cdi/nvidia.yaml left after uninstall"
+ok "no CDI spec left"
 step "all passed"

@@ -1,0 +1,122 @@
+// gpunode k8s: cluster-side chores of the Helm chart. `uninstall` is its pre-delete hook: the
+// DaemonSet is deleted first (foreground, so each pod sees its DaemonSet going and cleans its own
+// node while its service account still works), then the labels gpunode set are removed from every
+// Node still carrying them (nodes whose pod could not, e.g. NotReady ones).
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "src/cli/common.h"
+#include "src/kube/client.h"
+#include "src/kube/node.h"
+#include "src/plugin/labels.h"
+
+namespace gpunode::cli {
+namespace {
+
+struct UninstallFlags {
+  std::string daemonset;
+  std::string kubeconfig;
+  std::string timeout = "120s";
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count() /
+         1000.0;
+}
+
+int RunUninstall(const UninstallFlags& flags) {
+  std::string ns, name;
+  if (Status st = kube::SplitNamespaced(flags.daemonset, "--daemonset", &ns, &name); !st.ok()) {
+    PrintError(st);
+    return kExitUsage;
+  }
+  auto timeout_s = plugin::ParseSleepInterval(flags.timeout);
+  if (!timeout_s.ok() || *timeout_s <= 0) {
+    PrintError(absl::StrCat("--timeout \"", flags.timeout, "\": not a duration such as 90s or 2m"));
+    return kExitUsage;
+  }
+  auto conn = kube::ResolveConnection(flags.kubeconfig);
+  if (!conn.ok()) {
+    PrintError(conn.status());
+    return kExitUsage;
+  }
+  kube::Client client(*conn);
+  int rc = kExitOk;
+  const std::string path = absl::StrCat("/apis/apps/v1/namespaces/", kube::UrlEscape(ns), "/daemonsets/",
+                                        kube::UrlEscape(name));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto deleted = client.Delete(path, {{"propagationPolicy", "Foreground"}});
+  if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
+    PrintError(deleted.status());
+    rc = kExitFailed;
+  } else if (deleted.ok()) {
+    std::cout << "DaemonSet " << flags.daemonset
+              << ": deleting (foreground); each pod removes its node's labels and files" << std::endl;
+    const auto deadline = t0 + std::chrono::seconds(*timeout_s);
+    while (true) {
+      auto ds = client.Get(path);
+      if (!ds.ok() && absl::IsNotFound(ds.status())) {
+        std::cout << "DaemonSet " << flags.daemonset << ": gone after " << SecondsSince(t0) << " s" << std::endl;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        PrintError(absl::StrCat("DaemonSet ", flags.daemonset, " still there after ", flags.timeout,
+                                ": its pods may not have cleaned their nodes (labels are removed below; "
+                                "CDI specs on those nodes may stay)"));
+        rc = kExitFailed;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  } else {
+    std::cout << "DaemonSet " << flags.daemonset << ": not there" << std::endl;
+  }
+  // Labels left on any node: ours are listed in the annotation.
+  auto nodes = client.Get("/api/v1/nodes");
+  if (!nodes.ok()) {
+    PrintError(nodes.status());
+    return kExitFailed;
+  }
+  int cleaned = 0;
+  for (const auto& node : nodes->value("items", nlohmann::json::array())) {
+    const auto& meta = node["metadata"];
+    if (!meta.contains("annotations") || !meta["annotations"].contains(kube::kManagedLabelsAnnotation)) continue;
+    const std::string n = meta.value("name", "");
+    auto change = kube::RemoveNodeLabels(client, n);
+    if (!change.ok()) {
+      PrintError(change.status());
+      rc = kExitFailed;
+      continue;
+    }
+    ++cleaned;
+    std::cout << "Node " << n << ": removed " << change->removed.size() << " gpunode labels" << std::endl;
+  }
+  if (cleaned == 0) std::cout << "no Node carries gpunode labels" << std::endl;
+  return rc;
+}
+
+}  // namespace
+
+void AddK8sCommand(CLI::App& app, GlobalOptions& /*global*/, int* exit_code) {
+  CLI::App* cmd = app.add_subcommand("k8s", "Cluster-side chores of the gpunode Helm chart (docs/kubernetes.md)");
+  cmd->require_subcommand(1);
+  auto flags = std::make_shared<UninstallFlags>();
+  CLI::App* u = cmd->add_subcommand(
+      "uninstall",
+      "Delete gpunode's DaemonSet so that every pod cleans its node (Node labels, CDI spec), then remove "
+      "gpunode's labels from any Node still carrying them (the chart's pre-delete hook)");
+  u->add_option("--daemonset", flags->daemonset, "NAMESPACE/NAME of gpunode's DaemonSet")->required();
+  u->add_option("--kubeconfig", flags->kubeconfig,
+                "kubeconfig file (default: $KUBECONFIG, else the pod's service account, else ~/.kube/config)");
+  u->add_option("--timeout", flags->timeout, "How long to wait for the DaemonSet's pods to finish (default 120s)");
+  u->footer(
+      "Exit codes: 0 done, 2 an API call failed or the pods did not finish in time, 3 usage.\n"
+      "Example:\n"
+      "  gpunode k8s uninstall --daemonset gpunode/gpunode --kubeconfig ~/.kube/config");
+  u->callback([flags, exit_code] { *exit_code = RunUninstall(*flags); });
+}
+
+}  // namespace gpunode::cli

@@ -1,0 +1,376 @@
+#include "src/kube/client.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "httplib.h"
+#include "src/base/json.h"
+#include "src/base/yaml.h"
+
+namespace gpunode::kube {
+namespace {
+
+constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (s.str().size() > (1 << 20)) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, ": over 1 MiB"));
+  return s.str();
+}
+
+std::string Dir(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+std::string RelativeTo(const std::string& base_dir, const std::string& path) {
+  return path.empty() || path[0] == '/' ? path : absl::StrCat(base_dir, "/", path);
+}
+
+std::string Scalar(const YAML::Node& n) {
+  try {
+    return n && n.IsScalar() ? n.as<std::string>() : "";
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+}
+
+// A named entry ("clusters", "users", "contexts") of a kubeconfig.
+YAML::Node Named(const YAML::Node& doc, const char* list, const std::string& name, const char* field) {
+  const YAML::Node items = doc[list];
+  if (!items || !items.IsSequence()) return YAML::Node();
+  for (const YAML::Node& item : items) {
+    if (Scalar(item["name"]) == name) return item[field];
+  }
+  return YAML::Node();
+}
+
+// "-data" fields are base64; the others name files.
+StatusOr<std::string> DataOrFile(const YAML::Node& n, const char* field, const std::string& base_dir,
+                                 const std::string& where) {
+  const std::string data = Scalar(n[absl::StrCat(field, "-data")]);
+  if (!data.empty()) {
+    std::string out;
+    if (!absl::Base64Unescape(data, &out)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", field, "-data is not base64"));
+    }
+    return out;
+  }
+  const std::string file = Scalar(n[field]);
+  if (file.empty()) return std::string();
+  return ReadSmallFile(RelativeTo(base_dir, file), absl::StrCat(where, ": ", field));
+}
+
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+
+std::string OpenSslError() {
+  unsigned long e = ERR_get_error();
+  if (e == 0) return "no PEM data";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  ERR_clear_error();
+  return buf;
+}
+
+}  // namespace
+
+std::string UrlEscape(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (absl::ascii_isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out.push_back('%');
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+    }
+  }
+  return out;
+}
+
+Status ParseServer(const std::string& server, Connection* c) {
+  absl::string_view s = server;
+  if (absl::ConsumePrefix(&s, "https://")) {
+    c->scheme = "https";
+    c->port = 443;
+  } else if (absl::ConsumePrefix(&s, "http://")) {
+    c->scheme = "http";
+    c->port = 80;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("server \"", server, "\": not an https:// or http:// URL"));
+  }
+  s = s.substr(0, s.find('/'));  // a path prefix is not supported (nor needed by the API server)
+  absl::string_view port;
+  if (absl::ConsumePrefix(&s, "[")) {  // [::1]:6443
+    size_t close = s.find(']');
+    if (close == absl::string_view::npos) return absl::InvalidArgumentError(absl::StrCat("server \"", server, "\": unclosed ["));
+    c->host = std::string(s.substr(0, close));
+    absl::string_view rest = s.substr(close + 1);
+    if (absl::ConsumePrefix(&rest, ":")) port = rest;
+  } else {
+    size_t colon = s.rfind(':');
+    c->host = std::string(colon == absl::string_view::npos ? s : s.substr(0, colon));
+    if (colon != absl::string_view::npos) port = s.substr(colon + 1);
+  }
+  if (c->host.empty()) return absl::InvalidArgumentError(absl::StrCat("server \"", server, "\": no host"));
+  if (!port.empty() && (!absl::SimpleAtoi(port, &c->port) || c->port <= 0 || c->port > 65535)) {
+    return absl::InvalidArgumentError(absl::StrCat("server \"", server, "\": bad port"));
+  }
+  return absl::OkStatus();
+}
+
+StatusOr<Connection> LoadKubeconfig(const std::string& path, const std::string& context) {
+  GPUNODE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, "kubeconfig"));
+  GPUNODE_ASSIGN_OR_RETURN(YAML::Node doc, LoadYaml(text, path));
+  if (!doc.IsMap()) return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": not a YAML mapping"));
+  const std::string ctx_name = context.empty() ? Scalar(doc["current-context"]) : context;
+  if (ctx_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": no current-context (name one with --context)"));
+  }
+  const YAML::Node ctx = Named(doc, "contexts", ctx_name, "context");
+  if (!ctx || !ctx.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat("kubeconfig ", path, ": no context \"", ctx_name, "\""));
+  }
+  const std::string cluster_name = Scalar(ctx["cluster"]);
+  const std::string user_name = Scalar(ctx["user"]);
+  const YAML::Node cluster = Named(doc, "clusters", cluster_name, "cluster");
+  if (!cluster || !cluster.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kubeconfig ", path, ": context \"", ctx_name, "\" names cluster \"", cluster_name, "\", which is not there"));
+  }
+  Connection c;
+  c.source = absl::StrCat("kubeconfig ", path, " (context ", ctx_name, ")");
+  const std::string base = Dir(path);
+  const std::string where = absl::StrCat("kubeconfig ", path, " cluster \"", cluster_name, "\"");
+  GPUNODE_RETURN_IF_ERROR(ParseServer(Scalar(cluster["server"]), &c));
+  GPUNODE_ASSIGN_OR_RETURN(c.ca_pem, DataOrFile(cluster, "certificate-authority", base, where));
+  c.insecure_skip_verify = Scalar(cluster["insecure-skip-tls-verify"]) == "true";
+  c.ns = Scalar(ctx["namespace"]);
+  if (c.ns.empty()) c.ns = "default";
+  const YAML::Node user = Named(doc, "users", user_name, "user");
+  if (user && user.IsMap()) {
+    const std::string uwhere = absl::StrCat("kubeconfig ", path, " user \"", user_name, "\"");
+    if (user["exec"] || user["auth-provider"]) {
+      return absl::UnimplementedError(absl::StrCat(
+          uwhere, ": exec and auth-provider credentials are not supported; use a token, a token file or a client certificate"));
+    }
+    c.token = Scalar(user["token"]);
+    c.token_file = RelativeTo(base, Scalar(user["tokenFile"]));
+    GPUNODE_ASSIGN_OR_RETURN(c.client_cert_pem, DataOrFile(user, "client-certificate", base, uwhere));
+    GPUNODE_ASSIGN_OR_RETURN(c.client_key_pem, DataOrFile(user, "client-key", base, uwhere));
+    if (c.client_cert_pem.empty() != c.client_key_pem.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(uwhere, ": a client certificate needs its key, and the other way round"));
+    }
+  }
+  return c;
+}
+
+StatusOr<Connection> InClusterConnection(const std::string& dir_in) {
+  const std::string dir = dir_in.empty() ? kServiceAccountDir : dir_in;
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || *host == '\0' || port == nullptr || *port == '\0') {
+    return absl::FailedPreconditionError("not in a pod: KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT are not set");
+  }
+  Connection c;
+  c.source = "in-cluster (service account)";
+  const std::string h = host;
+  GPUNODE_RETURN_IF_ERROR(ParseServer(
+      absl::StrCat("https://", h.find(':') != std::string::npos ? absl::StrCat("[", h, "]") : h, ":", port), &c));
+  c.token_file = dir + "/token";
+  GPUNODE_ASSIGN_OR_RETURN(std::string token, ReadSmallFile(c.token_file, "service-account token"));
+  GPUNODE_ASSIGN_OR_RETURN(c.ca_pem, ReadSmallFile(dir + "/ca.crt", "service-account CA"));
+  if (auto ns = ReadSmallFile(dir + "/namespace", "namespace"); ns.ok()) {
+    c.ns = std::string(absl::StripAsciiWhitespace(*ns));
+  }
+  if (c.ns.empty()) c.ns = "default";
+  return c;
+}
+
+StatusOr<Connection> ResolveConnection(const std::string& kubeconfig) {
+  if (!kubeconfig.empty()) return LoadKubeconfig(kubeconfig);
+  if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env != '\0') {
+    std::string first(env);
+    first = first.substr(0, first.find(':'));  // the first file of a list
+    return LoadKubeconfig(first);
+  }
+  auto in = InClusterConnection();
+  if (in.ok() || std::getenv("KUBERNETES_SERVICE_HOST") != nullptr) return in;
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    const std::string path = absl::StrCat(home, "/.kube/config");
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return LoadKubeconfig(path);
+  }
+  return absl::FailedPreconditionError(
+      "no Kubernetes API: give --kubeconfig FILE or set KUBECONFIG, or run in a pod with a service account");
+}
+
+struct Client::Impl {
+  std::unique_ptr<httplib::ClientImpl> http;
+  std::string token_cache;
+  struct timespec token_mtime {};
+  Status init_error;
+};
+
+Client::Client(Connection c) : c_(std::move(c)), impl_(std::make_unique<Impl>()) {
+  if (c_.scheme == "http") {
+    impl_->http = std::make_unique<httplib::ClientImpl>(c_.host, c_.port);
+    return;
+  }
+  std::unique_ptr<X509, X509Deleter> cert;
+  std::unique_ptr<EVP_PKEY, KeyDeleter> key;
+  if (!c_.client_cert_pem.empty()) {
+    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c_.client_cert_pem.data(), static_cast<int>(c_.client_cert_pem.size())));
+    cert.reset(PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr));
+    std::unique_ptr<BIO, BioDeleter> k(BIO_new_mem_buf(c_.client_key_pem.data(), static_cast<int>(c_.client_key_pem.size())));
+    key.reset(PEM_read_bio_PrivateKey(k.get(), nullptr, nullptr, nullptr));
+    if (!cert || !key) {
+      impl_->init_error = absl::InvalidArgumentError(
+          absl::StrCat(c_.source, ": the client certificate or key is not PEM: ", OpenSslError()));
+    }
+  }
+  auto ssl = cert && key ? std::make_unique<httplib::SSLClient>(c_.host, c_.port, cert.get(), key.get())
+                         : std::make_unique<httplib::SSLClient>(c_.host, c_.port);
+  if (!c_.ca_pem.empty()) {
+    X509_STORE* store = X509_STORE_new();
+    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c_.ca_pem.data(), static_cast<int>(c_.ca_pem.size())));
+    int added = 0;
+    while (X509* x = PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr)) {
+      added += X509_STORE_add_cert(store, x) == 1;
+      X509_free(x);
+    }
+    ERR_clear_error();  // the loop ends on "no start line"
+    if (added == 0) {
+      X509_STORE_free(store);
+      impl_->init_error = absl::InvalidArgumentError(absl::StrCat(c_.source, ": the CA data holds no PEM certificate"));
+    } else {
+      ssl->set_ca_cert_store(store);  // owned by the client from here
+    }
+  }
+  ssl->enable_server_certificate_verification(!c_.insecure_skip_verify);
+  impl_->http = std::move(ssl);
+}
+
+Client::~Client() = default;
+
+std::string Client::BearerToken() {
+  if (c_.token_file.empty()) return c_.token;
+  struct stat st;
+  if (::stat(c_.token_file.c_str(), &st) == 0 &&
+      (st.st_mtim.tv_sec != impl_->token_mtime.tv_sec || st.st_mtim.tv_nsec != impl_->token_mtime.tv_nsec)) {
+    if (auto t = ReadSmallFile(c_.token_file, "token"); t.ok()) {
+      impl_->token_cache = std::string(absl::StripAsciiWhitespace(*t));
+      impl_->token_mtime = st.st_mtim;
+    }
+  }
+  return impl_->token_cache.empty() ? c_.token : impl_->token_cache;
+}
+
+StatusOr<nlohmann::json> Client::Call(const char* verb, const std::string& path, const std::string& body,
+                                      const char* content_type) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!impl_->init_error.ok()) return impl_->init_error;
+  const std::string what = absl::StrCat(verb, " ", path);
+  httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", "gpunode/" GPUNODE_VERSION}};
+  if (std::string token = BearerToken(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout_);
+  const auto usecs = std::chrono::duration_cast<std::chrono::microseconds>(timeout_ - secs);
+  impl_->http->set_connection_timeout(secs.count(), usecs.count());
+  impl_->http->set_read_timeout(secs.count(), usecs.count());
+  impl_->http->set_write_timeout(secs.count(), usecs.count());
+  impl_->http->set_keep_alive(true);
+  const std::string v = verb;
+  httplib::Result res = v == "GET"     ? impl_->http->Get(path.c_str(), headers)
+                        : v == "PATCH" ? impl_->http->Patch(path.c_str(), headers, body, content_type)
+                        : v == "POST"  ? impl_->http->Post(path.c_str(), headers, body, content_type)
+                        : body.empty() ? impl_->http->Delete(path.c_str(), headers)
+                                       : impl_->http->Delete(path.c_str(), headers, body, content_type);
+  const std::string server = absl::StrCat(c_.scheme, "://", c_.host, ":", c_.port);
+  if (!res) {
+    std::string why = httplib::to_string(res.error());
+    if (res.error() == httplib::Error::SSLServerVerification) {
+      if (auto* ssl = dynamic_cast<httplib::SSLClient*>(impl_->http.get())) {
+        why = absl::StrCat("the server's certificate was not accepted: ",
+                           X509_verify_cert_error_string(ssl->get_openssl_verify_result()), " (CA from ", c_.source, ")");
+      }
+    }
+    if (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write) {
+      impl_->http->stop();  // a broken keep-alive connection: the next call opens a new one
+    }
+    if (res.error() == httplib::Error::ConnectionTimeout) {
+      return absl::DeadlineExceededError(absl::StrCat(what, ": ", server, ": ", why));
+    }
+    return absl::UnavailableError(absl::StrCat(what, ": ", server, ": ", why));
+  }
+  const int status = res->status;
+  nlohmann::json doc;
+  if (!res->body.empty()) {
+    auto parsed = ParseJson(res->body, what);
+    if (parsed.ok()) doc = std::move(*parsed);
+  }
+  if (status >= 200 && status < 300) return doc;
+  std::string message = doc.is_object() && doc.contains("message") && doc["message"].is_string()
+                            ? doc["message"].get<std::string>()
+                            : std::string(absl::StripAsciiWhitespace(res->body.substr(0, 300)));
+  const std::string text = absl::StrCat(what, ": HTTP ", status, ": ", message);
+  switch (status) {
+    case 401:
+      return absl::UnauthenticatedError(absl::StrCat(text, " (the credentials of ", c_.source, " were refused)"));
+    case 403:
+      return absl::PermissionDeniedError(text);
+    case 404:
+      return absl::NotFoundError(text);
+    case 409:
+      return absl::AbortedError(text);
+    case 422:
+    case 400:
+      return absl::FailedPreconditionError(text);
+    case 408:
+    case 504:
+      return absl::DeadlineExceededError(text);
+    default:
+      return absl::UnavailableError(text);
+  }
+}
+
+StatusOr<nlohmann::json> Client::Get(const std::string& path) { return Call("GET", path, "", nullptr); }
+
+StatusOr<nlohmann::json> Client::MergePatch(const std::string& path, const nlohmann::json& patch) {
+  return Call("PATCH", path, DumpJson(patch), "application/merge-patch+json");
+}
+
+StatusOr<nlohmann::json> Client::Post(const std::string& path, const nlohmann::json& body) {
+  return Call("POST", path, DumpJson(body), "application/json");
+}
+
+StatusOr<nlohmann::json> Client::Delete(const std::string& path, const nlohmann::json& body) {
+  return Call("DELETE", path, body.is_null() ? "" : DumpJson(body), "application/json");
+}
+
+}  // namespace gpunode::kube
