@@ -280,6 +280,7 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
   Clock::time_point next_attempt = Clock::now();
   std::pair<ino_t, bool> kubelet_seen{0, false};
   bool said_absent = false;
+  bool quick_retry_done = false;  // one immediate retry after the kubelet emptied our folder
   GPUNODE_RETURN_IF_ERROR(ServeAll());
   while (!stop) {
     const auto kubelet_now = Identity(options_.kubelet_socket);
@@ -315,6 +316,7 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
       if (st.ok()) {
         registered = true;
         said_absent = false;
+        quick_retry_done = false;
         kubelet_seen = Identity(options_.kubelet_socket);
         ++registrations_;
         std::vector<std::string> names;
@@ -323,6 +325,13 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
                                        s->resource().socket_name, ")"));
         }
         log_(absl::StrCat("registered with the kubelet: ", absl::StrJoin(names, ", ")));
+      } else if (kubelet_now.second && !SocketsIntact() && !quick_retry_done) {
+        quick_retry_done = true;
+        // A starting kubelet empties the plugin folder: our socket went while we registered. Serve
+        // again and register at once, not after the backoff (pods admitted meanwhile would be
+        // refused for lack of devices).
+        log_(absl::StrCat(st.message(), "; our socket was removed meanwhile (kubelet start): serving again"));
+        next_attempt = Clock::now();
       } else {
         if (!said_absent || backoff >= options_.max_backoff) {
           log_(absl::StrCat(st.message(), "; retrying in ", backoff.count() / 1000.0, " s"));
