@@ -403,6 +403,251 @@ echo "   gpunode ${gen[*]}" | add
 "${GPN[@]}" "${gen[@]}" > "$L/cdi-generate.log" 2>&1 || { tailog "$L/cdi-generate.log"; die "gpunode cdi generate failed"; }
 CREATED_CDI=1
 if [ "$SIM" = 1 ] && ! grep -q 'hostPath: "'"$SIMROOT"'/dev/' "$CDI_DIR/nvidia.yaml"; then
+  die "the spec's device nodes have no hostPath under $SIMROOT/dev (gpunode cdi generate --driver-root should write them)"
+fi
+cp "$CDI_DIR/nvidia.yaml" "$L/nvidia.yaml" 2>/dev/null
+    [ "$CREATED_CDI" = 1 ] && rm -f "$CDI_DIR/nvidia.yaml"
+    rm -f "$DP_DIR/kubelet.sock"
+    local d
+    for d in /sys/fs/cgroup/*"$CGROOT" /sys/fs/cgroup"$CGROOT"; do
+      [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ -d "$d" ] && say "WARNING: could not remove cgroup $d"
+    done
+    [ "${MOUNTED_CGROUP:-0}" = 1 ] && umount /sys/fs/cgroup 2>/dev/null
+  fi
+  section "RESULT: $RESULT (total $(ts | tr -d ' ') s)"
+  # keep: logs, configs, spec, pod logs (no binaries)
+  cp -r "$W/etc" "$L/etc" 2>/dev/null
+  tar -C "$L" -czf "$FINAL/kubelet-proof.tgz" . 2>/dev/null
+  cp "$T" "$FINAL/transcript.txt"
+  if [ "${GPUNODE_PROOF_KEEP:-0}" != 1 ]; then
+    chmod -R u+w "$W" 2>/dev/null; rm -rf "$W" 2>/dev/null || say "WARNING: could not remove all of $W"
+  fi
+  ls -la "$FINAL" >&2
+  exit $rc
+}
+trap finish EXIT
+trap 'die "interrupted or past the deadline (GPUNODE_PROOF_DEADLINE_S=$DEADLINE_S)"' INT TERM
+# the whole run must end well inside the device tool's 10 minutes (and the brief's 8): a watchdog
+DEADLINE_S=${GPUNODE_PROOF_DEADLINE_S:-420}
+setsid bash -c "sleep $DEADLINE_S; kill -TERM $$" > /dev/null 2>&1 < /dev/null &
+WATCHDOG=$!
+
+# ---------------------------------------------------------------- (a) unpack, host checks
+section "gpunode standalone-kubelet proof ($([ "$SIM" = 1 ] && echo "SIMULATED dgx-h200" || echo "real GPUs")) $(date -u +%FT%TZ)"
+[ "$(id -u)" = 0 ] || die "must run as root"
+[ -s "$KB/payload.tar.xz" ] || die "$KB/payload.tar.xz missing: run scripts/bundle-k8s-gpu.sh on the build machine and carry .k8sbundle"
+say "host: $(uname -sr), $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}"), $(nproc) cpus, cgroup fs $(stat -fc %T /sys/fs/cgroup), work dir $W"
+t=$(date +%s.%N)
+if (cd "$KB" && sha256sum -c --quiet SHA256SUMS) > "$L/unpack.log" 2>&1; then :; else tailog "$L/unpack.log"; die "payload.tar.xz does not match SHA256SUMS"; fi
+if command -v xz >/dev/null; then
+  xz -dc "$KB/payload.tar.xz" | tar -C "$B" -xf - 2>> "$L/unpack.log"
+elif command -v python3 >/dev/null; then
+  python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer, 1<<20)' "$KB/payload.tar.xz" |
+    tar -C "$B" -xf - 2>> "$L/unpack.log"
+else
+  die "neither xz nor python3 here to unpack the bundle"
+fi
+[ -x "$B/bin/kubelet" ] && [ -x "$B/bin/gpunode" ] || { tailog "$L/unpack.log"; die "unpacking failed"; }
+say "unpacked $(du -sh "$B" | cut -f1) in $(elapsed_since "$t") s"
+# wrappers: the bundle's programs with the bundle's libraries (runc needs libseccomp; the CDI hooks
+# are run by runc with the spec's env only, so they need their own wrapper, as on a real node gpunode
+# would just be a binary on the host)
+mkdir -p "$W/wrap" "$W/etc"
+for p in runc gpunode; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bin/%s "$@"\n' "$B" "$B" "$p" > "$W/wrap/$p"
+done
+cp "$W/wrap/gpunode" "$W/wrap/gpunode-hook"
+chmod 755 "$W/wrap"/*
+export PATH=$W/wrap:$B/bin:$PATH
+{
+  echo "   kubelet:    $("$B/bin/kubelet" --version 2>&1)"
+  echo "   containerd: $("$B/bin/containerd" --version 2>&1)"
+  echo "   runc:       $("$W/wrap/runc" --version 2>&1 | head -1) ($("$W/wrap/runc" --version 2>&1 | grep libseccomp))"
+  echo "   gpunode:    $("$W/wrap/gpunode" --version 2>&1)"
+} | add
+"$W/wrap/runc" --version >/dev/null 2>&1 || die "the bundle's runc does not run here"
+"$W/wrap/gpunode" --version >/dev/null 2>&1 || die "the bundle's gpunode does not run here: $("$W/wrap/gpunode" --version 2>&1 | tail -2)"
+
+# gpunode's view of the node: real, or the simulated dgx-h200 (fixture host root with real
+# character devices + the simulated NVML)
+GPN=("$W/wrap/gpunode")
+if [ "$SIM" = 1 ]; then
+  SIMROOT=$W/simroot
+  "$W/wrap/gpunode" sim hostroot --device-nodes dgx-h200 "$SIMROOT" > "$L/sim-hostroot.log" 2>&1 ||
+    { tailog "$L/sim-hostroot.log"; die "gpunode sim hostroot --device-nodes dgx-h200 failed (needs CAP_MKNOD)"; }
+  # --driver-root = the fixture itself, so the spec's mounts point at the fixture's files (the
+  # host root sees its own path through a link to /, as test/e2e/lib.sh's e2e_fixture_driver_root)
+  mkdir -p "$SIMROOT$(dirname "$SIMROOT")"; ln -sfn / "$SIMROOT$SIMROOT"
+  export GPUNODE_SIM_PROFILE=dgx-h200
+  GPN+=(--host-root "$SIMROOT" --nvml-library "$B/bin/libgpunode-simnvml.so" --cuda-library "$B/bin/libgpunode-simnvml.so")
+  say "simulated node: $SIMROOT ($(ls "$SIMROOT"/dev | tr '\n' ' '))"
+  echo "--- host: ls -l \$SIMROOT/dev/nvidia* (simulated)" | add
+  ls -l "$SIMROOT"/dev/nvidia[0-9] "$SIMROOT"/dev/nvidiactl 2>&1 | sed 's/^/   /' | add
+else
+  echo "--- host: nvidia-smi -L" | add
+  nvidia-smi -L 2>&1 | tee "$L/host-nvidia-smi-L.txt" | sed 's/^/   /' | add
+  [ "${PIPESTATUS[0]}" = 0 ] || die "nvidia-smi -L fails on the host"
+  ls -l /dev/nvidia* > "$L/host-dev-nvidia.txt" 2>&1
+fi
+
+# host adaptations (as test/k8s/cluster.sh): cgroup version, CAP_SYS_RESOURCE, overlay mounts
+if ! mountpoint -q /sys/fs/cgroup; then
+  # a bare VM whose init mounted no cgroup file system: the unified hierarchy
+  mkdir -p /sys/fs/cgroup
+  mount -t cgroup2 none /sys/fs/cgroup 2>> "$L/cgroups.log" && { MOUNTED_CGROUP=1; say "adapt: mounted cgroup2 on /sys/fs/cgroup (none was mounted)"; } ||
+    say "WARNING: no cgroup file system at /sys/fs/cgroup and cgroup2 cannot be mounted"
+fi
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then CGROUP_V=2; else CGROUP_V=1; fi
+capeff=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+if (((0x$capeff >> 24) & 1)); then RESTRICT_OOM=false; else
+  RESTRICT_OOM=true
+  say "adapt: no CAP_SYS_RESOURCE: containerd restrict_oom_score_adj = true, kubelet oomScoreAdj 0"
+fi
+if [ "$CGROUP_V" = 1 ]; then
+  say "adapt: cgroup v1: kubelet failCgroupV1: false; $CGROOT made in every hierarchy"
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ "$(basename "$h")" = unified ] && continue
+    mountpoint -q "$h" || continue
+    mkdir -p "$h$CGROOT" 2>> "$L/cgroups.log" || { say "WARNING: cannot create $h$CGROOT"; continue; }
+    if [ -f "$h/cpuset.cpus" ]; then
+      [ -n "$(cat "$h$CGROOT/cpuset.cpus")" ] || cat "$h/cpuset.cpus" > "$h$CGROOT/cpuset.cpus"
+      [ -n "$(cat "$h$CGROOT/cpuset.mems")" ] || cat "$h/cpuset.mems" > "$h$CGROOT/cpuset.mems"
+    fi
+  done
+else
+  # the kubelet's cgroupfs driver needs the controllers delegated below the root
+  say "cgroup v2: controllers $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null), root subtree_control: $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
+  for c in $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null); do
+    grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+      echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>> "$L/cgroups.log" || say "adapt: could not enable cgroup controller $c at the root"
+  done
+  mkdir -p "/sys/fs/cgroup$CGROOT" 2>> "$L/cgroups.log" || say "WARNING: cannot create /sys/fs/cgroup$CGROOT"
+fi
+# overlayfs where the kernel lets us mount one on containerd's root's file system, else `native`
+mkdir -p "$W/c/root" "$W/c/state" "$W/c/runc" "$W/ovl-test"/{l,u,w,m}
+echo ok > "$W/ovl-test/l/f"
+if mount -t overlay overlay -o "lowerdir=$W/ovl-test/l,upperdir=$W/ovl-test/u,workdir=$W/ovl-test/w" "$W/ovl-test/m" 2> "$L/overlay-test.log" &&
+  [ "$(cat "$W/ovl-test/m/f" 2>/dev/null)" = ok ]; then
+  SNAP=overlayfs
+  umount "$W/ovl-test/m"
+else
+  SNAP=native
+  say "adapt: no overlay mount possible in $W ($(head -c 200 "$L/overlay-test.log")): snapshotter native"
+fi
+rm -rf "$W/ovl-test"
+say "cgroup v$CGROUP_V, cgroup driver cgroupfs, cgroup root $CGROOT, snapshotter $SNAP"
+
+# ---------------------------------------------------------------- containerd config + start
+# containerd_config RUNTIME: the CRI's default runtime is `runc` (bundle's runc) or `nvidia`
+# (gpunode oci-runtime -> runc, part h)
+containerd_config() {
+  local default=$1
+  cat > "$W/etc/containerd.toml" <<EOF
+version = 3
+root = '$W/c/root'
+state = '$W/c/state'
+imports = []
+disabled_plugins = ['io.containerd.nri.v1.nri', 'io.containerd.snapshotter.v1.devmapper',
+  'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.blockfile', 'io.containerd.snapshotter.v1.btrfs',
+  'io.containerd.snapshotter.v1.erofs', 'io.containerd.differ.v1.erofs']
+
+[grpc]
+  address = '$SOCK'
+
+[ttrpc]
+  address = '$SOCK.ttrpc'
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = '$SNAP'
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = '$PAUSE_IMAGE'
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    restrict_oom_score_adj = $RESTRICT_OOM
+    enable_cdi = true
+    cdi_spec_dirs = ['$CDI_DIR']
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = '$default'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = '$W/wrap/runc'
+          Root = '$W/c/runc'
+          SystemdCgroup = false
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+          BinaryName = '$W/wrap/nvidia-container-runtime'
+          Root = '$W/c/runc'
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ['$W/cni-bin']
+      conf_dir = '$W/cni'
+      max_conf_num = 1
+
+  [plugins.'io.containerd.grpc.v1.cri']
+    stream_server_address = '127.0.0.1'
+    stream_server_port = '0'
+
+  [plugins.'io.containerd.internal.v1.opt']
+    path = '$W/c/opt'
+EOF
+}
+# the runtime shim as containerd's `nvidia` runtime: gpunode oci-runtime in front of the bundle's runc
+cat > "$W/wrap/nvidia-container-runtime" <<EOF
+#!/bin/sh
+export LD_LIBRARY_PATH=$B/lib
+export GPUNODE_RUNTIME_PATH=$W/wrap/runc GPUNODE_CDI_SPEC_DIRS=$CDI_DIR GPUNODE_OCI_LOG=$L/oci-runtime.log
+exec $B/bin/gpunode oci-runtime "\$@"
+EOF
+chmod 755 "$W/wrap/nvidia-container-runtime"
+mkdir -p "$W/cni" "$W/cni-bin"
+
+start_containerd() {
+  containerd_config "$1"
+  start_bg containerd "$L/containerd.log" "$B/bin/containerd" --config "$W/etc/containerd.toml"
+  local t=$SECONDS
+  until "$B/bin/ctr" --address "$SOCK" version > /dev/null 2>&1; do
+    alive "$PID_containerd" || die "containerd exited while starting"
+    ((SECONDS - t < 30)) || die "containerd not answering after 30 s"
+    sleep 0.2
+  done
+  say "containerd up (pid $PID_containerd, default runtime $1)"
+}
+
+section "(a) containerd"
+start_containerd runc
+"$B/bin/ctr" --address "$SOCK" version 2>&1 | grep -v -e DEPRECATION -e '^ *$' | sed 's/^/   /' | add
+grep -qE 'snapshotter.*(not|skip).*'"$SNAP"'|failed to load.*'"$SNAP" "$L/containerd.log" && say "WARNING: containerd complains about snapshotter $SNAP (see containerd.log)"
+
+# ---------------------------------------------------------------- (b) images
+section "(b) images"
+for img in pause nvsmi; do
+  ctr_ images import --snapshotter "$SNAP" "$B/images/$img.tar" >> "$L/images.log" 2>&1 ||
+    { tailog "$L/images.log"; die "ctr images import $img.tar failed"; }
+done
+ctr_ images label "$PAUSE_IMAGE" io.cri-containerd.pinned=pinned >> "$L/images.log" 2>&1
+ctr_ images ls 2>> "$L/images.log" | awk '$1 !~ /^sha256:/ {print "   " $1 "  " $NF}' | add
+have=$(ctr_ images ls -q 2>> "$L/images.log")
+for ref in "$PAUSE_IMAGE" "$TEST_IMAGE"; do
+  grep -qx "$ref" <<< "$have" || die "$ref not in containerd after import (have: $(tr '\n' ' ' <<< "$have"))"
+done
+
+# ---------------------------------------------------------------- (c) CDI spec
+section "(c) gpunode cdi generate"
+mkdir -p "$CDI_DIR"
+[ -e "$CDI_DIR/nvidia.yaml" ] || CREATED_CDI=1
+[ "$CREATED_CDI" = 1 ] || cp "$CDI_DIR/nvidia.yaml" "$L/nvidia.yaml.before"
+gen=(cdi generate --output "$CDI_DIR/nvidia.yaml" --hook-path "$W/wrap/gpunode-hook")
+[ "$SIM" = 1 ] && gen+=(--driver-root "$SIMROOT")
+echo "   gpunode ${gen[*]}" | add
+"${GPN[@]}" "${gen[@]}" > "$L/cdi-generate.log" 2>&1 || { tailog "$L/cdi-generate.log"; die "gpunode cdi generate failed"; }
+CREATED_CDI=1
+if [ "$SIM" = 1 ] && ! grep -q 'hostPath: "'"$SIMROOT"'/dev/' "$CDI_DIR/nvidia.yaml"; then
   # the fixture's device nodes live in $SIMROOT/dev, not /dev: give each node its hostPath (as
   # test/e2e/lib.sh's e2e_cdi_relocate_device_nodes; newer gpunode builds write it themselves
   # when --driver-root holds the nodes)

@@ -21,6 +21,8 @@ packages=(
   python3 python3-yaml procps
   # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
   podman runc busybox-static
+  # `docker run --gpus` on a node set up by gpunode (test/e2e/docker_gpus_test.sh): Debian's Docker
+  docker.io
   # the one-node Kubernetes test cluster (test/k8s/cluster.sh): CNI plugins (/usr/lib/cni), kube-proxy's
   # and CNI's iptables, ip/ss, curl for health checks; plus runc, podman, busybox-static, openssl above
   containernetworking-plugins iptables iproute2 curl

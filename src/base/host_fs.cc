@@ -518,4 +518,24 @@ Status HostFs::RemoveFile(absl::string_view host_path) const {
   return absl::OkStatus();
 }
 
+Status HostFs::Symlink(absl::string_view target, absl::string_view host_path) const {
+  GPUNODE_ASSIGN_OR_RETURN(std::string real, RealPath(host_path, /*follow_last=*/false, /*strict=*/true));
+  const std::string local = Local(real);
+  struct stat st;
+  if (::lstat(local.c_str(), &st) == 0 && !S_ISLNK(st.st_mode)) {
+    return absl::AlreadyExistsError(absl::StrCat(host_path, ": exists and is not a symlink; left alone"));
+  }
+  const size_t slash = real.rfind('/');
+  GPUNODE_RETURN_IF_ERROR(MakeDirs(slash == 0 ? "/" : real.substr(0, slash)));
+  const std::string tmp = absl::StrCat(local, ".gpunode-tmp.", ::getpid());
+  ::unlink(tmp.c_str());
+  if (::symlink(std::string(target).c_str(), tmp.c_str()) != 0) return ErrnoToStatus(errno, "create symlink", host_path);
+  if (::rename(tmp.c_str(), local.c_str()) != 0) {
+    Status err = ErrnoToStatus(errno, "create symlink", host_path);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpunode

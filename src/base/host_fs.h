@@ -154,6 +154,9 @@ class HostFs {
   // temp file is left.
   StatusOr<std::string> WriteFileAtomically(absl::string_view host_path, absl::string_view content,
                                             const WriteOptions& options = {}) const;
+  // Makes `host_path` a symlink to `target` (atomically: a temp link renamed over it), inside the
+  // root; its folder is created. An existing regular file is never replaced (AlreadyExists).
+  Status Symlink(absl::string_view target, absl::string_view host_path) const;
   // Removes a file (not a directory); a missing file is OK.
   Status RemoveFile(absl::string_view host_path) const;
 

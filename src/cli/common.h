@@ -108,6 +108,8 @@ std::string SelfPath();
 // hand, since everything after our own flags belongs to the real runtime. Returns only on error
 // (otherwise it execs the runtime).
 int RunOciRuntime(const std::vector<std::string>& args);
+// gpunode as `nvidia-container-runtime-hook` (Docker's --gpus; oci_runtime_cmd.cc).
+int RunLegacyHook(const std::vector<std::string>& args);
 void AddOciRuntimeHelp(CLI::App& app);
 
 }  // namespace gpunode::cli

@@ -34,6 +34,9 @@ int Main(int argc, char** argv) {
     if (base == "nvidia-container-runtime" || base == "gpunode-oci-runtime") {
       return RunOciRuntime(std::vector<std::string>(argv + 1, argv + argc));
     }
+    if (base == "nvidia-container-runtime-hook") {
+      return RunLegacyHook(std::vector<std::string>(argv + 1, argv + argc));
+    }
     if (argc > 1 && std::string(argv[1]) == "oci-runtime") {
       return RunOciRuntime(std::vector<std::string>(argv + 2, argv + argc));
     }

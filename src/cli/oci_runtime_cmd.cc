@@ -210,7 +210,19 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
 
   GPUNODE_ASSIGN_OR_RETURN(container::DeviceRequest request,
                            container::RequestedDevices(config, kDefaultKind));
+  // Docker's --gpus hook: this shim does its work, so it goes (it would refuse to run).
+  const int legacy_hooks = container::RemoveLegacyNvidiaHooks(config);
+  const auto write_config = [&]() {
+    WriteOptions w;
+    w.durable = false;  // the bundle lives as long as the container
+    return local.WriteFileAtomically(config_path, DumpJson(config), w).status();
+  };
   if (request.Empty()) {
+    if (legacy_hooks > 0) {
+      GPUNODE_RETURN_IF_ERROR(write_config());
+      log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; removed nvidia-container-runtime-hook"));
+      return absl::OkStatus();
+    }
     log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; spec untouched"));
     return absl::OkStatus();
   }
@@ -233,17 +245,17 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
   }
   GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
                            container::InjectDevices(config, registry, request, kDefaultKind));
-  if (!result.changed) {
+  if (!result.changed && legacy_hooks == 0) {
     log.Info(absl::StrCat(call.bundle, ": every requested edit is already in the spec; spec untouched"));
     return absl::OkStatus();
   }
-  WriteOptions w;
-  w.durable = false;  // the bundle lives as long as the container
-  GPUNODE_RETURN_IF_ERROR(local.WriteFileAtomically(config_path, DumpJson(config), w).status());
+  GPUNODE_RETURN_IF_ERROR(write_config());
   log.Info(absl::StrCat(call.command, " ", call.bundle, ": ", request.source, " -> injected ",
                         result.devices.empty() ? std::string("the driver only")
                                                : absl::StrJoin(result.devices, ", "),
-                        " from ", absl::StrJoin(result.specs, ", ")));
+                        " from ", absl::StrJoin(result.specs, ", "),
+                        request.capabilities ? absl::StrCat(" (driver capabilities ", absl::StrJoin(*request.capabilities, ","), ")") : "",
+                        legacy_hooks > 0 ? "; removed nvidia-container-runtime-hook" : ""));
   return absl::OkStatus();
 }
 
@@ -254,6 +266,40 @@ void AddOciRuntimeHelp(CLI::App& app) {
   app.add_subcommand("oci-runtime", "OCI runtime shim: inject requested GPUs, then exec runc (see its --help)")
       ->allow_extras()
       ->prefix_command();
+}
+
+// gpunode installed as `nvidia-container-runtime-hook`: Docker offers `--gpus` only when a program
+// of that name is in its PATH, and adds it as a prestart hook of every --gpus container. The
+// injection is the shim's (which removes this hook when it is the runtime), so a run of this hook
+// means the container's runtime is not the shim: the start fails with the command that fixes it.
+int RunLegacyHook(const std::vector<std::string>& args) {
+  std::string command;
+  for (const std::string& a : args) {
+    if (a == "--version" || a == "-version") {
+      std::cout << "gpunode " << GPUNODE_VERSION << " (answering as nvidia-container-runtime-hook)\n";
+      return kExitOk;
+    }
+    if (a == "-h" || a == "--help") {
+      std::cout << "nvidia-container-runtime-hook (gpunode): Docker finds this program to offer `docker run --gpus`.\n"
+                   "The GPUs are given by gpunode's OCI runtime shim (runtime `nvidia`), which removes this hook;\n"
+                   "when the hook runs anyway, the container's runtime is not the shim and the start fails.\n"
+                   "Fix: gpunode runtime configure --runtime docker --set-as-default, then restart Docker.\n";
+      return kExitOk;
+    }
+    if (!a.empty() && a[0] != '-' && command.empty()) command = a;
+  }
+  if (command != "prestart" && command != "createRuntime") return kExitOk;  // poststart, poststop: nothing to do
+  std::string id;
+  std::ostringstream state;
+  state << std::cin.rdbuf();
+  if (auto doc = ParseJson(state.str(), "OCI state on stdin"); doc.ok() && doc->is_object()) {
+    id = doc->value("id", "");
+  }
+  std::cerr << "nvidia-container-runtime-hook (gpunode): container " << (id.empty() ? std::string("?") : id.substr(0, 12))
+            << " asks for GPUs (docker run --gpus, or NVIDIA_VISIBLE_DEVICES), but its runtime is not gpunode's "
+               "OCI shim, which gives containers their GPUs. Fix this node: `gpunode runtime configure --runtime "
+               "docker --set-as-default` and restart Docker (or run the container with --runtime nvidia).\n";
+  return 1;
 }
 
 int RunOciRuntime(const std::vector<std::string>& args) {

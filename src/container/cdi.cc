@@ -1,4 +1,5 @@
 #include "src/container/cdi.h"
+#include "src/container/capabilities.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,25 +26,8 @@ namespace {
 // Driver user-space libraries, by SONAME prefix (libnvidia-container's per-capability lists,
 // shared/reference/container-cdi.md §2.5). An ldcache entry matching one of these locates a driver
 // library folder; every "lib*.so.<version>" of those folders is then mounted.
-constexpr const char* kDriverLibraries[] = {
-    // utility
-    "libnvidia-ml.so", "libnvidia-cfg.so", "libnvidia-nscq.so",
-    // compute
-    "libcuda.so", "libcudadebugger.so", "libnvidia-opencl.so", "libnvidia-gpucomp.so",
-    "libnvidia-ptxjitcompiler.so", "libnvidia-fatbinaryloader.so", "libnvidia-allocator.so",
-    "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so", "libnvidia-nvvm.so",
-    "libnvidia-tileiras.so",
-    // video
-    "libvdpau_nvidia.so", "libnvidia-encode.so", "libnvidia-opticalflow.so", "libnvcuvid.so",
-    // graphics
-    "libnvidia-eglcore.so", "libnvidia-glcore.so", "libnvidia-tls.so", "libnvidia-glsi.so", "libnvidia-fbc.so",
-    "libnvidia-ifr.so", "libnvidia-rtcore.so", "libnvoptix.so", "libGLX_nvidia.so", "libEGL_nvidia.so",
-    "libGLESv2_nvidia.so", "libGLESv1_CM_nvidia.so", "libnvidia-glvkspirv.so", "libnvidia-cbl.so",
-    // ngx
-    "libnvidia-ngx.so"};
-
-constexpr const char* kBinaries[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
-                                     "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
+// The driver files gpunode looks for: every library and binary of NVIDIA_DRIVER_CAPABILITIES's
+// groups (capabilities.h), so the shim can give a container the groups it asks for.
 constexpr const char* kBinaryDirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin",
                                        "/usr/local/nvidia/bin", "/bin", "/sbin"};
 // Searched only when the linker cache names no driver library.
@@ -80,9 +64,12 @@ StatusOr<std::string> ResolveInRoot(const HostFs& driver, const std::string& pat
 }
 
 bool IsDriverLibrary(absl::string_view soname) {
-  for (const char* prefix : kDriverLibraries) {
-    absl::string_view p(prefix);
-    if (absl::StartsWith(soname, p) && (soname.size() == p.size() || soname[p.size()] == '.')) return true;
+  for (const CapabilityFiles& group : DriverCapabilityTable()) {
+    if (group.capability == absl::string_view("display")) continue;  // Xorg modules are not looked up
+    for (const char* prefix : group.libraries) {
+      absl::string_view p(prefix);
+      if (absl::StartsWith(soname, p) && (soname.size() == p.size() || soname[p.size()] == '.')) return true;
+    }
   }
   return false;
 }
@@ -280,7 +267,11 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   // Binaries: the first ELF file in the search order. A script (e.g. a /usr/bin/nvidia-smi that
   // execs /usr/local/nvidia/bin/nvidia-smi, as some images install) is only taken when no ELF
   // binary of that name exists: mounted alone it would exec a file the container does not have.
-  for (const char* name : kBinaries) {
+  std::vector<const char*> binaries;  // nvidia-ctk's set: the utility and compute programs
+  for (const CapabilityFiles& group : DriverCapabilityTable()) {
+    if (group.capability != absl::string_view("ngx")) binaries.insert(binaries.end(), group.binaries.begin(), group.binaries.end());
+  }
+  for (const char* name : binaries) {
     std::string script;
     bool found = false;
     for (const char* dir : kBinaryDirs) {

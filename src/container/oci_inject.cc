@@ -1,5 +1,9 @@
 #include "src/container/oci_inject.h"
 
+#include <set>
+
+#include "src/container/capabilities.h"
+
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -194,6 +198,7 @@ StatusOr<DeviceRequest> RequestedDevices(const Json& config, absl::string_view d
   DeviceRequest request;
   if (!config.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
   std::optional<std::string> visible;
+  std::string capabilities;
   if (config.contains("process")) {
     const Json& process = config["process"];
     if (!process.is_object()) return absl::InvalidArgumentError("config.json: process is not an object");
@@ -204,6 +209,7 @@ StatusOr<DeviceRequest> RequestedDevices(const Json& config, absl::string_view d
         const std::string entry = e.get<std::string>();
         const std::string prefix = absl::StrCat(kVisibleDevices, "=");
         if (absl::StartsWith(entry, prefix)) visible = entry.substr(prefix.size());  // the last wins
+        if (absl::StartsWith(entry, "NVIDIA_DRIVER_CAPABILITIES=")) capabilities = entry.substr(27);
       }
     }
   }
@@ -235,6 +241,9 @@ StatusOr<DeviceRequest> RequestedDevices(const Json& config, absl::string_view d
         }
       }
       if (!request.devices.empty()) request.driver_only = false;
+      // NVIDIA's legacy (environment) mode mounts the driver files of the capabilities asked for.
+      GPUNODE_ASSIGN_OR_RETURN(std::set<std::string> caps, ParseDriverCapabilities(capabilities));
+      request.capabilities = std::move(caps);
     }
   }
   if (config.contains("annotations") && config["annotations"].is_object()) {
@@ -417,7 +426,11 @@ StatusOr<InjectResult> InjectDevices(Json& config, const SpecRegistry& registry,
     AddUnique(result.specs, *of_kind->origin);
   }
   for (const cdi::Spec* spec : specs) {
-    GPUNODE_RETURN_IF_ERROR(ApplyContainerEdits(config, spec->edits, stat_node));
+    if (request.capabilities) {
+      GPUNODE_RETURN_IF_ERROR(ApplyContainerEdits(config, FilterByCapabilities(spec->edits, *request.capabilities), stat_node));
+    } else {
+      GPUNODE_RETURN_IF_ERROR(ApplyContainerEdits(config, spec->edits, stat_node));
+    }
   }
   for (const auto& r : resolved) {
     Status st = ApplyContainerEdits(config, r.device->edits, stat_node);
@@ -430,6 +443,26 @@ StatusOr<InjectResult> InjectDevices(Json& config, const SpecRegistry& registry,
       result.devices.empty() ? std::string("none") : absl::StrJoin(result.devices, ",");
   result.changed = config != before;
   return result;
+}
+
+int RemoveLegacyNvidiaHooks(Json& config) {
+  if (!config.is_object() || !config.contains("hooks") || !config["hooks"].is_object()) return 0;
+  int removed = 0;
+  for (auto& [phase, list] : config["hooks"].items()) {
+    if (!list.is_array()) continue;
+    Json kept = Json::array();
+    for (const Json& h : list) {
+      const std::string path = h.is_object() && h.contains("path") && h["path"].is_string() ? h["path"].get<std::string>() : "";
+      const size_t slash = path.rfind('/');
+      if ((slash == std::string::npos ? path : path.substr(slash + 1)) == "nvidia-container-runtime-hook") {
+        ++removed;
+        continue;
+      }
+      kept.push_back(h);
+    }
+    list = std::move(kept);
+  }
+  return removed;
 }
 
 }  // namespace gpunode::container

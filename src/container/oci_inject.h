@@ -11,13 +11,15 @@
 //     appended; device nodes stat'ed on the host to fill type/major/minor/fileMode, replacing a
 //     device of the same path, plus a cgroup allow rule; mounts replacing one at the same
 //     destination, re-sorted (stably) by destination depth; hooks appended by hook name; gids.
-//     Spec-level edits of every spec that contributed a device first, then each device's.
+//     Spec-level edits of every spec that contributed a device first, then each device's; for a
+//     NVIDIA_VISIBLE_DEVICES request the spec-level mounts only of NVIDIA_DRIVER_CAPABILITIES.
 // All JSON work keeps the config's key order (ordered_json), so the file stays recognisable.
 #ifndef GPUNODE_CONTAINER_OCI_INJECT_H_
 #define GPUNODE_CONTAINER_OCI_INJECT_H_
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,9 @@ struct DeviceRequest {
   std::vector<std::string> devices;  // fully-qualified CDI names, in request order, no duplicates
   bool driver_only = false;          // NVIDIA_VISIBLE_DEVICES=none: spec-level edits, no GPU
   std::string source;                // "NVIDIA_VISIBLE_DEVICES=1", "annotation cdi.k8s.io/x", ...
+  // Set for NVIDIA_VISIBLE_DEVICES requests: NVIDIA_DRIVER_CAPABILITIES (default utility,compute);
+  // the spec-level mounts are limited to those groups (capabilities.h). CDI requests get the spec whole.
+  std::optional<std::set<std::string>> capabilities;
   bool Empty() const { return devices.empty() && !driver_only; }
 };
 
@@ -92,6 +97,11 @@ struct InjectResult {
   std::vector<std::string> specs;    // origins of the specs used
   bool changed = false;              // false: every edit (and the annotation) was already there
 };
+
+// Docker's `--gpus` adds a prestart hook running `nvidia-container-runtime-hook prestart`; when
+// the shim is the runtime the injection is done here and that hook is removed (it would fail: see
+// `gpunode` as that hook). Returns how many hooks were removed.
+int RemoveLegacyNvidiaHooks(nlohmann::ordered_json& config);
 
 // Steps 2+3 for a request: resolves every name (NotFound/FailedPrecondition with the fix when one
 // cannot be resolved), applies spec-level then device edits, and records the names in the

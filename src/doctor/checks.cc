@@ -678,6 +678,32 @@ CheckResult CheckContainers(const NodeInventory& inv) {
                                 {Layer::kContainerRuntime}));
     }
   }
+  // Docker's --gpus: offered only with nvidia-container-runtime-hook in its PATH; gpunode's hook
+  // needs gpunode's shim as the container's runtime.
+  for (const ContainerRuntime& rt : inv.containers.runtimes) {
+    if (rt.name != "docker" || !rt.installed || !rt.nvidia_runtime) continue;
+    if (rt.gpus_hook.empty()) {
+      c.findings.push_back(Make("runtime.docker-no-gpus-hook", CheckStatus::kWarn,
+                                "`docker run --gpus` is not offered: no nvidia-container-runtime-hook in Docker's PATH",
+                                "no nvidia-container-runtime-hook in /usr/local/sbin ... /bin",
+                                "nvidia-container-runtime-hook (a link to gpunode)",
+                                "Docker registers its GPU device driver only when it finds that program: without it "
+                                "`--gpus` fails with \"could not select device driver \"\" with capabilities: [[gpu]]\".",
+                                "Run `gpunode runtime configure --runtime docker --set-as-default` (it links the hook to "
+                                "gpunode), then restart Docker.",
+                                {Layer::kContainerRuntime}));
+    } else if (rt.gpus_hook_gpunode && !rt.default_nvidia) {
+      c.findings.push_back(Make("runtime.docker-gpus-not-default", CheckStatus::kWarn,
+                                "`docker run --gpus` fails unless the container also says --runtime nvidia",
+                                absl::StrCat(rt.gpus_hook, " is gpunode; Docker's default runtime is not nvidia"),
+                                "nvidia as Docker's default-runtime",
+                                "gpunode's hook leaves the GPUs to gpunode's OCI shim; with runc as the runtime the "
+                                "hook stops the container with a message instead.",
+                                "Run `gpunode runtime configure --runtime docker --set-as-default`, then restart Docker "
+                                "(or run GPU containers with --runtime nvidia).",
+                                {Layer::kContainerRuntime}));
+    }
+  }
   bool any_nvidia = std::any_of(inv.containers.runtimes.begin(), inv.containers.runtimes.end(),
                                 [](const ContainerRuntime& rt) { return rt.installed && rt.nvidia_runtime; });
   if (!any_nvidia && !(have_spec && any_cdi_runtime)) {

@@ -109,6 +109,10 @@ struct ContainerRuntime {
   bool nvidia_runtime = false;  // a runtime named nvidia (or pointing at an nvidia runtime) is configured
   bool default_nvidia = false;  // ... and it is the default
   bool cdi_enabled = false;
+  // Docker: `nvidia-container-runtime-hook` in the usual PATH (Docker offers --gpus only then), and
+  // whether it is gpunode (then --gpus needs gpunode's shim as the runtime) or NVIDIA's own hook.
+  std::string gpus_hook;      // host path, "" when none
+  bool gpus_hook_gpunode = false;
   Status config_error;        // unreadable / unparseable config
 };
 

@@ -216,10 +216,30 @@ bool AnyExists(const HostFs& fs, std::initializer_list<const char*> paths) {
   return false;
 }
 
+// Docker's --gpus hook: the first `nvidia-container-runtime-hook` of the usual PATH, and whether
+// it resolves to gpunode (a link to gpunode, or to a link named nvidia-container-runtime that is).
+void ProbeGpusHook(const HostFs& fs, ContainerRuntime* rt) {
+  for (const char* dir : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
+    const std::string p = absl::StrCat(dir, "/nvidia-container-runtime-hook");
+    auto st = fs.Stat(p);
+    if (!st.ok()) continue;
+    rt->gpus_hook = p;
+    if (st->type == FileType::kSymlink) {
+      auto real = fs.RealPath(p);
+      if (real.ok()) {
+        const std::string base = real->substr(real->rfind('/') + 1);
+        rt->gpus_hook_gpunode = base == "gpunode" || absl::StrContains(base, "gpunode");
+      }
+    }
+    return;
+  }
+}
+
 ContainerRuntime ProbeDocker(const HostFs& fs) {
   ContainerRuntime rt;
   rt.name = "docker";
   rt.installed = AnyExists(fs, {"/usr/bin/dockerd", "/usr/sbin/dockerd", "/etc/docker"});
+  ProbeGpusHook(fs, &rt);
   auto text = fs.ReadFile("/etc/docker/daemon.json");
   if (!text.ok()) {
     if (!absl::IsNotFound(text.status())) rt.config_error = text.status();

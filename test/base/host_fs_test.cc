@@ -123,6 +123,25 @@ TEST_F(HostFsTest, AbsoluteSymlinksAreFollowedInsideTheRoot) {
   EXPECT_FALSE(std::filesystem::exists(root_ / "etc/x"));
 }
 
+TEST_F(HostFsTest, SymlinkMakesOrReplacesALinkNeverAFileAndStaysInside) {
+  auto fs = HostFs::Open(root_.string());
+  ASSERT_TRUE(fs.ok());
+  ASSERT_TRUE(fs->Symlink("/usr/bin/gpunode", "/usr/bin/nvidia-container-runtime-hook").ok());
+  EXPECT_EQ(std::filesystem::read_symlink(root_ / "usr/bin/nvidia-container-runtime-hook"), "/usr/bin/gpunode");
+  ASSERT_TRUE(fs->Symlink("/opt/gpunode", "/usr/bin/nvidia-container-runtime-hook").ok()) << "a link is replaced";
+  EXPECT_EQ(std::filesystem::read_symlink(root_ / "usr/bin/nvidia-container-runtime-hook"), "/opt/gpunode");
+  std::ofstream(root_ / "usr/bin/real-hook") << "ELF";
+  auto kept = fs->Symlink("/usr/bin/gpunode", "/usr/bin/real-hook");
+  EXPECT_EQ(kept.code(), absl::StatusCode::kAlreadyExists) << kept;
+  EXPECT_EQ(ReadAll(root_ / "usr/bin/real-hook"), "ELF") << "a program is never replaced";
+  std::filesystem::create_symlink("../../../../../../../../tmp", root_ / "usr/up");
+  auto out = fs->Symlink("/x", "/usr/up/escape");
+  EXPECT_EQ(out.code(), absl::StatusCode::kFailedPrecondition) << out;
+  for (const auto& e : std::filesystem::directory_iterator(root_ / "usr/bin")) {
+    EXPECT_EQ(e.path().filename().string().find(".gpunode-tmp"), std::string::npos) << e.path();
+  }
+}
+
 TEST_F(HostFsTest, LinkLoopsAreAnErrorNotAHang) {
   std::filesystem::create_symlink("/b", root_ / "a");
   std::filesystem::create_symlink("/a", root_ / "b");

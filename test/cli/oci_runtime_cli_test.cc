@@ -211,6 +211,32 @@ TEST_F(OciRuntimeCliTest, InstalledAsNvidiaContainerRuntimeItTakesItsSettingsFro
   EXPECT_THAT(Read("debug.log"), HasSubstr("injected nvidia.com/gpu=0, nvidia.com/gpu=1"));
 }
 
+TEST_F(OciRuntimeCliTest, DockersGpusHookIsRemovedWhenTheShimIsTheRuntime) {
+  WriteConfig("1");
+  nlohmann::json c = nlohmann::json::parse(Read("bundle/config.json"));
+  c["hooks"]["prestart"] = {{{"path", "/usr/bin/nvidia-container-runtime-hook"}, {"args", {"nvidia-container-runtime-hook", "prestart"}}}};
+  std::ofstream(Path("bundle/config.json")) << c.dump();
+  auto r = RunGpunode("oci-runtime --debug-log " + Path("debug.log") + " --runtime-path " + fake_runc_ + " --spec-dir " +
+                      Path("cdi") + " --no-generate create --bundle " + Path("bundle") + " ctr");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  nlohmann::json seen = ConfigSeenByRunc();
+  EXPECT_TRUE(seen["hooks"]["prestart"].empty()) << seen["hooks"].dump();
+  EXPECT_THAT(Read("debug.log"), HasSubstr("removed nvidia-container-runtime-hook"));
+}
+
+TEST_F(OciRuntimeCliTest, AsNvidiaContainerRuntimeHookItStopsTheContainerWithTheFix) {
+  fs::create_symlink(fs::path(GPUNODE_BIN_DIR) / "gpunode", Path("nvidia-container-runtime-hook"));
+  auto pre = RunShell("echo '{\"id\":\"0123456789abcdef\",\"bundle\":\"/x\"}' | " + Path("nvidia-container-runtime-hook") + " prestart");
+  EXPECT_EQ(pre.exit_code, 1);
+  EXPECT_THAT(pre.out, HasSubstr("container 0123456789ab asks for GPUs"));
+  EXPECT_THAT(pre.out, HasSubstr("gpunode runtime configure --runtime docker --set-as-default"));
+  auto post = RunShell("echo '{}' | " + Path("nvidia-container-runtime-hook") + " poststop");
+  EXPECT_EQ(post.exit_code, 0) << post.out;
+  auto version = RunShell(Path("nvidia-container-runtime-hook") + " --version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, HasSubstr("answering as nvidia-container-runtime-hook"));
+}
+
 TEST_F(OciRuntimeCliTest, HelpTeachesAndTheCommandIsListed) {
   auto help = RunGpunode("oci-runtime --help");
   EXPECT_EQ(help.exit_code, 0);

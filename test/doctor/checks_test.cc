@@ -284,6 +284,27 @@ TEST(DoctorTest, ARuntimeWithoutNvidiaRuntimeOrCdiWarns) {
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
 }
 
+TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
+  NodeInventory inv = HealthyNode();
+  ContainerRuntime docker;
+  docker.name = "docker";
+  docker.installed = docker.nvidia_runtime = true;
+  docker.config_path = "/etc/docker/daemon.json";
+  inv.containers.runtimes.push_back(docker);
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("runtime.docker-no-gpus-hook"));
+  inv.containers.runtimes[0].gpus_hook = "/usr/bin/nvidia-container-runtime-hook";
+  inv.containers.runtimes[0].gpus_hook_gpunode = true;
+  DoctorReport r = RunDoctor(inv);
+  ASSERT_THAT(Ids(r), ::testing::ElementsAre("runtime.docker-gpus-not-default"));
+  EXPECT_NE(r.first->action.find("--set-as-default"), std::string::npos) << r.first->action;
+  inv.containers.runtimes[0].default_nvidia = true;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+  // NVIDIA's own hook does its work with runc: no default runtime needed.
+  inv.containers.runtimes[0].default_nvidia = false;
+  inv.containers.runtimes[0].gpus_hook_gpunode = false;
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+}
+
 TEST(DoctorTest, ACdiSpecOlderThanTheDriverFails) {
   NodeInventory inv = HealthyNode();
   ContainerRuntime podman;

@@ -19,8 +19,8 @@
 #   e2e_fixture_driver_root DIR      make DIR usable as `--driver-root DIR` of `--host-root DIR`
 #   e2e_gpunode_fixture GPUNODE PROFILE DIR ARG...
 #                                    run gpunode on the fixture host root with the simulated NVML
-#   e2e_cdi_relocate_device_nodes SPEC DIR
-#                                    give each device node of a YAML spec hostPath DIR/dev/...
+#   e2e_assert_device_nodes_under SPEC DIR
+#                                    every device node of a YAML spec has hostPath DIR/dev/...
 #   e2e_busybox_rootfs DIR           a container root: static busybox + its applets, etc dev proc sys tmp
 #   e2e_oci_bundle DIR ROOTFS ARG... a runc bundle: DIR/config.json from `runc spec`, edited
 #   e2e_runc ARG...                  runc with its state under $E2E_TMP (not /run/runc)
@@ -227,27 +227,25 @@ e2e_gpunode_fixture() {
     "$bin" --host-root "$dir" --nvml-library "$lib" --cuda-library "$lib" "$@"
 }
 
-# e2e_cdi_relocate_device_nodes SPEC DIR: adds `hostPath: "DIR/dev/..."` under every
-# `- path: "/dev/..."` of a YAML spec written by `gpunode cdi generate`.
-# Why: the spec names device nodes by their path on the host (/dev/nvidia0), and the engine stats
-# that host path when the node has no `type` (container-device-interface's fillMissingInfo): on a
-# machine without an NVIDIA driver /dev/nvidia0 does not exist, and the fixture's nodes live in
-# DIR/dev. gpunode has no --dev-root to say so, hence this edit. The numbers the spec carries are
-# kept and must agree with the node's.
-e2e_cdi_relocate_device_nodes() {
-  python3 - "$1" "$2" <<'PY' || e2e_fail "relocate device nodes of $1"
+# e2e_assert_device_nodes_under SPEC DIR: every `- path: "/dev/..."` of a YAML spec written by
+# `gpunode cdi generate --driver-root DIR` is followed by `hostPath: "DIR/dev/..."` (the dev root
+# defaults to the driver root, as nvidia-ctk's --dev-root): the engine takes the fixture's nodes,
+# not the host's /dev/nvidia* (which do not exist on a machine without the driver).
+e2e_assert_device_nodes_under() {
+  python3 - "$1" "$2" <<'PY' || e2e_fail "device nodes of $1 are not all below $2/dev"
 import re, sys
 path, root = sys.argv[1], sys.argv[2]
-out, n = [], 0
-for line in open(path):
-    out.append(line)
-    m = re.match(r'^(\s*)- path: "(/dev/[^"]*)"\n$', line)
+lines = open(path).read().split("\n")
+n = 0
+for i, line in enumerate(lines):
+    m = re.match(r'^(\s*)- path: "(/dev/[^"]*)"$', line)
     if m:
-        out.append('%s  hostPath: "%s%s"\n' % (m.group(1), root, m.group(2)))
+        want = '%s  hostPath: "%s%s"' % (m.group(1), root, m.group(2))
+        if i + 1 >= len(lines) or lines[i + 1] != want:
+            sys.exit("%s: %s has no %s" % (path, m.group(2), want.strip()))
         n += 1
 if n == 0:
     sys.exit("no device node in " + path)
-open(path, "w").write("".join(out))
 PY
 }
 

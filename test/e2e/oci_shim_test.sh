@@ -25,7 +25,7 @@ cdi_dir=$E2E_TMP/cdi
 mkdir -p "$cdi_dir"
 e2e_gpunode_fixture "$bin" "$profile" "$host" cdi generate --hook-path "$(e2e_hook_path "$bin")" --driver-root "$driver_root" \
   --output "$cdi_dir/nvidia.yaml" 2> "$E2E_TMP/generate.err" || e2e_fail "cdi generate: $(cat "$E2E_TMP/generate.err")"
-e2e_cdi_relocate_device_nodes "$cdi_dir/nvidia.yaml" "$host"
+e2e_assert_device_nodes_under "$cdi_dir/nvidia.yaml" "$driver_root"
 libcuda=$(grep -o 'containerPath: "[^"]*/libcuda\.so\.[0-9][0-9.]*"' "$cdi_dir/nvidia.yaml" | head -1 | cut -d'"' -f2)
 [ -n "$libcuda" ] || e2e_fail "no libcuda mount in the spec"
 e2e_ok "spec with $(grep -c '  - name: ' "$cdi_dir/nvidia.yaml") devices; libcuda at $libcuda"

@@ -6,8 +6,8 @@
 #   usage: podman_cdi_test.sh PATH/TO/gpunode      (as root; needs podman, runc, busybox-static)
 #
 # Steps: fixture host root of dgx-h200 (8 GPUs) -> spec with --driver-root = the fixture, so the
-# mounts' hostPaths are the fixture's files -> device nodes given hostPath into the fixture (see
-# e2e_cdi_relocate_device_nodes in lib.sh) -> podman run --device nvidia.com/gpu=... --rootfs
+# mounts' and device nodes' hostPaths are the fixture's files (the dev root defaults to the driver
+# root) -> podman run --device nvidia.com/gpu=... --rootfs
 # <busybox root> with the spec's createContainer hooks (create-symlinks, update-ldcache) really run.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -86,9 +86,9 @@ for m in "${mounts[@]}"; do
 done
 e2e_ok "${#mounts[@]} mounts below the driver root, ${#links[@]} links, ${#folders[@]} ldcache folders"
 
-e2e_cdi_relocate_device_nodes "$spec" "$host"
-"$bin" cdi validate "$spec" > /dev/null || e2e_fail "gpunode cdi validate $spec (after adding hostPaths)"
-e2e_ok "device nodes given hostPath $host/dev/..."
+e2e_assert_device_nodes_under "$spec" "$driver_root"
+"$bin" cdi validate "$spec" > /dev/null || e2e_fail "gpunode cdi validate $spec"
+e2e_ok "device nodes have hostPath $driver_root/dev/... (the dev root defaults to the driver root)"
 
 e2e_podman_setup "$cdi_dir"
 e2e_busybox_rootfs "$E2E_TMP/busybox"

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# ctest label "e2e": `docker run --gpus` with Debian's Docker (docker.io 20.10) on a node set up by
+# gpunode alone. Docker offers --gpus only when it finds `nvidia-container-runtime-hook` in its
+# PATH (moby daemon/nvidia_linux.go); `gpunode runtime configure --runtime docker` links that name
+# to gpunode and makes gpunode's OCI shim Docker's (default) `nvidia` runtime, which gives the
+# container what NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES ask for from the CDI spec of a
+# fixture host root with real character devices, and removes the hook Docker added.
+#
+# dockerd runs as root with a private data root, exec root and socket, no network (--bridge=none,
+# no iptables); the image is `docker import`ed from a busybox-static root; nothing is pulled.
+#
+#   usage: docker_gpus_test.sh PATH/TO/gpunode      (as root; needs docker.io, runc, busybox-static)
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+bin=${1:?usage: $0 PATH/TO/gpunode}
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+[ -x "$bin" ] || e2e_fail "$bin: not an executable"
+profile=dgx-h200
+
+e2e_require_root
+e2e_require_tools runc busybox python3
+for t in /usr/sbin/dockerd /usr/bin/docker; do
+  [ -x "$t" ] || e2e_require_tools "$(basename "$t")"  # fails in CI, skips elsewhere, naming docker.io
+done
+e2e_init
+
+e2e_step "fixture host root of $profile and its CDI spec"
+host=$E2E_TMP/host
+e2e_fixture_root "$bin" "$profile" "$host"
+driver_root=$(e2e_fixture_driver_root "$host")
+cdi_dir=$E2E_TMP/cdi
+mkdir -p "$cdi_dir"
+e2e_gpunode_fixture "$bin" "$profile" "$host" cdi generate --hook-path "$(e2e_hook_path "$bin")" --driver-root "$driver_root" \
+  --output "$cdi_dir/nvidia.yaml" 2> "$E2E_TMP/generate.err" || e2e_fail "cdi generate: $(cat "$E2E_TMP/generate.err")"
+uuid2=$(e2e_gpunode_fixture "$bin" "$profile" "$host" cdi list "$cdi_dir/nvidia.yaml" | sed -n 's/^nvidia.com\/gpu=\(GPU-.*\)$/\1/p' | sed -n 3p)
+[ -n "$uuid2" ] || e2e_fail "no third GPU UUID in the spec"
+e2e_ok "spec with 8 GPUs; GPU 2 is $uuid2"
+
+e2e_step "gpunode runtime configure --runtime docker --set-as-default"
+mkdir -p "$E2E_TMP/bin" "$E2E_TMP/docker"
+ln -s "$bin" "$E2E_TMP/bin/nvidia-container-runtime"
+out=$("$bin" --host-root "$host" runtime configure --runtime docker --config "$E2E_TMP/docker/daemon.json" \
+        --runtime-path "$E2E_TMP/bin/nvidia-container-runtime" --set-as-default --backup-dir "$E2E_TMP/backups" 2>&1) ||
+  e2e_fail "runtime configure: $out"
+e2e_assert_contains "$out" "linked $host/usr/bin/nvidia-container-runtime-hook -> $E2E_TMP/bin/nvidia-container-runtime" \
+  "the hook name Docker looks for is installed"
+e2e_assert_contains "$(cat "$E2E_TMP/docker/daemon.json")" '"default-runtime": "nvidia"' "nvidia is Docker's default runtime"
+# dockerd's PATH: the hook (and nothing else of the fixture), then the system's
+mkdir -p "$E2E_TMP/hookbin"
+ln -s "$host/usr/bin/nvidia-container-runtime-hook" "$E2E_TMP/hookbin/nvidia-container-runtime-hook"
+
+e2e_step "dockerd (private data root, no network)"
+d=$E2E_TMP/docker
+sock=$d/docker.sock
+env -i PATH="$E2E_TMP/hookbin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root \
+  GPUNODE_CDI_SPEC_DIRS="$cdi_dir" GPUNODE_OCI_LOG="$E2E_TMP/shim.log" GPUNODE_RUNTIME_PATH="$(command -v runc)" \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+  setsid /usr/sbin/dockerd --config-file "$d/daemon.json" --data-root "$d/root" --exec-root "$d/exec" \
+    --pidfile "$d/dockerd.pid" -H "unix://$sock" --bridge=none --iptables=false --ip-forward=false \
+    --ip-masq=false --userland-proxy=false --storage-driver=vfs --cgroup-parent "$E2E_CGROUP_PARENT" \
+    --log-level warn > "$d/dockerd.log" 2>&1 < /dev/null &
+dockerd_pid=$!
+stop_dockerd() {
+  kill "$dockerd_pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$dockerd_pid" 2>/dev/null || true
+  pkill -9 -f "$d/exec" 2>/dev/null || true
+  grep -o " $d/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+e2e_on_exit stop_dockerd
+dk() { /usr/bin/docker -H "unix://$sock" "$@"; }
+for _ in $(seq 150); do dk version >/dev/null 2>&1 && break; kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.2; done
+dk version >/dev/null 2>&1 || e2e_fail "dockerd did not start: $(tail -20 "$d/dockerd.log")"
+info=$(dk info 2>/dev/null)
+e2e_assert_contains "$info" "Default Runtime: nvidia" "Docker's default runtime"
+e2e_ok "dockerd $(dk version --format '{{.Server.Version}}') up"
+
+e2e_busybox_rootfs "$E2E_TMP/busybox"
+tar -C "$E2E_TMP/busybox" -c . | dk import - gpunode.test/busybox:1 >/dev/null || e2e_fail "docker import"
+report='ls /dev | grep -E "^nvidia[0-9]+$" | tr "\n" " "; echo; ls /usr/lib/x86_64-linux-gnu 2>/dev/null | grep -E "^lib(cuda|nvidia-ml|nvcuvid)\.so\.[0-9]+\." | sed "s/\.so.*//" | sort | tr "\n" " "; echo'
+run() { dk run --rm --network none "$@" gpunode.test/busybox:1 sh -c "$report" 2>&1; }
+
+e2e_step "docker run --gpus all"
+out=$(run --gpus all) || e2e_fail "--gpus all: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 nvidia1 nvidia2 nvidia3 nvidia4 nvidia5 nvidia6 nvidia7 " "every GPU node"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libcuda libnvidia-ml " "utility,compute files (NVIDIA's default capabilities), no video"
+grep -q "removed nvidia-container-runtime-hook" "$E2E_TMP/shim.log" || e2e_fail "the shim did not remove Docker's hook: $(tail -3 "$E2E_TMP/shim.log")"
+e2e_ok "the shim removed the prestart hook Docker added"
+
+e2e_step "docker run --gpus 2 / device=1,3 / device=<UUID> / none"
+out=$(run --gpus 2) || e2e_fail "--gpus 2: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 nvidia1 " "--gpus 2: the first two, as Docker numbers them"
+out=$(run --gpus '"device=1,3"') || e2e_fail "device=1,3: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia1 nvidia3 " "--gpus \"device=1,3\""
+out=$(run --gpus "\"device=$uuid2\"") || e2e_fail "device=UUID: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia2 " "--gpus \"device=$uuid2\""
+out=$(run) || e2e_fail "no --gpus: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "" "no --gpus: no GPU node"
+
+e2e_step "NVIDIA_DRIVER_CAPABILITIES"
+out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=video,utility) || e2e_fail "capabilities: $out"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libnvcuvid libnvidia-ml " "video,utility: libnvcuvid and NVML, no libcuda"
+out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=all) || e2e_fail "capabilities all: $out"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libcuda libnvcuvid libnvidia-ml " "all"
+if out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=compute,warp); then e2e_fail "an unknown capability started: $out"; fi
+e2e_assert_contains "$out" 'unknown driver capability "warp"' "an unknown capability is refused, named"
+
+e2e_step "docker run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=5"
+out=$(run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=5) || e2e_fail "--runtime nvidia: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia5 " "GPU 5 through the variable"
+
+e2e_step "mistakes: an unknown device; --gpus with runc as the runtime"
+if out=$(run --gpus '"device=9"'); then e2e_fail "device=9 started on an 8-GPU node: $out"; fi
+e2e_assert_contains "$out" "nvidia.com/gpu=9" "the start fails naming the device"
+e2e_assert_contains "$out" "requested by NVIDIA_VISIBLE_DEVICES=9" "... and where it was asked for"
+if out=$(run --runtime runc --gpus 1); then e2e_fail "--gpus with runc started: $out"; fi
+e2e_assert_contains "$out" "gpunode runtime configure --runtime docker --set-as-default" "the hook names the fix"
+e2e_ok "$(grep -o 'nvidia-container-runtime-hook (gpunode):[^.]*' <<< "$out" | head -1)"
+e2e_step "all passed"
