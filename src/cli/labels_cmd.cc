@@ -257,8 +257,7 @@ class Labeller {
       return kExitUsage;
     }
     session_ = std::move(*session);
-    session_->probe_options().init_cuda =
-        false;  // labels need NVML and the files, not a CUDA context
+    session_->probe_options().load_cuda = false;  // labels need NVML and the files, not libcuda
     session_->probe_options().query_topology = false;
     session_->probe_options().live_metrics = false;
     auto sink = ResolveSink(global_, flags_, *config_, session_->simulated().has_value());

@@ -174,7 +174,7 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
       PrintError(session.status());
       return kExitUsage;
     }
-    (*session)->probe_options().init_cuda = false;
+    (*session)->probe_options().load_cuda = false;  // NVML gives the CUDA version; no libcuda in the plugin
     (*session)->probe_options().query_topology = true;
     auto inv = (*session)->Inventory();
     if (!inv.ok()) {

@@ -464,7 +464,9 @@ CheckResult CheckUserDriver(const NodeInventory& inv) {
   }
   // libcuda: the view a CUDA application gets.
   const CudaDriverInfo& cu = d.cuda;
-  if (!cu.status.ok()) {
+  if (!cu.probed) {
+    // not loaded by this command (plugin, labels, exporter): nothing to judge
+  } else if (!cu.status.ok()) {
     switch (cu.init_result) {
       case GPUNODE_CUDA_ERROR_INSUFFICIENT_DRIVER:
         c.findings.push_back(Make("cuda.insufficient-driver", CheckStatus::kFail,

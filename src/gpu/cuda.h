@@ -13,6 +13,7 @@
 namespace gpunode {
 
 struct CudaDriverInfo {
+  bool probed = true;               // false: the command did not load libcuda (ProbeOptions.load_cuda)
   Status status;                    // load, cuInit or cuDeviceGetCount failure
   std::string library;              // what was dlopen'ed
   std::optional<Version> version;   // cuDriverGetVersion

@@ -92,7 +92,13 @@ StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options)
   // on its own thread while NVML and the files are read.
   CudaDriverInfo cuda;
   double cuda_init_ms = 0;
-  std::thread cuda_thread([&] { cuda = ProbeCuda(options.cuda_library, options.init_cuda, &cuda_init_ms); });
+  std::thread cuda_thread;
+  if (options.load_cuda) {
+    cuda_thread = std::thread([&] { cuda = ProbeCuda(options.cuda_library, options.init_cuda, &cuda_init_ms); });
+  } else {
+    cuda.probed = false;
+    cuda.library = options.cuda_library;
+  }
 
   auto files_start = Clock::now();
   if (auto name = fs.ReadLine("/etc/hostname"); name.ok() && !name->empty()) {
@@ -117,7 +123,7 @@ StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options)
   std::unique_ptr<NvmlLibrary> nvml = ProbeNvml(options, inv.driver, inv.timings);
   inv.timings.non_cuda_ms = MsSince(start);
 
-  cuda_thread.join();
+  if (cuda_thread.joinable()) cuda_thread.join();
   nvml.reset();  // nvmlShutdown, after cuInit has finished
   inv.driver.cuda = std::move(cuda);
   inv.timings.cuda_init_ms = cuda_init_ms;

@@ -14,6 +14,10 @@ namespace gpunode {
 struct ProbeOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string cuda_library = "libcuda.so.1";
+  // Whether libcuda is loaded at all. The long-running services (plugin, labels, exporter) leave it
+  // out: the driver's CUDA version comes from NVML, and libcuda costs several MiB of RSS and, after
+  // cuInit, a thread and ~14 MiB of driver state per process. Only the CUDA layer's checks need it.
+  bool load_cuda = true;
   bool init_cuda = true;       // cuInit + cuDeviceGetCount (the slowest step, ~0.1-0.5 s)
   bool query_topology = true;  // pairwise common-ancestor levels
   bool live_metrics = true;       // power draw, clocks, utilization (see GpuReadOptions)
