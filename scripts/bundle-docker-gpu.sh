@@ -76,6 +76,15 @@ R "$P/bin/containerd-shim-runc-v2" -v >/dev/null || die "containerd-shim-runc-v2
 R "$P/bin/runc" --version >/dev/null || die "runc does not run"
 R "$P/bin/gpunode" --version >/dev/null || die "stripped gpunode does not run"
 [ ! -e "$P/bin/docker-init" ] || "$P/bin/docker-init" --version >/dev/null || die "docker-init does not run"
+# the bundled gpunode must do what the proof asks of it (catches a binary copied mid-link or from a
+# half-rebuilt tree): a simulated node's CDI spec
+S=$STAGE/smoke
+R "$P/bin/gpunode" sim hostroot dgx-h200 "$S" > "$STAGE/smoke.log" 2>&1 &&
+  mkdir -p "$S$(dirname "$S")" && ln -sfn / "$S$S" &&
+  GPUNODE_SIM_PROFILE=dgx-h200 R "$P/bin/gpunode" --host-root "$S" --nvml-library "$P/bin/libgpunode-simnvml.so" \
+    --cuda-library "$P/bin/libgpunode-simnvml.so" cdi generate --output "$STAGE/smoke.yaml" --driver-root "$S" >> "$STAGE/smoke.log" 2>&1 ||
+  { cat "$STAGE/smoke.log" >&2; die "the bundled gpunode fails a simulated cdi generate (rebuild $GBIN and run this again)"; }
+rm -rf "$S" "$STAGE/smoke.yaml" "$STAGE/smoke.log"
 
 # 2. the test image's root file system, for `docker import` (gpu-proof-docker.sh sets PATH with
 # --change): busybox-static + Debian 12's glibc runtime (what nvidia-smi links against), merged-/usr
