@@ -256,6 +256,7 @@ TEST_F(PluginTest, ALostGpuTurnsUnhealthyWithinASecondAndComesBackAfterTheQuietP
   profile_text_ = std::regex_replace(profile_text_, std::regex(" lost: true,"), "");
   WriteProfile(profile_text_);
   ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, gpu3_is(kHealthy), 5s)) << Log();
+  for (int i = 0; i < 100 && Log().find("is now Healthy") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_THAT(Log(), HasSubstr("is now Healthy: answered NVML normally"));
 }
 
@@ -280,6 +281,8 @@ TEST_F(PluginTest, XidSeventyNineMakesGpuThreeUnhealthyXidThirteenDoesNotAndItRe
   for (const auto& d : latest.devices()) {
     EXPECT_EQ(d.health(), d.id() == Uuid(3) ? kUnhealthy : kHealthy) << d.id();
   }
+  // The health change reaches the kubelet before its log line is written (SetHealth, then log).
+  for (int i = 0; i < 100 && Log().find("XID 79") == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_THAT(Log(), HasSubstr("XID 79"));
   // It answers NVML normally and no new critical XID comes: Healthy after the quiet period.
   ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return Count(r, kHealthy) == 8; }, 5s)) << Log();
