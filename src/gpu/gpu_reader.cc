@@ -24,8 +24,6 @@ class FieldReader {
     info_.field_errors.emplace(op, nvml_.Check(ret, op));
     return false;
   }
-  template <typename Fn>
-  bool Has(Fn* fn) const { return fn != nullptr; }
 
   const Status& lost() const { return lost_; }
 

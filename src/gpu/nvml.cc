@@ -17,12 +17,6 @@ namespace {
 
 constexpr absl::string_view kNvmlPayload = "gpunode.dev/nvml-return";
 
-struct Symbol {
-  const char* name;
-  std::initializer_list<const char*> fallbacks;  // older names with the same signature and ABI
-  bool required;
-};
-
 // Entry points without which nothing works; everything else may be missing in an older driver
 // and then reads as "not supported" (its pointer stays null): e.g. the GPM calls
 // (nvmlGpm*, R520+), nvmlDeviceGetFieldValues, the encoder/decoder and PCIe replay queries.
