@@ -1,4 +1,5 @@
 // gpunode: one program from "the card is in the slot" to "Kubernetes schedules it".
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -24,6 +25,71 @@ int main(int argc, char** argv) {
 }
 
 namespace {
+
+// Edit distance, for "did you mean".
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+// kubectl's answer to a mistyped command: `unknown command "docter" for "gpunode"` and the closest
+// command names. Walks the arguments as CLI11 would (options and their values skipped) down the
+// command tree; returns "" when every command word is known.
+std::string UnknownCommand(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* current = &app;
+  std::string path = "gpunode";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return "";
+    if (!a.empty() && a[0] == '-') {
+      if (a.find('=') == std::string::npos) {
+        const CLI::Option* opt = current->get_option_no_throw(a);
+        for (CLI::App* up = current->get_parent(); opt == nullptr && up != nullptr; up = up->get_parent()) {
+          opt = up->get_option_no_throw(a);  // global options given after a command
+        }
+        if (opt != nullptr && opt->get_expected_min() > 0) ++i;  // its value
+      }
+      continue;
+    }
+    const auto subs = current->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return "";  // a leaf command's arguments
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : subs) {
+      if (sub->get_name() == a) next = sub;
+    }
+    if (next == nullptr) {
+      if (current->get_prefix_command() || current->get_allow_extras()) return "";
+      std::vector<std::pair<size_t, std::string>> near;
+      for (CLI::App* sub : subs) {
+        const std::string& name = sub->get_name();
+        const size_t d = Distance(a, name);
+        if (d <= 2 || (a.size() >= 2 && name.rfind(a, 0) == 0)) near.emplace_back(d, name);
+      }
+      std::sort(near.begin(), near.end());
+      std::string msg = "unknown command \"" + a + "\" for \"" + path + "\"";
+      if (!near.empty()) {
+        msg += "\n\nDid you mean this?";
+        for (const auto& [d, name] : near) msg += "\n\t" + name;
+      }
+      msg += "\n\nRun '" + path + " --help' for usage.";
+      return msg;
+    }
+    current = next;
+    path += " " + a;
+  }
+  return "";
+}
+
 int Main(int argc, char** argv) {
   using namespace gpunode::cli;
   // The OCI runtime shim takes runc's arguments, which CLI11 must not see: as
@@ -87,14 +153,44 @@ int Main(int argc, char** argv) {
   AddExporterCommand(app, global, &exit_code);
   AddK8sCommand(app, global, &exit_code);
 
+  // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "help") {
+    args.erase(args.begin());
+    args.push_back("--help");
+  }
+  if (std::string unknown = UnknownCommand(app, args); !unknown.empty()) {
+    std::cerr << "error: " << unknown << "\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
+
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // CLI11 lists the extras last-first; name them in the order given.
+    std::vector<std::string> extras = app.remaining(true);
+    for (CLI::App* sub = &app; sub != nullptr;) {
+      auto chosen = sub->get_subcommands();
+      if (chosen.empty()) break;
+      sub = chosen.front();
+      for (const std::string& x : sub->remaining(false)) {
+        if (std::find(extras.begin(), extras.end(), x) == extras.end()) extras.push_back(x);
+      }
+    }
+    std::string list;
+    for (const std::string& x : args) {
+      if (std::find(extras.begin(), extras.end(), x) != extras.end()) list += (list.empty() ? "" : " ") + x;
+    }
+    PrintError(list.empty() ? std::string(e.what()) : "unknown arguments: " + list);
+    std::cerr << "Run 'gpunode --help' (or 'gpunode COMMAND --help') for usage.\n";
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     PrintError(e.what());
     std::cerr << "Run 'gpunode --help' (or 'gpunode COMMAND --help') for usage.\n";

@@ -152,3 +152,42 @@ TEST(CliRealH200ProfileTest, TheCaptureCommandWritesAProfileThatValidates) {
 }
 
 }  // namespace
+
+namespace gpunode {
+namespace {
+
+using ::gpunode::testing::Result;
+
+TEST(CliCommandsTest, AMistypedCommandIsNamedWithTheClosestOnesAndExits3) {
+  Result top = gpunode::testing::RunGpunode("docter");
+  EXPECT_EQ(top.exit_code, 3);
+  EXPECT_THAT(top.out, ::testing::HasSubstr("unknown command \"docter\" for \"gpunode\""));
+  EXPECT_THAT(top.out, ::testing::HasSubstr("Did you mean this?\n\tdoctor"));
+  Result sub = gpunode::testing::RunGpunode("--simulate dgx-h200 compat chek");
+  EXPECT_EQ(sub.exit_code, 3);
+  EXPECT_THAT(sub.out, ::testing::HasSubstr("unknown command \"chek\" for \"gpunode compat\""));
+  EXPECT_THAT(sub.out, ::testing::HasSubstr("\tcheck"));
+  Result cdi = gpunode::testing::RunGpunode("cdi generat");
+  EXPECT_THAT(cdi.out, ::testing::HasSubstr("Did you mean this?\n\tgenerate"));
+  Result none = gpunode::testing::RunGpunode("xyzzy");
+  EXPECT_EQ(none.exit_code, 3);
+  EXPECT_THAT(none.out, ::testing::Not(::testing::HasSubstr("Did you mean")));
+}
+
+TEST(CliCommandsTest, HelpCommandIsCommandHelp) {
+  Result r = gpunode::testing::RunGpunode("help doctor");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Usage: gpunode doctor"));
+  Result nested = gpunode::testing::RunGpunode("help cdi generate");
+  EXPECT_EQ(nested.exit_code, 0) << nested.out;
+  EXPECT_THAT(nested.out, ::testing::HasSubstr("--dev-root"));
+}
+
+TEST(CliCommandsTest, UnknownArgumentsAreListedInTheOrderGiven) {
+  Result r = gpunode::testing::RunGpunode("--simulate dgx-h200 doctor foo bar --baz");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.out, ::testing::HasSubstr("unknown arguments: foo bar --baz"));
+}
+
+}  // namespace
+}  // namespace gpunode
