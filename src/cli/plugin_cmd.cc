@@ -35,7 +35,8 @@ struct PluginFlags {
   std::string kubelet_socket;
   std::string config_file;
   std::string mig_strategy, device_list_strategy, device_id_strategy;
-  std::optional<bool> pass_device_specs, fail_on_init_error;
+  // "" = not given; a bare flag is "true"; --flag=VALUE as Go's strconv.ParseBool reads it
+  std::string pass_device_specs, fail_on_init_error;
   std::string health_recovery = "5m";
   bool print = false;
 };
@@ -113,10 +114,32 @@ StatusOr<plugin::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<s
   if (!f.device_id_strategy.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(f.device_id_strategy));
   }
-  if (f.pass_device_specs) config.pass_device_specs = *f.pass_device_specs;
-  if (f.fail_on_init_error) config.fail_on_init_error = *f.fail_on_init_error;
+  auto go_bool = [](const char* flag, const std::string& v) -> StatusOr<bool> {
+    for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
+      if (v == t) return true;
+    }
+    for (const char* t : {"0", "f", "F", "FALSE", "false", "False"}) {
+      if (v == t) return false;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=", v, ": not a boolean (true or false)"));
+  };
+  if (!f.pass_device_specs.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, go_bool("--pass-device-specs", f.pass_device_specs));
+  }
+  if (!f.fail_on_init_error.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, go_bool("--fail-on-init-error", f.fail_on_init_error));
+  }
   GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
   return config;
+}
+
+std::string ListStrategyText(const plugin::PluginConfig& c) {
+  std::vector<std::string> s;
+  if (c.device_list.envvar) s.push_back("envvar");
+  if (c.device_list.volume_mounts) s.push_back("volume-mounts");
+  if (c.device_list.cdi_annotations) s.push_back("cdi-annotations");
+  if (c.device_list.cdi_cri) s.push_back("cdi-cri");
+  return absl::StrJoin(s, ",");
 }
 
 nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resources, const plugin::PluginConfig& c) {
@@ -139,6 +162,9 @@ nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resour
           {"kind", "DevicePluginResources"},
           {"migStrategy", plugin::MigStrategyName(c.mig_strategy)},
           {"deviceIdStrategy", c.device_id == plugin::DeviceIdStrategy::kUuid ? "uuid" : "index"},
+          {"deviceListStrategy", ListStrategyText(c)},
+          {"passDeviceSpecs", c.pass_device_specs},
+          {"failOnInitError", c.fail_on_init_error},
           {"sharing", plugin::SharingStrategyName(c.sharing.strategy)},
           {"resources", rs}};
 }
@@ -285,9 +311,11 @@ void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   cmd->add_option("--device-list-strategy", f->device_list_strategy,
                   "envvar, volume-mounts, cdi-annotations, cdi-cri (comma list; env DEVICE_LIST_STRATEGY)");
   cmd->add_option("--device-id-strategy", f->device_id_strategy, "uuid or index (env DEVICE_ID_STRATEGY)");
-  cmd->add_option("--pass-device-specs", f->pass_device_specs, "Also return device specs (env PASS_DEVICE_SPECS)");
-  cmd->add_option("--fail-on-init-error", f->fail_on_init_error,
-                  "Exit when NVML cannot start (default true; env FAIL_ON_INIT_ERROR)");
+  // NVIDIA's plugin takes these as bare boolean flags (`--pass-device-specs`) or `--flag=true|false`.
+  cmd->add_flag("--pass-device-specs{true}", f->pass_device_specs,
+                "Also return device specs; --pass-device-specs=false to turn off (env PASS_DEVICE_SPECS)");
+  cmd->add_flag("--fail-on-init-error{true}", f->fail_on_init_error,
+                "Exit when NVML cannot start (default true; --fail-on-init-error=false; env FAIL_ON_INIT_ERROR)");
   cmd->add_option("--health-recovery", f->health_recovery,
                   "Quiet period after which an unhealthy GPU that answers normally is Healthy again")
       ->capture_default_str();

@@ -37,6 +37,22 @@ TEST_F(PluginCliTest, PrintShowsWhatItWouldAdvertise) {
   EXPECT_THAT(idx.out, HasSubstr("more than one MIG device type present on node"));
 }
 
+TEST_F(PluginCliTest, BooleanFlagsAreBareOrTakeAValueAsNvidiasPlugin) {
+  auto doc = [](const std::string& flags) {
+    auto r = RunGpunode("--simulate dgx-h200 plugin --print -o json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  };
+  EXPECT_EQ(doc("")["passDeviceSpecs"], false);
+  EXPECT_EQ(doc("")["failOnInitError"], true);
+  EXPECT_EQ(doc("--pass-device-specs")["passDeviceSpecs"], true);
+  EXPECT_EQ(doc("--pass-device-specs=false")["passDeviceSpecs"], false);
+  EXPECT_EQ(doc("--fail-on-init-error=false")["failOnInitError"], false);
+  auto bad = RunGpunode("--simulate dgx-h200 plugin --print --pass-device-specs=maybe");
+  EXPECT_EQ(bad.exit_code, 3);
+  EXPECT_THAT(bad.out, HasSubstr("--pass-device-specs=maybe: not a boolean"));
+}
+
 TEST_F(PluginCliTest, BadConfigurationIsRefusedWithTheReason) {
   std::ofstream(Path("bad.yaml")) << "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 0}]}}\n";
   auto r = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("bad.yaml"));
