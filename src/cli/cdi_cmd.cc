@@ -48,6 +48,13 @@ StatusOr<std::string> DefaultSpecPath(const GlobalOptions& global) {
 }
 
 int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
+  if (opts.output == "json" || opts.output == "yaml" || opts.output == "table") {
+    // nvidia-ctk users type --output FILE; a format name there is almost always meant as a format
+    PrintError(absl::StrCat("--output \"", opts.output, "\" names the file to write; for the spec as ", opts.output,
+                            " on stdout use --format ", opts.output == "table" ? "yaml" : opts.output,
+                            " --output - (a file of that name: --output ./", opts.output, ")"));
+    return kExitUsage;
+  }
   std::string format = opts.format;
   if (format.empty()) format = absl::EndsWith(opts.output, ".json") ? "json" : "yaml";
   if (format != "yaml" && format != "json") {

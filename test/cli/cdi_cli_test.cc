@@ -95,6 +95,11 @@ TEST_F(CdiCliTest, BadFlagsAndMissingFilesExitWith3) {
   Result r = RunGpunode("cdi list " + Path("missing.yaml"));
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.out, HasSubstr("missing.yaml"));
+  // A format name where a file is expected: refused with the two ways to say it (no file "json").
+  Result fmt = RunGpunode("--simulate t4-cloud cdi generate --output json");
+  EXPECT_EQ(fmt.exit_code, 3);
+  EXPECT_THAT(fmt.out, HasSubstr("use --format json --output -"));
+  EXPECT_FALSE(fs::exists("json"));
 }
 
 TEST_F(CdiCliTest, AnUnwritableOutputFailsAndKeepsTheOldDirectoryEntry) {
