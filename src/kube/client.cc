@@ -1,5 +1,6 @@
 #include "src/kube/client.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -238,28 +239,28 @@ struct Client::Impl {
   Status init_error;
 };
 
-Client::Client(Connection c) : c_(std::move(c)), impl_(std::make_unique<Impl>()) {
-  if (c_.scheme == "http") {
-    impl_->http = std::make_unique<httplib::ClientImpl>(c_.host, c_.port);
-    return;
-  }
+namespace {
+
+// One HTTP(S) client for a connection: the CA store, the client certificate, verification.
+std::unique_ptr<httplib::ClientImpl> MakeHttp(const Connection& c, Status* init_error) {
+  if (c.scheme == "http") return std::make_unique<httplib::ClientImpl>(c.host, c.port);
   std::unique_ptr<X509, X509Deleter> cert;
   std::unique_ptr<EVP_PKEY, KeyDeleter> key;
-  if (!c_.client_cert_pem.empty()) {
-    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c_.client_cert_pem.data(), static_cast<int>(c_.client_cert_pem.size())));
+  if (!c.client_cert_pem.empty()) {
+    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c.client_cert_pem.data(), static_cast<int>(c.client_cert_pem.size())));
     cert.reset(PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr));
-    std::unique_ptr<BIO, BioDeleter> k(BIO_new_mem_buf(c_.client_key_pem.data(), static_cast<int>(c_.client_key_pem.size())));
+    std::unique_ptr<BIO, BioDeleter> k(BIO_new_mem_buf(c.client_key_pem.data(), static_cast<int>(c.client_key_pem.size())));
     key.reset(PEM_read_bio_PrivateKey(k.get(), nullptr, nullptr, nullptr));
     if (!cert || !key) {
-      impl_->init_error = absl::InvalidArgumentError(
-          absl::StrCat(c_.source, ": the client certificate or key is not PEM: ", OpenSslError()));
+      *init_error = absl::InvalidArgumentError(
+          absl::StrCat(c.source, ": the client certificate or key is not PEM: ", OpenSslError()));
     }
   }
-  auto ssl = cert && key ? std::make_unique<httplib::SSLClient>(c_.host, c_.port, cert.get(), key.get())
-                         : std::make_unique<httplib::SSLClient>(c_.host, c_.port);
-  if (!c_.ca_pem.empty()) {
+  auto ssl = cert && key ? std::make_unique<httplib::SSLClient>(c.host, c.port, cert.get(), key.get())
+                         : std::make_unique<httplib::SSLClient>(c.host, c.port);
+  if (!c.ca_pem.empty()) {
     X509_STORE* store = X509_STORE_new();
-    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c_.ca_pem.data(), static_cast<int>(c_.ca_pem.size())));
+    std::unique_ptr<BIO, BioDeleter> b(BIO_new_mem_buf(c.ca_pem.data(), static_cast<int>(c.ca_pem.size())));
     int added = 0;
     while (X509* x = PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr)) {
       added += X509_STORE_add_cert(store, x) == 1;
@@ -268,13 +269,25 @@ Client::Client(Connection c) : c_(std::move(c)), impl_(std::make_unique<Impl>())
     ERR_clear_error();  // the loop ends on "no start line"
     if (added == 0) {
       X509_STORE_free(store);
-      impl_->init_error = absl::InvalidArgumentError(absl::StrCat(c_.source, ": the CA data holds no PEM certificate"));
+      *init_error = absl::InvalidArgumentError(absl::StrCat(c.source, ": the CA data holds no PEM certificate"));
     } else {
       ssl->set_ca_cert_store(store);  // owned by the client from here
     }
   }
-  ssl->enable_server_certificate_verification(!c_.insecure_skip_verify);
-  impl_->http = std::move(ssl);
+  ssl->enable_server_certificate_verification(!c.insecure_skip_verify);
+  return ssl;
+}
+
+}  // namespace
+
+Client::Client(Connection c) : c_(std::move(c)), impl_(std::make_unique<Impl>()) {
+  // OpenSSL writes to a socket the API server closed (a restart, an idle keep-alive) without
+  // MSG_NOSIGNAL: SIGPIPE would kill the process. Processes that talk to the API ignore it and get
+  // EPIPE, which ends the call with Unavailable. (Only here: gpunode oci-runtime must not hand
+  // an ignored SIGPIPE on to runc and the container.)
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+  impl_->http = MakeHttp(c_, &impl_->init_error);
 }
 
 Client::~Client() = default;
@@ -306,11 +319,24 @@ StatusOr<nlohmann::json> Client::Call(const char* verb, const std::string& path,
   impl_->http->set_write_timeout(secs.count(), usecs.count());
   impl_->http->set_keep_alive(true);
   const std::string v = verb;
-  httplib::Result res = v == "GET"     ? impl_->http->Get(path.c_str(), headers)
-                        : v == "PATCH" ? impl_->http->Patch(path.c_str(), headers, body, content_type)
-                        : v == "POST"  ? impl_->http->Post(path.c_str(), headers, body, content_type)
-                        : body.empty() ? impl_->http->Delete(path.c_str(), headers)
-                                       : impl_->http->Delete(path.c_str(), headers, body, content_type);
+  auto send = [&]() {
+    return v == "GET"     ? impl_->http->Get(path.c_str(), headers)
+           : v == "PATCH" ? impl_->http->Patch(path.c_str(), headers, body, content_type)
+           : v == "POST"  ? impl_->http->Post(path.c_str(), headers, body, content_type)
+           : v == "PUT"   ? impl_->http->Put(path.c_str(), headers, body, content_type)
+           : body.empty() ? impl_->http->Delete(path.c_str(), headers)
+                          : impl_->http->Delete(path.c_str(), headers, body, content_type);
+  };
+  httplib::Result res = send();
+  // A kept-alive connection the server closed meanwhile (an API server restart, an idle timeout)
+  // fails on first use: open a new one and send again, once. Not for POST (a create that did reach
+  // the server would be made twice); PUT carries its resourceVersion, PATCH and DELETE repeat safely.
+  if (!res && v != "POST" &&
+      (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write ||
+       res.error() == httplib::Error::Connection || res.error() == httplib::Error::SSLConnection)) {
+    impl_->http->stop();
+    res = send();
+  }
   const std::string server = absl::StrCat(c_.scheme, "://", c_.host, ":", c_.port);
   if (!res) {
     std::string why = httplib::to_string(res.error());
@@ -371,6 +397,92 @@ StatusOr<nlohmann::json> Client::Post(const std::string& path, const nlohmann::j
 
 StatusOr<nlohmann::json> Client::Delete(const std::string& path, const nlohmann::json& body) {
   return Call("DELETE", path, body.is_null() ? "" : DumpJson(body), "application/json");
+}
+
+}  // namespace gpunode::kube
+
+namespace gpunode::kube {
+
+StatusOr<nlohmann::json> Client::StrategicPatch(const std::string& path, const nlohmann::json& patch) {
+  return Call("PATCH", path, DumpJson(patch), "application/strategic-merge-patch+json");
+}
+
+StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohmann::json& body) {
+  return Call("PUT", path, DumpJson(body), "application/json");
+}
+
+Status Client::Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
+                     const std::function<bool(const std::string&, const nlohmann::json&)>& on_event,
+                     const std::atomic<bool>* stop) {
+  Status init;
+  std::unique_ptr<httplib::ClientImpl> http = MakeHttp(c_, &init);
+  if (!init.ok()) return init;
+  std::string url = absl::StrCat(path, path.find('?') == std::string::npos ? "?" : "&",
+                                 "watch=1&allowWatchBookmarks=true&timeoutSeconds=", timeout_seconds);
+  if (!resource_version.empty()) absl::StrAppend(&url, "&resourceVersion=", UrlEscape(resource_version));
+  httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", "gpunode/" GPUNODE_VERSION}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::string token = BearerToken(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  }
+  http->set_connection_timeout(10, 0);
+  http->set_read_timeout(timeout_seconds + 15, 0);
+  const std::string what = absl::StrCat("WATCH ", path);
+  std::string buffer;
+  Status result;
+  int http_status = 0;
+  bool ended_here = false;
+  auto res = http->Get(
+      url.c_str(), headers,
+      [&](const httplib::Response& r) {
+        http_status = r.status;
+        return r.status == 200;
+      },
+      [&](const char* data, size_t len) {
+        if (stop != nullptr && stop->load()) {
+          ended_here = true;
+          return false;
+        }
+        buffer.append(data, len);
+        for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
+          const std::string line = buffer.substr(0, nl);
+          buffer.erase(0, nl + 1);
+          if (line.empty()) continue;
+          auto ev = ParseJson(line, what);
+          if (!ev.ok() || !ev->is_object()) {
+            result = absl::UnavailableError(absl::StrCat(what, ": a watch event that is not JSON"));
+            return false;
+          }
+          const std::string type = ev->value("type", "");
+          const nlohmann::json& object = (*ev)["object"];
+          if (type == "ERROR") {
+            const int code = object.is_object() ? object.value("code", 0) : 0;
+            const std::string msg = object.is_object() ? object.value("message", "") : "";
+            result = code == 410 ? absl::AbortedError(absl::StrCat(what, ": 410 Gone: ", msg, " (list again)"))
+                                 : absl::UnavailableError(absl::StrCat(what, ": error event ", code, ": ", msg));
+            return false;
+          }
+          if (!on_event(type, object)) {
+            ended_here = true;
+            return false;
+          }
+        }
+        return true;
+      });
+  if (ended_here) return absl::OkStatus();
+  if (!result.ok()) return result;
+  if (http_status != 0 && http_status != 200) {
+    const std::string text = absl::StrCat(what, ": HTTP ", http_status);
+    if (http_status == 401) return absl::UnauthenticatedError(text);
+    if (http_status == 403) return absl::PermissionDeniedError(text);
+    if (http_status == 410) return absl::AbortedError(absl::StrCat(text, " (list again)"));
+    return absl::UnavailableError(text);
+  }
+  if (!res) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", c_.scheme, "://", c_.host, ":", c_.port, ": ",
+                                               httplib::to_string(res.error())));
+  }
+  return absl::OkStatus();  // the server ended it (timeoutSeconds)
 }
 
 }  // namespace gpunode::kube

@@ -9,7 +9,9 @@
 #ifndef GPUNODE_KUBE_CLIENT_H_
 #define GPUNODE_KUBE_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,6 +68,19 @@ class Client {
   StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
   // A body like {"propagationPolicy": "Foreground"}; 404 is NotFound (the caller decides).
   StatusOr<nlohmann::json> Delete(const std::string& path, const nlohmann::json& body = nullptr);
+  // Strategic merge patch (built-in kinds: lists such as Node conditions merge by their key).
+  StatusOr<nlohmann::json> StrategicPatch(const std::string& path, const nlohmann::json& patch);
+  // Replace (the object's metadata.resourceVersion makes a stale write a 409 → Aborted).
+  StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
+
+  // A watch: GET path?watch=1&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=N (`path`
+  // may carry its own query). `on_event(type, object)` gets ADDED/MODIFIED/DELETED/BOOKMARK/ERROR
+  // in order; returning false ends the watch. Returns OK when the server or `on_event` ended it,
+  // Aborted (410 Gone) when RV is too old (list again), Unavailable when the connection broke.
+  // `stop` is checked between chunks. Uses its own connection.
+  Status Watch(const std::string& path, const std::string& resource_version, int timeout_seconds,
+               const std::function<bool(const std::string& type, const nlohmann::json& object)>& on_event,
+               const std::atomic<bool>* stop = nullptr);
 
   const Connection& connection() const { return c_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -4,6 +4,9 @@
 #ifndef GPUNODE_KUBE_NODE_H_
 #define GPUNODE_KUBE_NODE_H_
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +37,45 @@ StatusOr<NodeLabelChange> RemoveNodeLabels(Client& client, const std::string& no
 // Whether the DaemonSet is going away (deleted, or has a deletionTimestamp): the pod's stop is an
 // uninstall, not a restart or an upgrade.
 StatusOr<bool> DaemonSetDeleting(Client& client, const std::string& ns, const std::string& name);
+
+// A Node condition gpunode owns (e.g. GpuStackReady).
+struct NodeCondition {
+  std::string type;     // "GpuStackReady"
+  std::string status;   // "True", "False", "Unknown"
+  std::string reason;   // CamelCase, e.g. the doctor finding id made CamelCase
+  std::string message;
+};
+
+// Sets the condition on the Node's status (strategic merge on status.conditions by type):
+// lastHeartbeatTime now, lastTransitionTime only when the status changes. Returns whether the
+// status changed (a transition).
+StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c);
+
+// An Event on the Node (namespace "default", as the kubelet's own Node events), source gpunode.
+// type: "Normal" or "Warning".
+Status CreateNodeEvent(Client& client, const std::string& node, const std::string& type, const std::string& reason,
+                       const std::string& message);
+
+// Read-modify-write of an object with optimistic concurrency: GET, `mutate` (false: nothing to
+// change, done), PUT with the read resourceVersion; a 409 conflict reads and mutates again, at most
+// `max_attempts` times. Returns the attempts made.
+StatusOr<int> UpdateWithRetry(Client& client, const std::string& path,
+                              const std::function<bool(nlohmann::json& object, int attempt)>& mutate,
+                              int max_attempts = 5);
+
+struct WatchNodeOptions {
+  int timeout_seconds = 300;                    // each watch request (the server ends it then)
+  std::chrono::milliseconds backoff{500};       // after a broken connection, doubling
+  std::chrono::milliseconds max_backoff{8000};
+  std::function<void(const std::string&)> log;  // reconnects and re-lists
+};
+
+// Follows one Node: `on_change(node)` with the Node as read first, then after every change, until it
+// returns false or `stop` is set. Survives broken connections and API server restarts (reconnects
+// with backoff from the last resourceVersion) and 410 Gone (reads the Node again). Returns OK when
+// stopped, or the error that cannot be retried (401, 403, 404).
+Status WatchNode(Client& client, const std::string& node, const std::function<bool(const nlohmann::json&)>& on_change,
+                 const std::atomic<bool>& stop, const WatchNodeOptions& options = {});
 
 // "ns/name" -> {ns, name}.
 Status SplitNamespaced(const std::string& text, const char* what, std::string* ns, std::string* name);

@@ -61,7 +61,7 @@ SYSCTLS=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridg
 
 usage() {
   cat <<EOF
-usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|restart-containerd|--help
+usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|restart-containerd|restart-apiserver|--help
 
   up       build what is missing (test/k8s/build.sh), start a one-node cluster as root processes,
            print 'export KUBECONFIG=$S/admin.kubeconfig' on stdout and wait (at most
@@ -75,6 +75,7 @@ usage: test/k8s/cluster.sh up|down [--purge]|status|restart-kubelet|restart-cont
   restart-kubelet  stop the kubelet and start it again (pods keep running), as a node upgrade does.
   restart-containerd  stop containerd and start it again with its config (after gpunode runtime
                    configure edited <state>/containerd/config.toml); containers keep running.
+  restart-apiserver  stop the API server and start it again (watches and connections break).
 
 environment:
   GPUNODE_K8S_STATE          state dir (default /tmp/gpunode-k8s)
@@ -108,6 +109,22 @@ pid_of() {
   echo "$pid"
 }
 
+start_apiserver() {
+  start kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port=6443 \
+    --tls-cert-file="$S/pki/apiserver.crt" --tls-private-key-file="$S/pki/apiserver.key" \
+    --client-ca-file="$S/pki/ca.crt" \
+    --kubelet-client-certificate="$S/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$S/pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --service-cluster-ip-range="$SVC_CIDR" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$S/pki/sa.pub" --service-account-signing-key-file="$S/pki/sa.key" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --allow-privileged=true --profiling=false --v="$VERBOSITY"
+}
+
 start_kubelet() {
   start kubelet "$BIN/kubelet" --config="$S/kubelet/config.yaml" --kubeconfig="$S/kubelet.kubeconfig" \
     --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" --node-ip="$NODE_IP" --hostname-override="$NODE" --v="$VERBOSITY"
@@ -121,6 +138,17 @@ do_restart_kubelet() {
   stop kubelet
   start_kubelet
   log "kubelet restarted (pid $(pid_of kubelet || echo '?'))"
+}
+
+# restart-apiserver: stop the API server and start it again (clients see their connections and
+# watches break, as in a control-plane upgrade); waits until it is ready.
+do_restart_apiserver() {
+  pid_of kube-apiserver >/dev/null || die "the cluster is not up"
+  find_bins
+  stop kube-apiserver 3  # it drains watches for longer than that; clients must cope with the cut
+  start_apiserver
+  wait_for kube-apiserver 60 admin_curl https://127.0.0.1:6443/readyz
+  log "kube-apiserver restarted (pid $(pid_of kube-apiserver || echo '?'))"
 }
 
 # restart-containerd: stop containerd and start it with its (possibly edited) config, as a node's
@@ -717,19 +745,7 @@ do_up() {
   local images_pid=$!
   wait_for etcd 30 curl -sf --max-time 2 http://127.0.0.1:2379/health
 
-  start kube-apiserver "$BIN/kube-apiserver" \
-    --etcd-servers=http://127.0.0.1:2379 \
-    --bind-address=0.0.0.0 --advertise-address="$NODE_IP" --secure-port=6443 \
-    --tls-cert-file="$S/pki/apiserver.crt" --tls-private-key-file="$S/pki/apiserver.key" \
-    --client-ca-file="$S/pki/ca.crt" \
-    --kubelet-client-certificate="$S/pki/apiserver-kubelet-client.crt" \
-    --kubelet-client-key="$S/pki/apiserver-kubelet-client.key" \
-    --kubelet-preferred-address-types=InternalIP,Hostname \
-    --service-cluster-ip-range="$SVC_CIDR" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$S/pki/sa.pub" --service-account-signing-key-file="$S/pki/sa.key" \
-    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true --profiling=false --v="$VERBOSITY"
+  start_apiserver
 
   wait_for containerd 30 "$BIN/ctr" --address "$S/containerd/containerd.sock" version
   wait "$images_pid" || fail images "building the images failed"
@@ -881,6 +897,7 @@ case "${1:-}" in
   status) do_status ;;
   restart-kubelet) do_restart_kubelet ;;
   restart-containerd) do_restart_containerd ;;
+  restart-apiserver) do_restart_apiserver ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

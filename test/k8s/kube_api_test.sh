@@ -17,4 +17,4 @@ trap '"$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true' EXIT
 "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
 env_line=$("$src/test/k8s/cluster.sh" up) || { echo "FAIL: test/k8s/cluster.sh up"; exit 1; }
 kubeconfig=${env_line#export KUBECONFIG=}
-GPUNODE_TEST_KUBECONFIG=$kubeconfig "$tests" --gtest_filter='ApiServer.*'
+GPUNODE_TEST_KUBECONFIG=$kubeconfig GPUNODE_TEST_CLUSTER_SH="$src/test/k8s/cluster.sh" "$tests" --gtest_filter='ApiServer.*'

@@ -8,7 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "src/kube/client.h"
@@ -178,6 +182,137 @@ TEST_F(ApiServer, ADaemonSetBeingDeletedMeansUninstall) {
   ASSERT_TRUE(deleting.ok()) << deleting.status();
   EXPECT_TRUE(*deleting) << "deletionTimestamp set: an uninstall";
   ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"finalizers", nullptr}}}}).ok());
+}
+
+TEST_F(ApiServer, AConditionTransitionsOnlyWhenItsStatusChanges) {
+  auto condition = [&]() {
+    auto n = admin_->Get("/api/v1/nodes/" + node_);
+    EXPECT_TRUE(n.ok()) << n.status();
+    for (const auto& c : (*n)["status"]["conditions"]) {
+      if (c["type"] == "GpuStackReady") return c;
+    }
+    return nlohmann::json();
+  };
+  auto first = SetNodeCondition(*admin_, node_, {"GpuStackReady", "False", "DriverMismatch", "first action"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const nlohmann::json c1 = condition();
+  ASSERT_FALSE(c1.is_null());
+  EXPECT_EQ(c1["status"], "False");
+  EXPECT_EQ(c1["reason"], "DriverMismatch");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the times have a 1 s resolution
+  auto same = SetNodeCondition(*admin_, node_, {"GpuStackReady", "False", "DriverMismatch", "still"});
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_FALSE(*same);
+  const nlohmann::json c2 = condition();
+  EXPECT_EQ(c2["lastTransitionTime"], c1["lastTransitionTime"]) << "no transition: the same status";
+  EXPECT_NE(c2["lastHeartbeatTime"], c1["lastHeartbeatTime"]);
+  EXPECT_EQ(c2["message"], "still");
+  auto ready = SetNodeCondition(*admin_, node_, {"GpuStackReady", "True", "Passed", "every layer passed"});
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_TRUE(*ready);
+  EXPECT_NE(condition()["lastTransitionTime"], c1["lastTransitionTime"]);
+  // The kubelet's own conditions are untouched (strategic merge by type).
+  auto n = admin_->Get("/api/v1/nodes/" + node_);
+  bool kubelet_ready = false;
+  for (const auto& c : (*n)["status"]["conditions"]) kubelet_ready |= c["type"] == "Ready";
+  EXPECT_TRUE(kubelet_ready);
+}
+
+TEST_F(ApiServer, AnEventIsRecordedOnTheNode) {
+  ASSERT_TRUE(CreateNodeEvent(*admin_, node_, "Warning", "GpuStackNotReady", "kernel.module-mismatch: reboot").ok());
+  auto list = admin_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node_ +
+                          ",reason%3DGpuStackNotReady");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_FALSE((*list)["items"].empty());
+  const auto& ev = (*list)["items"].back();
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["involvedObject"]["kind"], "Node");
+  EXPECT_EQ(ev["source"]["component"], "gpunode");
+  EXPECT_EQ(ev["message"], "kernel.module-mismatch: reboot");
+}
+
+TEST_F(ApiServer, AConflictingWriteIsReadAndAppliedAgain) {
+  const std::string path = "/api/v1/nodes/" + node_;
+  auto attempts = UpdateWithRetry(*admin_, path, [&](nlohmann::json& n, int attempt) {
+    if (attempt == 1) {  // someone else writes between our read and our write
+      EXPECT_TRUE(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"example.com/other", "1"}}}}}}).ok());
+    }
+    n["metadata"]["annotations"]["gpunode.io/test-retry"] = std::to_string(attempt);
+    return true;
+  });
+  ASSERT_TRUE(attempts.ok()) << attempts.status();
+  EXPECT_EQ(*attempts, 2) << "the first PUT carried a stale resourceVersion: 409, read again";
+  auto n = admin_->Get(path);
+  EXPECT_EQ((*n)["metadata"]["annotations"]["gpunode.io/test-retry"], "2");
+  EXPECT_EQ((*n)["metadata"]["annotations"]["example.com/other"], "1") << "the other writer's change is kept";
+  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"example.com/other", nullptr},
+                                                                       {"gpunode.io/test-retry", nullptr}}}}}}).ok());
+}
+
+TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<std::string> seen;  // the label's value in every Node the watch delivered
+  std::vector<std::string> logs;
+  WatchNodeOptions options;
+  options.timeout_seconds = 30;
+  options.backoff = std::chrono::milliseconds(200);
+  options.log = [&](const std::string& m) {
+    std::lock_guard<std::mutex> l(mu);
+    logs.push_back(m);
+  };
+  const std::string path = "/api/v1/nodes/" + node_;
+  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}).ok());
+  Client watcher(admin_conn_);
+  Status result;
+  struct Joiner {  // an ASSERT below must not leave the watch thread running
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Joiner() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  };
+  std::thread t;
+  Joiner joiner{stop, t};
+  t = std::thread([&] {
+    result = WatchNode(watcher, node_, [&](const nlohmann::json& n) {
+      std::lock_guard<std::mutex> l(mu);
+      seen.push_back(n["metadata"].value("labels", nlohmann::json::object()).value("gpunode.io/test-watch", "-"));
+      return true;
+    }, stop, options);
+  });
+  auto wait_for = [&](const std::string& value, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (std::find(seen.begin(), seen.end(), value) != seen.end()) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for("-", std::chrono::seconds(5))) << "no first read";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "1"}}}}}}).ok());
+  EXPECT_TRUE(wait_for("1", std::chrono::seconds(3))) << "the change did not arrive";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  if (const char* cluster = std::getenv("GPUNODE_TEST_CLUSTER_SH"); cluster != nullptr && *cluster != '\0') {
+    const std::string log = "/tmp/gpunode-kube-test-restart.log";
+    const int rc = std::system((std::string(cluster) + " restart-apiserver >" + log + " 2>&1").c_str());
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(rc, 0) << text;
+    ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "2"}}}}}}).ok());
+    EXPECT_TRUE(wait_for("2", std::chrono::seconds(20))) << "no event after the API server restart";
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_FALSE(logs.empty()) << "the broken watch should have been noticed and logged";
+  }
+  stop = true;
+  if (t.joinable()) t.join();
+  EXPECT_TRUE(result.ok()) << result;
+  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}).ok());
 }
 
 }  // namespace
