@@ -24,7 +24,26 @@ int main(int argc, char** argv) {
   return gpunode::cli::kExitFailed;
 }
 
+extern const char kGpunodeCommit[];      // build_info.cc, generated at build time
+extern const char kGpunodeCommitDate[];
+
 namespace {
+
+// `gpunode --version`: the version, the commit and its date, the compiler, and what is built in.
+std::string VersionText() {
+  std::string compiler =
+#if defined(__clang__)
+      std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+      std::string("gcc ") + __VERSION__;
+#else
+      "unknown compiler";
+#endif
+  return std::string("gpunode ") + GPUNODE_VERSION + " (commit " + kGpunodeCommit + ", " + kGpunodeCommitDate +
+         ")\nbuilt with " + compiler +
+         "\nbuilt in: bench kernels as PTX (compute_80, JIT-compiled by the driver), the compat data set, "
+         "the simulated node profiles; NVML and libcuda are loaded at run time";
+}
 
 // Edit distance, for "did you mean".
 size_t Distance(const std::string& a, const std::string& b) {
@@ -112,7 +131,7 @@ int Main(int argc, char** argv) {
       "Every command reads the host through --host-root (default /), or a simulated node with\n"
       "--simulate PROFILE (built-in names: see `gpunode sim list`)."};
   app.name("gpunode");
-  app.set_version_flag("--version", std::string("gpunode ") + GPUNODE_VERSION);
+  app.set_version_flag("--version", VersionText());
   app.require_subcommand(1);
   app.fallthrough();
   GlobalOptions global;

@@ -174,6 +174,15 @@ TEST(CliCommandsTest, AMistypedCommandIsNamedWithTheClosestOnesAndExits3) {
   EXPECT_THAT(none.out, ::testing::Not(::testing::HasSubstr("Did you mean")));
 }
 
+TEST(CliCommandsTest, VersionNamesTheCommitTheCompilerAndWhatIsBuiltIn) {
+  Result r = gpunode::testing::RunGpunode("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("^gpunode [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{12}(-dirty)?, "
+                                              "[0-9]{4}-[0-9]{2}-[0-9]{2}|unknown, unknown)\\)"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("built with "));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("bench kernels as PTX"));
+}
+
 TEST(CliCommandsTest, HelpCommandIsCommandHelp) {
   Result r = gpunode::testing::RunGpunode("help doctor");
   EXPECT_EQ(r.exit_code, 0) << r.out;
