@@ -108,6 +108,12 @@ std::string SelfPath();
 // hand, since everything after our own flags belongs to the real runtime. Returns only on error
 // (otherwise it execs the runtime).
 int RunOciRuntime(const std::vector<std::string>& args);
+// --kubeconfig, the same for every command that talks to the Kubernetes API.
+CLI::Option* AddKubeconfigOption(CLI::App* cmd, std::string* kubeconfig);
+// Go's strconv.ParseBool, as NVIDIA's Go components read boolean flags and environment variables
+// ("1", "t", "true", "TRUE", ... / "0", "f", "false", ...); the error names `--flag=text` or
+// `NAME="text"`.
+StatusOr<bool> ParseGoBool(const std::string& name, const std::string& text);
 // gpunode as `nvidia-container-runtime-hook` (Docker's --gpus; oci_runtime_cmd.cc).
 int RunLegacyHook(const std::vector<std::string>& args);
 void AddOciRuntimeHelp(CLI::App& app);

@@ -109,8 +109,7 @@ void AddK8sCommand(CLI::App& app, GlobalOptions& /*global*/, int* exit_code) {
       "Delete gpunode's DaemonSet so that every pod cleans its node (Node labels, CDI spec), then remove "
       "gpunode's labels from any Node still carrying them (the chart's pre-delete hook)");
   u->add_option("--daemonset", flags->daemonset, "NAMESPACE/NAME of gpunode's DaemonSet")->required();
-  u->add_option("--kubeconfig", flags->kubeconfig,
-                "kubeconfig file (default: $KUBECONFIG, else the pod's service account, else ~/.kube/config)");
+  AddKubeconfigOption(u, &flags->kubeconfig);
   u->add_option("--timeout", flags->timeout, "How long to wait for the DaemonSet's pods to finish (default 120s)");
   u->footer(
       "Exit codes: 0 done, 2 an API call failed or the pods did not finish in time, 3 usage.\n"

@@ -74,18 +74,6 @@ const std::string* Lookup(const std::map<std::string, std::string>& env, const c
   return it == env.end() ? nullptr : &it->second;
 }
 
-// Go's strconv.ParseBool, as GFD reads its boolean environment variables.
-StatusOr<bool> ParseGoBool(const std::string& name, const std::string& text) {
-  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
-    if (text == t) return true;
-  }
-  for (const char* f : {"0", "f", "F", "FALSE", "false", "False"}) {
-    if (text == f) return false;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, "=\"", text, "\": not a boolean (true or false)"));
-}
-
 StatusOr<std::string> ReadExplicitFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoToStatus(errno, "read", path);
@@ -170,9 +158,12 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
 StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags,
                            const plugin::PluginConfig& config, bool simulated) {
   Sink sink;
-  if ((flags.node_labels || flags.remove) && flags.output_opt->count() == 0 &&
-      !std::getenv("GFD_OUTPUT_FILE")) {
-    sink.none = true;  // the Node is the destination; a features file only when one is named
+  // With the Node as the destination, a features file only when one is asked for: the flag, the
+  // environment, or a config file's flags.gfd.outputFile.
+  const bool file_asked = flags.output_opt->count() > 0 || std::getenv("GFD_OUTPUT_FILE") != nullptr ||
+                          config.gfd_output_file != kDefaultOutput;
+  if ((flags.node_labels || flags.remove) && !file_asked) {
+    sink.none = true;
     return sink;
   }
   if (flags.print || config.gfd_output_file.empty() || config.gfd_output_file == "-") {
@@ -251,6 +242,16 @@ class Labeller {
       // default disposition to see them. Blocked, they cannot kill us meanwhile.
       for (int s : {SIGTERM, SIGINT, SIGHUP}) ::signal(s, SIG_DFL);
     }
+    if (flags_.remove) {  // the Node (and a named file) only: no GPU to probe
+      auto sink = ResolveSink(global_, flags_, *config_, !global_.simulate.empty());
+      if (!sink.ok()) {
+        PrintError(sink.status());
+        return kExitUsage;
+      }
+      sink_ = *sink;
+      if (int rc = ConnectKube(); rc != kExitOk) return rc;
+      return RemoveAll(/*uninstall=*/false);
+    }
     auto session = NodeSession::Open(global_);
     if (!session.ok()) {
       PrintError(session.status());
@@ -266,9 +267,8 @@ class Labeller {
       return kExitUsage;
     }
     sink_ = *sink;
-    if (flags_.node_labels || flags_.remove) {
+    if (flags_.node_labels) {
       if (int rc = ConnectKube(); rc != kExitOk) return rc;
-      if (flags_.remove) return RemoveAll(/*uninstall=*/false);
     }
     if (auto data = compat::LoadBuiltin(); data.ok()) {
       compat_ = std::move(*data);
@@ -452,10 +452,7 @@ class Labeller {
         }
       }
     }
-    if (flags_.remove && !sink_.none && !sink_.to_stdout) {
-      written_ = true;
-      RemoveOutput();
-    }
+    if (flags_.remove) RemoveOutputFile();
     return rc;
   }
 
@@ -481,7 +478,11 @@ class Labeller {
   }
 
   void RemoveOutput() {
-    if (sink_.to_stdout || sink_.none || !written_) return;
+    if (written_) RemoveOutputFile();
+  }
+
+  void RemoveOutputFile() {
+    if (sink_.to_stdout || sink_.none) return;
     auto fs = HostFs::Open(sink_.root);
     if (Status st = fs.ok() ? fs->RemoveFile(sink_.path) : fs.status(); !st.ok()) {
       PrintError(st);
@@ -564,9 +565,7 @@ void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                 "(no NFD needed); the keys gpunode set are listed in the annotation "
                 "gpunode.io/managed-labels, and only those are ever changed or removed");
   cmd->add_option("--node-name", flags->node_name, "The Node to label (default: $NODE_NAME)");
-  cmd->add_option("--kubeconfig", flags->kubeconfig,
-                  "kubeconfig file (default: $KUBECONFIG, else the pod's service account, else "
-                  "~/.kube/config)");
+  AddKubeconfigOption(cmd, &flags->kubeconfig);
   cmd->add_option("--daemonset", flags->daemonset,
                   "NAMESPACE/NAME of the DaemonSet this runs in: a stop while it is being deleted "
                   "(helm uninstall) removes the Node labels and the --remove-on-uninstall files; "

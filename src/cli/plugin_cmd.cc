@@ -114,20 +114,11 @@ StatusOr<plugin::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<s
   if (!f.device_id_strategy.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(f.device_id_strategy));
   }
-  auto go_bool = [](const char* flag, const std::string& v) -> StatusOr<bool> {
-    for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
-      if (v == t) return true;
-    }
-    for (const char* t : {"0", "f", "F", "FALSE", "false", "False"}) {
-      if (v == t) return false;
-    }
-    return absl::InvalidArgumentError(absl::StrCat(flag, "=", v, ": not a boolean (true or false)"));
-  };
   if (!f.pass_device_specs.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, go_bool("--pass-device-specs", f.pass_device_specs));
+    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, ParseGoBool("--pass-device-specs", f.pass_device_specs));
   }
   if (!f.fail_on_init_error.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, go_bool("--fail-on-init-error", f.fail_on_init_error));
+    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, ParseGoBool("--fail-on-init-error", f.fail_on_init_error));
   }
   GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
   return config;

@@ -65,45 +65,6 @@ int RunRestore(const HostFs& fs, const std::string& path, const std::string& bac
   return kExitOk;
 }
 
-constexpr const char* kHostPathDirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"};
-
-// The host path of a program in the host's usual PATH, "" when none.
-std::string FindOnHost(const HostFs& host, const std::string& name) {
-  for (const char* dir : kHostPathDirs) {
-    const std::string p = absl::StrCat(dir, "/", name);
-    if (host.Exists(p)) return p;
-  }
-  return "";
-}
-
-// Docker offers `--gpus` only when `nvidia-container-runtime-hook` is in its PATH: gpunode answers
-// under that name too (a link to the runtime), as the shim answers as nvidia-container-runtime.
-// Returns what was done, for the user; an error only when the link could not be made.
-StatusOr<std::string> InstallDockerHook(const HostFs& host, const std::string& runtime_path, bool dry_run) {
-  constexpr char kHook[] = "nvidia-container-runtime-hook";
-  std::string target = runtime_path.empty() ? "nvidia-container-runtime" : runtime_path;
-  if (target.front() != '/') target = FindOnHost(host, target);
-  if (const std::string existing = FindOnHost(host, kHook); !existing.empty()) {
-    auto a = host.RealPath(existing);
-    auto b = target.empty() ? StatusOr<std::string>(absl::NotFoundError("")) : host.RealPath(target);
-    if (a.ok() && b.ok() && *a == *b) return absl::StrCat(existing, " already answers for gpunode (docker run --gpus)");
-    auto st = host.Stat(existing);
-    if (st.ok() && st->type != FileType::kSymlink) {
-      return absl::StrCat(existing, " is another program (NVIDIA Container Toolkit's hook?): left alone; with the "
-                                    "nvidia runtime as Docker's runtime gpunode's shim removes it from --gpus containers");
-    }
-  }
-  if (target.empty()) {
-    return absl::StrCat("no nvidia-container-runtime on the host's PATH: install gpunode as /usr/bin/nvidia-container-runtime "
-                        "(a link), then run this again so that Docker offers --gpus");
-  }
-  const std::string link = absl::StrCat("/usr/bin/", kHook);
-  if (dry_run) return absl::StrCat("would link ", link, " -> ", target, " (Docker offers --gpus when it finds it)");
-  GPUNODE_RETURN_IF_ERROR(host.Symlink(target, link));
-  auto shown = host.LocalPath(link, /*follow_last=*/false);
-  return absl::StrCat("linked ", shown.ok() ? *shown : link, " -> ", target, " (Docker offers --gpus when it finds it)");
-}
-
 int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
   auto format = ParseOutputFormat(global.output);
   if (!format.ok()) {
@@ -156,7 +117,7 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
   for (const std::string& w : result->warnings) std::cerr << "warning: " << w << "\n";
   std::string hook_note;
   if (*kind == container::RuntimeKind::kDocker) {
-    auto hook = InstallDockerHook(*host, opts.runtime_path, opts.dry_run);
+    auto hook = container::InstallDockerGpusHook(*host, opts.runtime_path, opts.dry_run);
     if (!hook.ok()) {
       PrintError(Annotate(hook.status(), "docker --gpus"));
       return kExitFailed;

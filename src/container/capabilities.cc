@@ -14,12 +14,11 @@ absl::string_view Basename(absl::string_view path) {
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-// "libcuda.so.580.95.05" matches "libcuda.so"; "libcuda.so.1" too.
-bool IsLibrary(absl::string_view base, absl::string_view soname) {
+}  // namespace
+
+bool IsFileOfLibrary(absl::string_view base, absl::string_view soname) {
   return absl::StartsWith(base, soname) && (base.size() == soname.size() || base[soname.size()] == '.');
 }
-
-}  // namespace
 
 const std::vector<CapabilityFiles>& DriverCapabilityTable() {
   static const std::vector<CapabilityFiles> kTable = {
@@ -74,7 +73,7 @@ std::string CapabilityOfFile(absl::string_view path) {
   const absl::string_view base = Basename(path);
   for (const CapabilityFiles& f : DriverCapabilityTable()) {
     for (const char* lib : f.libraries) {
-      if (IsLibrary(base, lib)) return f.capability;
+      if (IsFileOfLibrary(base, lib)) return f.capability;
     }
     for (const char* bin : f.binaries) {
       if (base == bin) return f.capability;

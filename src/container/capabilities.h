@@ -30,6 +30,9 @@ const std::vector<CapabilityFiles>& DriverCapabilityTable();
 // or empty = "utility,compute" (NVIDIA's default). An unknown name is InvalidArgument naming it.
 StatusOr<std::set<std::string>> ParseDriverCapabilities(absl::string_view value);
 
+// "libcuda.so.580.95.05" and "libcuda.so.1" are files of soname "libcuda.so"; "libcudart.so" is not.
+bool IsFileOfLibrary(absl::string_view file_name, absl::string_view soname);
+
 // The capability a driver file belongs to ("" for none: device nodes, firmware, config files,
 // which every container that asks for a GPU gets).
 std::string CapabilityOfFile(absl::string_view path);

@@ -66,9 +66,8 @@ StatusOr<std::string> ResolveInRoot(const HostFs& driver, const std::string& pat
 bool IsDriverLibrary(absl::string_view soname) {
   for (const CapabilityFiles& group : DriverCapabilityTable()) {
     if (group.capability == absl::string_view("display")) continue;  // Xorg modules are not looked up
-    for (const char* prefix : group.libraries) {
-      absl::string_view p(prefix);
-      if (absl::StartsWith(soname, p) && (soname.size() == p.size() || soname[p.size()] == '.')) return true;
+    for (const char* lib : group.libraries) {
+      if (IsFileOfLibrary(soname, lib)) return true;
     }
   }
   return false;
@@ -100,10 +99,11 @@ std::map<unsigned, std::string> NumberedEntries(const HostFs& fs, const std::str
   return out;
 }
 
-cdi::DeviceNode ToSpecNode(const HostDeviceNode& n) {
+// `dev_root`: where the node lives on the host ("/" = at its own path; else a hostPath below it).
+cdi::DeviceNode ToSpecNode(const HostDeviceNode& n, const std::string& dev_root) {
   cdi::DeviceNode d;
   d.path = n.path;
-  if (!n.host_path.empty() && n.host_path != n.path) d.host_path = n.host_path;
+  if (dev_root != "/") d.host_path = JoinRoot(dev_root, n.path);
   if (n.char_device) {
     d.major = n.major;
     d.minor = n.minor;
@@ -150,11 +150,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
     if (!st.ok()) return Annotate(st.status(), "--dev-root");
   }
   GPUNODE_ASSIGN_OR_RETURN(const HostFs dev, fs.Sub(f.dev_root));
-  auto node = [&](const std::string& path) {
-    std::optional<HostDeviceNode> n = StatNode(dev, path);
-    if (n && f.dev_root != "/") n->host_path = JoinRoot(f.dev_root, path);
-    return n;
-  };
+  auto node = [&](const std::string& path) { return StatNode(dev, path); };
   for (const char* path : kControlNodes) {
     if (auto n = node(path)) f.control_nodes.push_back(*n);
   }
@@ -395,7 +391,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
     const bool mig = g.info != nullptr && g.info->mig_enabled.value_or(false);
     if (!mig) {
       cdi::ContainerEdits edits;
-      edits.device_nodes.push_back(ToSpecNode(node->second));
+      edits.device_nodes.push_back(ToSpecNode(node->second, files.dev_root));
       add(absl::StrCat(g.index), g.uuid, edits);
       continue;
     }
@@ -405,7 +401,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
     for (const MigDevice& m : g.info->mig_devices) {
       const std::string name = absl::StrCat(g.index, ":", m.index);
       cdi::ContainerEdits edits;
-      edits.device_nodes.push_back(ToSpecNode(node->second));
+      edits.device_nodes.push_back(ToSpecNode(node->second, files.dev_root));
       if (!m.gpu_instance_id || !m.compute_instance_id) {
         result.warnings.push_back(absl::StrCat("MIG device ", name, ": instance ids unknown; left out"));
         continue;
@@ -422,7 +418,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
           complete = false;
           break;
         }
-        edits.device_nodes.push_back(ToSpecNode(cap_node->second));
+        edits.device_nodes.push_back(ToSpecNode(cap_node->second, files.dev_root));
       }
       if (complete) add(name, m.uuid, edits);
     }
@@ -441,7 +437,7 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
   // Spec-level edits, shared by every device.
   cdi::ContainerEdits& e = spec.edits;
   e.env.push_back("NVIDIA_VISIBLE_DEVICES=void");
-  for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n));
+  for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n, files.dev_root));
   const std::string argv0 = Basename(options.hook_path);
   if (!files.links.empty() && !options.disabled_hooks.count("create-symlinks")) {
     cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "create-symlinks"}, {}, {}};

@@ -35,8 +35,7 @@ inline constexpr char kDefaultSpecPath[] = "/var/run/cdi/nvidia.yaml";
 inline constexpr char kNvidiaKind[] = "nvidia.com/gpu";
 
 struct HostDeviceNode {
-  std::string path;  // "/dev/nvidia0": the container path, and the host path below the dev root
-  std::string host_path;  // the host path when the dev root is not "/" ("<dev root>/dev/nvidia0")
+  std::string path;  // "/dev/nvidia0": the container path, and the host path below DriverFiles.dev_root
   bool char_device = false;  // false in fixture trees, where nodes are plain files
   uint32_t major = 0;
   uint32_t minor = 0;

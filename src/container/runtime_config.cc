@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "src/base/json.h"
+#include "src/node/probe.h"
 
 // toml++ is used header-only, without exceptions: parse() returns a parse_result.
 #define TOML_EXCEPTIONS 0
@@ -942,6 +943,31 @@ StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string
   w.held = &lock;
   GPUNODE_RETURN_IF_ERROR(fs.WriteFileAtomically(target, saved.text, w).status());
   return result;
+}
+
+StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run) {
+  constexpr char kHook[] = "nvidia-container-runtime-hook";
+  std::string target = runtime_path.empty() ? "nvidia-container-runtime" : runtime_path;
+  if (target.front() != '/') target = FindHostProgram(host, target);
+  if (const std::string existing = FindHostProgram(host, kHook); !existing.empty()) {
+    auto a = host.RealPath(existing);
+    auto b = target.empty() ? StatusOr<std::string>(absl::NotFoundError("")) : host.RealPath(target);
+    if (a.ok() && b.ok() && *a == *b) return absl::StrCat(existing, " already answers for gpunode (docker run --gpus)");
+    auto st = host.Stat(existing);
+    if (st.ok() && st->type != FileType::kSymlink) {
+      return absl::StrCat(existing, " is another program (NVIDIA Container Toolkit's hook?): left alone; with the "
+                                    "nvidia runtime as Docker's runtime gpunode's shim removes it from --gpus containers");
+    }
+  }
+  if (target.empty()) {
+    return std::string("no nvidia-container-runtime on the host's PATH: install gpunode as /usr/bin/nvidia-container-runtime "
+                       "(a link), then run this again so that Docker offers --gpus");
+  }
+  const std::string link = absl::StrCat("/usr/bin/", kHook);
+  if (dry_run) return absl::StrCat("would link ", link, " -> ", target, " (Docker offers --gpus when it finds it)");
+  GPUNODE_RETURN_IF_ERROR(host.Symlink(target, link));
+  auto shown = host.LocalPath(link, /*follow_last=*/false);
+  return absl::StrCat("linked ", shown.ok() ? *shown : link, " -> ", target, " (Docker offers --gpus when it finds it)");
 }
 
 }  // namespace gpunode::container

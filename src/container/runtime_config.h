@@ -117,6 +117,13 @@ struct RestoreResult {
 StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string& host_path,
                                              const std::string& backup_dir);
 
+// Docker offers `--gpus` only when `nvidia-container-runtime-hook` is in its PATH: links
+// /usr/bin/nvidia-container-runtime-hook (under the host root) to the runtime Docker is given
+// (`runtime_path`, default nvidia-container-runtime looked up in the host's PATH), so gpunode answers
+// under that name too. An existing program of that name that is not a link (NVIDIA's own hook) is
+// left alone. Returns what was done, in words for the user; an error only when the link failed.
+StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run);
+
 }  // namespace gpunode::container
 
 #endif  // GPUNODE_CONTAINER_RUNTIME_CONFIG_H_

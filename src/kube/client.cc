@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -19,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "httplib.h"
+#include "src/base/host_fs.h"
 #include "src/base/json.h"
 #include "src/base/yaml.h"
 
@@ -27,13 +26,12 @@ namespace {
 
 constexpr char kServiceAccountDir[] = "/var/run/secrets/kubernetes.io/serviceaccount";
 
+// Files the user names (kubeconfig, its certificates, the service account's): HostFs::Local(),
+// at most 1 MiB, errors naming what the file was for.
 StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (s.str().size() > (1 << 20)) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, ": over 1 MiB"));
-  return s.str();
+  auto text = HostFs::Local().ReadFile(path, 1 << 20);
+  if (!text.ok()) return Annotate(text.status(), what);
+  return text;
 }
 
 std::string Dir(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "src/base/host_fs.h"
+#include "absl/strings/string_view.h"
 #include "src/node/inventory.h"
 
 namespace gpunode {
@@ -24,6 +25,10 @@ struct ProbeOptions {
 };
 
 StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options);
+
+// The host path of a program in the usual PATH (/usr/local/sbin ... /bin) under the host root,
+// "" when none; a symlink counts, dangling or not.
+std::string FindHostProgram(const HostFs& fs, absl::string_view name);
 
 // Individual layers, for tests and for commands that need only one.
 HardwareLayer ProbeHardware(const HostFs& fs);

@@ -185,6 +185,14 @@ ToolchainLayer ProbeToolchain(const HostFs& fs) {
   return t;
 }
 
+std::string FindHostProgram(const HostFs& fs, absl::string_view name) {
+  for (const char* dir : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
+    const std::string p = absl::StrCat(dir, "/", name);
+    if (fs.Stat(p).ok()) return p;
+  }
+  return "";
+}
+
 namespace {
 
 // Concatenation of a config file and its drop-in directory, for the textual checks below.
@@ -219,19 +227,12 @@ bool AnyExists(const HostFs& fs, std::initializer_list<const char*> paths) {
 // Docker's --gpus hook: the first `nvidia-container-runtime-hook` of the usual PATH, and whether
 // it resolves to gpunode (a link to gpunode, or to a link named nvidia-container-runtime that is).
 void ProbeGpusHook(const HostFs& fs, ContainerRuntime* rt) {
-  for (const char* dir : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
-    const std::string p = absl::StrCat(dir, "/nvidia-container-runtime-hook");
-    auto st = fs.Stat(p);
-    if (!st.ok()) continue;
-    rt->gpus_hook = p;
-    if (st->type == FileType::kSymlink) {
-      auto real = fs.RealPath(p);
-      if (real.ok()) {
-        const std::string base = real->substr(real->rfind('/') + 1);
-        rt->gpus_hook_gpunode = base == "gpunode" || absl::StrContains(base, "gpunode");
-      }
-    }
-    return;
+  rt->gpus_hook = FindHostProgram(fs, "nvidia-container-runtime-hook");
+  if (rt->gpus_hook.empty()) return;
+  auto st = fs.Stat(rt->gpus_hook);
+  auto real = fs.RealPath(rt->gpus_hook);
+  if (st.ok() && st->type == FileType::kSymlink && real.ok()) {
+    rt->gpus_hook_gpunode = absl::StrContains(real->substr(real->rfind('/') + 1), "gpunode");
   }
 }
 

@@ -187,7 +187,7 @@ TEST(CdiGenerateTest, AGpuWhoseDeviceNodeIsMissingIsLeftOutWithAWarning) {
   SimNode node("pcie-l40s-4");
   auto files = DriverFiles{};
   files.version = "550.127.05";
-  files.gpu_nodes[0] = {"/dev/nvidia0", "", true, 195, 0};
+  files.gpu_nodes[0] = {"/dev/nvidia0", true, 195, 0};
   BuildOptions options;
   options.hook_path = "/usr/bin/gpunode";
   auto built = BuildSpec(node.inventory(), files, options);
