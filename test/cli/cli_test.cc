@@ -200,3 +200,50 @@ TEST(CliCommandsTest, UnknownArgumentsAreListedInTheOrderGiven) {
 
 }  // namespace
 }  // namespace gpunode
+
+namespace gpunode {
+namespace {
+
+using ::gpunode::testing::Result;
+using ::testing::HasSubstr;
+
+// The commands and flags added for Kubernetes and CDI answer bad input with the reason and exit 3,
+// before any network or GPU access.
+TEST(CliBadInputTest, KubernetesCommandsNameWhatIsWrong) {
+  Result no_ds = gpunode::testing::RunGpunode("k8s uninstall");
+  EXPECT_EQ(no_ds.exit_code, 3);
+  EXPECT_THAT(no_ds.out, HasSubstr("--daemonset"));
+  Result bad_ds = gpunode::testing::RunGpunode("k8s uninstall --daemonset just-a-name");
+  EXPECT_EQ(bad_ds.exit_code, 3);
+  EXPECT_THAT(bad_ds.out, HasSubstr("--daemonset \"just-a-name\": not NAMESPACE/NAME"));
+  Result bad_timeout = gpunode::testing::RunGpunode("k8s uninstall --daemonset a/b --timeout soon");
+  EXPECT_EQ(bad_timeout.exit_code, 3);
+  EXPECT_THAT(bad_timeout.out, HasSubstr("--timeout \"soon\": not a duration"));
+  Result no_kc = gpunode::testing::RunGpunode("k8s uninstall --daemonset a/b --kubeconfig /nonexistent/kc");
+  EXPECT_EQ(no_kc.exit_code, 3);
+  EXPECT_THAT(no_kc.out, HasSubstr("kubeconfig: read /nonexistent/kc"));
+
+  Result no_node = gpunode::testing::RunGpunode("--simulate dgx-h200 labels --node-labels --oneshot");
+  EXPECT_EQ(no_node.exit_code, 3);
+  EXPECT_THAT(no_node.out, HasSubstr("--node-labels needs the Node's name"));
+  Result stray = gpunode::testing::RunGpunode("--simulate dgx-h200 labels --daemonset a/b --oneshot");
+  EXPECT_EQ(stray.exit_code, 3);
+  EXPECT_THAT(stray.out, HasSubstr("go with --node-labels"));
+  Result both = gpunode::testing::RunGpunode("--simulate dgx-h200 labels --print --node-labels");
+  EXPECT_EQ(both.exit_code, 3);
+}
+
+TEST(CliBadInputTest, CdiGenerateRefusesBadHooksAndRoots) {
+  Result hook = gpunode::testing::RunGpunode("--simulate dgx-h200 cdi generate --output - --disable-hook warp");
+  EXPECT_EQ(hook.exit_code, 3);
+  EXPECT_THAT(hook.out, HasSubstr("--disable-hook \"warp\": not one of create-symlinks, update-ldcache, all"));
+  Result rel = gpunode::testing::RunGpunode("--simulate dgx-h200 cdi generate --output - --dev-root relative/dir");
+  EXPECT_EQ(rel.exit_code, 3);
+  EXPECT_THAT(rel.out, HasSubstr("--dev-root \"relative/dir\": not an absolute path"));
+  Result missing = gpunode::testing::RunGpunode("--simulate dgx-h200 cdi generate --output - --dev-root /nonexistent/dev-root");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_THAT(missing.out, HasSubstr("--dev-root"));
+}
+
+}  // namespace
+}  // namespace gpunode
