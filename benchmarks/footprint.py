@@ -11,7 +11,10 @@ grouped: libcuda, libnvidia-ml, gRPC/protobuf, OpenSSL, the C++ runtime, gpunode
 
 Services: `exporter -c 1000` (scraped 3 times), `plugin` (its kubelet directory a temporary
 folder with no kubelet: it serves its socket and waits to register), `labels --sleep-interval
-60s` (one round written). The peer is benchmarks/peers/pynvml_exporter.py (prometheus_client +
+60s` (one round written), and `agent` with every component on (cdi and validator as child steps,
+plugin, labels to a features file, exporter at 1 s; no Kubernetes API) — the one process that
+replaces the three. With --cpu-window S, each service's CPU (its own and its reaped children's:
+the agent's validator runs doctor as a child) is also measured over S seconds after it settled. The peer is benchmarks/peers/pynvml_exporter.py (prometheus_client +
 pynvml), when --peer is given and pynvml imports.
 """
 import argparse
@@ -84,7 +87,14 @@ def status(pid):
     return out
 
 
-def measure(name, argv, env, settle, scrape_port=None):
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime, stime, cutime, cstime (children waited for: the agent's child steps)
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(name, argv, env, settle, scrape_port=None, cpu_window=0.0):
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + settle
@@ -103,12 +113,18 @@ def measure(name, argv, env, settle, scrape_port=None):
             raise RuntimeError(f"{name}: no scrape answered on port {scrape_port}")
         st = status(proc.pid)
         groups, libcuda = smaps(proc.pid)
-        cpu = 0.0
-        with open(f"/proc/{proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return {"service": name, "argv": " ".join(argv), **st, "libcudaMapped": libcuda, "cpuSeconds": round(cpu, 2),
-                "rssMiBByMapping": groups}
+        cpu = cpu_seconds(proc.pid)
+        out = {"service": name, "argv": " ".join(argv), **st, "libcudaMapped": libcuda, "cpuSeconds": round(cpu, 2),
+               "rssMiBByMapping": groups}
+        if cpu_window > 0:
+            time.sleep(cpu_window)
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited {proc.returncode} during the CPU window")
+            out["cpuPercentOfACore"] = round((cpu_seconds(proc.pid) - cpu) / cpu_window * 100, 2)
+            out["cpuWindowSeconds"] = cpu_window
+            st2 = status(proc.pid)
+            out["VmRSSAfterWindow"] = st2.get("VmRSS")
+        return out
     finally:
         proc.terminate()
         try:
@@ -125,6 +141,8 @@ def main():
     ap.add_argument("--settle", type=float, default=6.0, help="seconds each service runs before it is measured")
     ap.add_argument("--peer", action="store_true", help="also the Python NVML exporter (benchmarks/peers/pynvml_exporter.py)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--cpu-window", type=float, default=0.0, help="also measure CPU over this many seconds")
+    ap.add_argument("--only", help="comma-separated services to run (exporter,plugin,labels,agent)")
     args = ap.parse_args()
 
     gp = shlex.split(args.gpunode)
@@ -136,13 +154,27 @@ def main():
     tmp = tempfile.mkdtemp(prefix="gpunode-footprint-")
     results = []
     port = free_port()
+    aport, hport = free_port(), free_port()
+    os.makedirs(f"{tmp}/agent-dp", exist_ok=True)
+    with open(f"{tmp}/agent.yaml", "w") as f:
+        f.write(f"""kubernetes: {{enabled: false}}
+healthListen: 127.0.0.1:{hport}
+cdi: {{enabled: true, args: [cdi, generate, --output, {tmp}/nvidia.yaml]}}
+plugin: {{kubeletDir: {tmp}/agent-dp}}
+labels: {{nodeLabels: false, featuresFile: {tmp}/agent-features}}
+exporter: {{listen: "127.0.0.1:{aport}", collectInterval: 1000}}
+""")
     runs = [
         ("exporter", gp + ["exporter", "--listen", f"127.0.0.1:{port}", "--collect-interval", "1000"], port),
         ("plugin", gp + ["plugin", "--kubelet-dir", tmp], None),
         ("labels", gp + ["labels", "--output", f"{tmp}/features", "--sleep-interval", "60s"], None),
+        ("agent", gp + ["agent", "--config", f"{tmp}/agent.yaml"], aport),
     ]
+    only = set(args.only.split(",")) if args.only else None
     for name, argv, scrape in runs:
-        results.append(measure(name, argv, env, args.settle, scrape))
+        if only and name not in only:
+            continue
+        results.append(measure(name, argv, env, args.settle, scrape, args.cpu_window))
     if args.peer:
         try:
             import pynvml  # noqa: F401
@@ -154,11 +186,12 @@ def main():
             print("peer skipped: pynvml is not installed", file=sys.stderr)
     doc = {"host": socket.gethostname(), "simulate": args.simulate, "settleSeconds": args.settle,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}
-    print(f"{'service':28} {'VmRSS':>7} {'anon':>7} {'file':>7} {'thr':>4}  libcuda  largest mappings (MiB)")
+    print(f"{'service':28} {'VmRSS':>7} {'anon':>7} {'file':>7} {'thr':>4} {'cpu%':>6}  libcuda  largest mappings (MiB)")
     for r in results:
         top = ", ".join(f"{k} {v}" for k, v in list(r["rssMiBByMapping"].items())[:5])
+        cpu = r.get("cpuPercentOfACore", "-")
         print(f"{r['service']:28} {r.get('VmRSS', 0):7} {r.get('RssAnon', 0):7} {r.get('RssFile', 0):7} "
-              f"{r.get('Threads', 0):4}  {'yes' if r['libcudaMapped'] else 'no ':7}  {top}")
+              f"{r.get('Threads', 0):4} {cpu:>6}  {'yes' if r['libcudaMapped'] else 'no ':7}  {top}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)

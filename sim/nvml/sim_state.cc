@@ -81,6 +81,8 @@ nvmlReturn_t SimState::Load() {
   file_path_ = path;
   signature_ = sig;
   last_check_ = std::chrono::steady_clock::now();
+  profile_ref_ = env;
+  SeedMig(text);
   return NVML_SUCCESS;
 }
 
@@ -101,6 +103,7 @@ void SimState::MaybeReload(bool force) {
     return;
   }
   *profile_ = *std::move(parsed);
+  SeedMig(text);
 }
 
 nvmlDevice_t SimState::Handle(unsigned gpu, int mig) {

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/nvml/mig.h"
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
 
@@ -76,6 +77,20 @@ class SimState {
   nvmlDevice_t Handle(unsigned gpu, int mig);
   bool ValidHandle(nvmlDevice_t device) const { return handle_set_.count(device) > 0; }
 
+  // MIG (sim/nvml/mig.cc, sim/nvml/mig.h). The GI/CI layout of each GPU, seeded on every (re)load
+  // from the state line of the profile text (or the in-process copy for built-ins), else from the
+  // profile's `mig:` section.
+  std::vector<MigRuntime>& mig() { return mig_; }
+  // The profile, writable: the MIG calls rewrite gpus[i].mig (mode and MIG devices) from mig().
+  NodeProfile& mutable_profile() { return *profile_; }
+  // After a MIG change: rewrites gpus[gpu].mig from mig()[gpu] and saves the layout (see mig.h).
+  void CommitMig(unsigned gpu);
+  uint64_t NextMigSerial() { return ++mig_serial_; }
+  nvmlGpuInstance_t GiHandle(unsigned gpu, uint64_t serial);
+  nvmlComputeInstance_t CiHandle(unsigned gpu, uint64_t gi_serial, uint64_t serial);
+  bool ValidGiHandle(nvmlGpuInstance_t h) const { return gi_handle_set_.count(h) > 0; }
+  bool ValidCiHandle(nvmlComputeInstance_t h) const { return ci_handle_set_.count(h) > 0; }
+
   int nvml_refcount = 0;
   bool cuda_initialized = false;
   std::set<nvmlEventSet_t> event_sets;
@@ -101,6 +116,18 @@ class SimState {
   std::map<std::pair<unsigned, int>, nvmlDevice_t> handle_index_;
   std::set<nvmlDevice_t> handle_set_;
   std::set<std::string> warned_;
+
+  // MIG (mig.cc).
+  void SeedMig(const std::string& text);
+  void SaveMigState();
+  std::vector<MigRuntime> mig_;
+  uint64_t mig_serial_ = 0;
+  std::string profile_ref_;                        // GPUNODE_SIM_PROFILE as given
+  std::map<std::string, std::string> mig_memory_;  // built-in profile name -> state JSON
+  std::map<uint64_t, std::unique_ptr<nvmlGpuInstance_st>> gi_handles_;
+  std::map<uint64_t, std::unique_ptr<nvmlComputeInstance_st>> ci_handles_;
+  std::set<nvmlGpuInstance_t> gi_handle_set_;
+  std::set<nvmlComputeInstance_t> ci_handle_set_;
 };
 
 }  // namespace gpunode::sim

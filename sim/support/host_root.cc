@@ -1,5 +1,8 @@
 // WriteHostRoot: the fixture host-root generator (see profile.h for the contract).
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -68,6 +71,19 @@ class TreeWriter {
     return absl::OkStatus();
   }
 
+  // A copy of the program `source` at `rel`, mode 0755 (replacing what is there).
+  Status Executable(std::string_view rel, const std::string& source) {
+    GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
+    GPUNODE_RETURN_IF_ERROR(MakeDirs(fs::path(path).parent_path().string()));
+    std::error_code ec;
+    fs::remove(path, ec);
+    fs::copy_file(source, path, fs::copy_options::overwrite_existing, ec);
+    if (ec) return ErrnoToStatus(ec.value(), str::Cat("copy ", source, " to"), path);
+    fs::permissions(path, fs::perms(0755), ec);
+    if (ec) return ErrnoToStatus(ec.value(), "chmod", path);
+    return absl::OkStatus();
+  }
+
   // A relative symlink at `rel` pointing to `target` (may dangle).
   Status Link(std::string_view rel, const std::string& target) {
     GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
@@ -82,6 +98,28 @@ class TreeWriter {
  private:
   std::string dir_;
 };
+
+// The simulated MPS control daemon (gpunode-sim-mps-control), looked for where the simulated NVML
+// library is: beside $GPUNODE_SIM_LIBRARY, else beside the running program (the build tree), else
+// in ../lib/gpunode (installed layout). "" when it is in none of them.
+std::string FindSimMpsControl() {
+  constexpr char kName[] = "gpunode-sim-mps-control";
+  std::vector<std::string> dirs;
+  if (const char* lib = std::getenv("GPUNODE_SIM_LIBRARY"); lib != nullptr && *lib != '\0') {
+    dirs.push_back(fs::path(lib).parent_path().string());
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path().string());
+    dirs.push_back((exe.parent_path() / ".." / "lib" / "gpunode").string());
+  }
+  for (const std::string& d : dirs) {
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / kName;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
 
 std::string LinkSpeed(unsigned gen) {
   switch (gen) {
@@ -411,6 +449,10 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
   // file, as `cdi generate` checks, and runs nowhere).
   if (p.host.nvidia_utils && !p.driver.version.empty()) {
     GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", std::string("\x7f" "ELF (gpunode simulated nvidia-smi)\n")));
+    // The simulated MPS control daemon is a real program (sim/mps): copied in when it was built.
+    if (std::string mps = FindSimMpsControl(); !mps.empty()) {
+      GPUNODE_RETURN_IF_ERROR(w.Executable("usr/bin/nvidia-cuda-mps-control", mps));
+    }
   }
   if (!p.driver.version.empty()) GPUNODE_RETURN_IF_ERROR(WriteDriverLibraries(w, p.driver.version));
   for (const auto& [path, content] : p.host.files) GPUNODE_RETURN_IF_ERROR(w.File(path, content));

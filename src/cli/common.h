@@ -83,6 +83,9 @@ void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddExporterCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddK8sCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddMigCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails

@@ -171,6 +171,9 @@ int Main(int argc, char** argv) {
   AddPluginCommand(app, global, &exit_code);
   AddExporterCommand(app, global, &exit_code);
   AddK8sCommand(app, global, &exit_code);
+  AddMigCommand(app, global, &exit_code);
+  AddAgentCommand(app, global, &exit_code);
+  AddFleetCommand(app, global, &exit_code);
 
   // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -21,6 +21,7 @@
 #include "src/plugin/config.h"
 #include "src/plugin/devices.h"
 #include "src/plugin/health.h"
+#include "src/plugin/mps.h"
 #include "src/plugin/server.h"
 #include "src/plugin/topology.h"
 
@@ -243,6 +244,15 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
     for (const plugin::Resource& r : *resources) count += r.devices.size();
     if (count == 0) Log("no devices found; serving nothing until a signal (the node has no usable GPU)");
 
+    // MPS sharing: one control daemon per shared resource, started before the resource is served
+    // (stopped at the end of this round: a reload starts the daemons its config asks for).
+    plugin::MpsManager mps((*session)->fs(), {}, Log);
+    mps.Start();
+    if (Status mst = mps.Apply(*config, *resources); !mst.ok()) {
+      PrintError(mst);
+      return absl::IsNotFound(mst) || absl::IsFailedPrecondition(mst) ? kExitUsage : kExitFailed;
+    }
+
     plugin::ManagerOptions mo;
     mo.plugin_dir = flags.kubelet_dir;
     mo.kubelet_socket = flags.kubelet_socket;
@@ -266,6 +276,7 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
                      flags.kubelet_dir));
     Status st = manager.Run(g_stop);
     if (monitor) monitor->Stop();
+    mps.Stop();
     if (!st.ok()) {
       PrintError(st);
       return kExitFailed;

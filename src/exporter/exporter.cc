@@ -38,7 +38,7 @@ double Now() {
 }  // namespace
 
 Exporter::Exporter(const NvmlLibrary& nvml, ExporterOptions options)
-    : nvml_(nvml), options_(std::move(options)), xids_(nvml) {
+    : nvml_(nvml), options_(std::move(options)), xids_(nvml, options_.events) {
   for (const Counter& c : options_.counters) {
     if (c.type == MetricType::kLabel) continue;
     wanted_[static_cast<size_t>(c.field->id)] = true;
@@ -227,6 +227,7 @@ std::shared_ptr<const PodMapping> Exporter::Pods() const {
 }
 
 void Exporter::SetBody(std::string text) {
+  if (options_.extra_metrics) text += options_.extra_metrics();
   body_.gzip = Gzip(text);
   body_.text = std::make_shared<const std::string>(std::move(text));
 }

@@ -42,6 +42,11 @@ struct ExporterOptions {
   // Pod attribution; nullopt = off (no pod labels, no gpunode_pod_mapping_* metrics).
   std::optional<PodMapperOptions> pods;
   bool watch_xids = true;
+  // The process's NVML event loop (the agent's); nullptr: the XID watcher runs its own.
+  NvmlEventPump* events = nullptr;
+  // Text appended to every rendered page (the agent's gpunode_component_* metrics), called when a
+  // page is rendered (each sampling pass), never per scrape.
+  std::function<std::string()> extra_metrics;
   // One line per notable event (start-up field support, GPUs lost/back); stderr in the CLI.
   std::function<void(const std::string&)> log = [](const std::string&) {};
 };

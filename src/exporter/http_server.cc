@@ -128,11 +128,11 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
 }
 
 struct MetricsServer::Impl {
-  Impl(Exporter& e, const ServerOptions& o) : exporter(e), options(o) {}
+  Impl(Exporter* e, const ServerOptions& o) : exporter(e), options(o) {}
   void Accept();
   void StartSession(tcp::socket socket);
 
-  Exporter& exporter;
+  Exporter* exporter;  // nullptr: only options.routes (the agent without its exporter)
   const ServerOptions& options;  // MetricsServer's, which outlives this
   int max_connections = 0;
   std::atomic<int> connections{0};
@@ -260,7 +260,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Route() {
-    Exporter& e = srv_.exporter;
+    if (srv_.options.routes) {
+      if (std::optional<RouteResponse> r = srv_.options.routes(path_)) {
+        return Respond(static_cast<http::status>(r->status), r->content_type, Text(std::move(r->body)), false);
+      }
+    }
+    if (srv_.exporter == nullptr) {
+      return Respond(http::status::not_found, kTextPlain, Text("404 page not found\n"), false);
+    }
+    Exporter& e = *srv_.exporter;
     if (path_ == "/metrics") {
       // The hot path: the page rendered once per snapshot, and its gzip made then too (Prometheus
       // asks for gzip). A scrape is a reference to it, not a copy.
@@ -412,12 +420,16 @@ void MetricsServer::Impl::StartSession(tcp::socket socket) {
   }
 }
 
-MetricsServer::MetricsServer(Exporter& exporter, ServerOptions options)
+MetricsServer::MetricsServer(Exporter* exporter, ServerOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>(exporter, options_)) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter& exporter, ServerOptions options) {
+  return Create(&exporter, std::move(options));
+}
+
+StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter* exporter, ServerOptions options) {
   GPUNODE_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(options.listen));
   std::unique_ptr<MetricsServer> s(new MetricsServer(exporter, std::move(options)));
   Impl& impl = *s->impl_;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,8 +33,18 @@ struct ListenAddress {
 // "[::1]:9400", "localhost:9400". A missing or invalid port is InvalidArgument.
 StatusOr<ListenAddress> ParseListenAddress(std::string_view text);
 
+// An answer from ServerOptions::routes.
+struct RouteResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
 struct ServerOptions {
   std::string listen = ":9400";
+  // Paths served before the exporter's own (/healthz, /readyz of the agent): nullopt passes the
+  // path on. Called on the event loop: must be quick and must not block.
+  std::function<std::optional<RouteResponse>(std::string_view path)> routes;
   std::optional<WebConfig> web;
   // From accept to the last header byte (TLS handshake included): a client that has not sent its
   // whole request by then is disconnected, however it trickles bytes.
@@ -59,6 +70,8 @@ class MetricsServer {
  public:
   // Binds the port now: "address already in use", a bad certificate or key, etc. are errors here.
   static StatusOr<std::unique_ptr<MetricsServer>> Create(Exporter& exporter, ServerOptions options);
+  // Without an exporter: only `options.routes` answer (404 otherwise).
+  static StatusOr<std::unique_ptr<MetricsServer>> Create(Exporter* exporter, ServerOptions options);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -76,7 +89,7 @@ class MetricsServer {
   struct Impl;
 
  private:
-  MetricsServer(Exporter& exporter, ServerOptions options);
+  MetricsServer(Exporter* exporter, ServerOptions options);
 
   ServerOptions options_;
   std::unique_ptr<Impl> impl_;

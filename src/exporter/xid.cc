@@ -40,46 +40,37 @@ std::string_view XidDescription(unsigned long long xid) {
 XidWatcher::~XidWatcher() { Stop(); }
 
 unsigned XidWatcher::Start(const std::vector<unsigned>& indices) {
-  if (thread_.joinable()) return static_cast<unsigned>(index_of_.size());
-  const auto& fn = nvml_.fn();
-  if (fn.nvmlEventSetCreate == nullptr || fn.nvmlEventSetCreate(&set_) != NVML_SUCCESS) {
-    set_ = nullptr;
-    return 0;
+  if (subscription_ != 0) return static_cast<unsigned>(indices_.size());
+  if (pump_ == nullptr) {
+    own_pump_ = std::make_unique<NvmlEventPump>(nvml_);
+    std::vector<std::pair<unsigned, std::string>> gpus;
+    for (unsigned i : indices) gpus.emplace_back(i, "");
+    if (own_pump_->Start(gpus) == 0) {
+      own_pump_.reset();
+      return 0;
+    }
+    pump_ = own_pump_.get();
   }
-  for (unsigned index : indices) {
-    auto h = nvml_.DeviceHandle(index);
-    if (!h.ok()) continue;
-    unsigned long long supported = 0;
-    if (fn.nvmlDeviceGetSupportedEventTypes(*h, &supported) != NVML_SUCCESS) continue;
-    if ((supported & nvmlEventTypeXidCriticalError) == 0) continue;
-    if (fn.nvmlDeviceRegisterEvents(*h, nvmlEventTypeXidCriticalError, set_) != NVML_SUCCESS) continue;
-    index_of_[*h] = index;
+  for (unsigned i : indices) {
+    if (pump_->watching(i)) indices_.insert(i);
   }
-  if (index_of_.empty()) {
-    fn.nvmlEventSetFree(set_);
-    set_ = nullptr;
-    return 0;
-  }
-  stop_ = false;
-  thread_ = std::thread([this] { Run(); });
-  return static_cast<unsigned>(index_of_.size());
+  subscription_ = pump_->Subscribe([this](const NvmlEvent& e) { OnEvent(e); });
+  return static_cast<unsigned>(indices_.size());
 }
 
 void XidWatcher::Stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (set_ != nullptr) {
-    nvml_.fn().nvmlEventSetFree(set_);
-    set_ = nullptr;
+  if (subscription_ != 0) {
+    pump_->Unsubscribe(subscription_);
+    subscription_ = 0;
+  }
+  if (own_pump_) {
+    own_pump_->Stop();
+    own_pump_.reset();
+    pump_ = nullptr;
   }
 }
 
-bool XidWatcher::watching(unsigned index) const {
-  for (const auto& [dev, i] : index_of_) {
-    if (i == index) return true;
-  }
-  return false;
-}
+bool XidWatcher::watching(unsigned index) const { return indices_.count(index) > 0; }
 
 XidWatcher::GpuXids XidWatcher::For(unsigned index) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -87,24 +78,12 @@ XidWatcher::GpuXids XidWatcher::For(unsigned index) const {
   return it == xids_.end() ? GpuXids{} : it->second;
 }
 
-void XidWatcher::Run() {
-  const auto& fn = nvml_.fn();
-  while (!stop_) {
-    nvmlEventData_t data{};
-    const nvmlReturn_t rc = fn.nvmlEventSetWait_v2(set_, &data, 500);
-    if (rc == NVML_SUCCESS) {
-      if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
-      auto it = index_of_.find(data.device);
-      if (it == index_of_.end()) continue;
-      std::lock_guard<std::mutex> lock(mu_);
-      GpuXids& x = xids_[it->second];
-      ++x.counts[data.eventData];
-      x.last = data.eventData;
-    } else if (rc != NVML_ERROR_TIMEOUT) {
-      // A lost GPU or a broken event set: do not spin. The sampler reports lost GPUs itself.
-      for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+void XidWatcher::OnEvent(const NvmlEvent& e) {
+  if (e.kind != NvmlEvent::Kind::kXid || !e.known || indices_.count(e.index) == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  GpuXids& x = xids_[e.index];
+  ++x.counts[e.xid];
+  x.last = e.xid;
 }
 
 }  // namespace gpunode::exporter

@@ -8,11 +8,14 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "src/gpu/event_pump.h"
 #include "src/gpu/nvml.h"
 
 namespace gpunode::exporter {
@@ -28,28 +31,30 @@ class XidWatcher {
     std::optional<unsigned long long> last;         // the last code seen
   };
 
-  explicit XidWatcher(const NvmlLibrary& nvml) : nvml_(nvml) {}
+  // Events come from `pump` when given (the process's one event loop, started by its owner, which
+  // must outlive the watcher); otherwise the watcher runs a pump of its own.
+  explicit XidWatcher(const NvmlLibrary& nvml, NvmlEventPump* pump = nullptr) : nvml_(nvml), pump_(pump) {}
   ~XidWatcher();
   XidWatcher(const XidWatcher&) = delete;
   XidWatcher& operator=(const XidWatcher&) = delete;
 
-  // Registers XID events on each GPU of `indices` that supports them and starts the thread.
-  // Returns how many GPUs are watched (0: no event support; the thread is not started).
+  // Counts XID events of the GPUs `indices` (its own pump registers them). Returns how many GPUs
+  // are watched (0: no event support).
   unsigned Start(const std::vector<unsigned>& indices);
   void Stop();
   bool watching(unsigned index) const;
   GpuXids For(unsigned index) const;
 
  private:
-  void Run();
+  void OnEvent(const NvmlEvent& e);
 
   const NvmlLibrary& nvml_;
-  nvmlEventSet_t set_ = nullptr;
-  std::map<nvmlDevice_t, unsigned> index_of_;  // registered GPUs
+  NvmlEventPump* pump_ = nullptr;
+  std::unique_ptr<NvmlEventPump> own_pump_;
+  int subscription_ = 0;
+  std::set<unsigned> indices_;  // the GPUs counted
   mutable std::mutex mu_;
   std::map<unsigned, GpuXids> xids_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace gpunode::exporter

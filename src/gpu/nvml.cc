@@ -5,6 +5,7 @@
 #include <link.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -270,6 +271,215 @@ StatusOr<nvmlDevice_t> NvmlLibrary::DeviceHandle(unsigned index) const {
   GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceGetHandleByIndex_v2(index, &dev),
                                 absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", index, ")")));
   return dev;
+}
+
+// ---- MIG --------------------------------------------------------------------------------------
+
+namespace {
+template <typename Fn>
+Status Missing(Fn fn, absl::string_view name) {
+  if (fn != nullptr) return absl::OkStatus();
+  return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, name);
+}
+}  // namespace
+
+StatusOr<NvmlLibrary::MigMode> NvmlLibrary::GetMigMode(nvmlDevice_t device) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode"));
+  MigMode mode;
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlDeviceGetMigMode(device, &mode.current, &mode.pending), "nvmlDeviceGetMigMode"));
+  return mode;
+}
+
+StatusOr<nvmlReturn_t> NvmlLibrary::SetMigMode(nvmlDevice_t device, unsigned mode) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceSetMigMode, "nvmlDeviceSetMigMode"));
+  nvmlReturn_t activation = NVML_SUCCESS;
+  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceSetMigMode(device, mode, &activation),
+                                absl::StrCat("nvmlDeviceSetMigMode(", mode, ")")));
+  return activation;
+}
+
+StatusOr<nvmlGpuInstanceProfileInfo_v2_t> NvmlLibrary::GpuInstanceProfileInfo(
+    nvmlDevice_t device, unsigned profile) const {
+  nvmlGpuInstanceProfileInfo_v2_t info{};
+  if (fn_.nvmlDeviceGetGpuInstanceProfileInfoV != nullptr) {
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    GPUNODE_RETURN_IF_ERROR(
+        Check(fn_.nvmlDeviceGetGpuInstanceProfileInfoV(device, profile, &info),
+              absl::StrCat("nvmlDeviceGetGpuInstanceProfileInfoV(profile ", profile, ")")));
+    info.name[sizeof(info.name) - 1] = '\0';
+    return info;
+  }
+  GPUNODE_RETURN_IF_ERROR(
+      Missing(fn_.nvmlDeviceGetGpuInstanceProfileInfo, "nvmlDeviceGetGpuInstanceProfileInfo"));
+  nvmlGpuInstanceProfileInfo_t v1{};
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &v1),
+            absl::StrCat("nvmlDeviceGetGpuInstanceProfileInfo(profile ", profile, ")")));
+  info.id = v1.id;
+  info.isP2pSupported = v1.isP2pSupported;
+  info.sliceCount = v1.sliceCount;
+  info.instanceCount = v1.instanceCount;
+  info.multiprocessorCount = v1.multiprocessorCount;
+  info.copyEngineCount = v1.copyEngineCount;
+  info.decoderCount = v1.decoderCount;
+  info.encoderCount = v1.encoderCount;
+  info.jpegCount = v1.jpegCount;
+  info.ofaCount = v1.ofaCount;
+  info.memorySizeMB = v1.memorySizeMB;
+  return info;
+}
+
+StatusOr<std::vector<nvmlGpuInstancePlacement_t>> NvmlLibrary::GpuInstancePossiblePlacements(
+    nvmlDevice_t device, unsigned profile_id) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2,
+                                  "nvmlDeviceGetGpuInstancePossiblePlacements_v2"));
+  const std::string op =
+      absl::StrCat("nvmlDeviceGetGpuInstancePossiblePlacements_v2(profile id ", profile_id, ")");
+  unsigned count = 0;
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, nullptr, &count), op));
+  std::vector<nvmlGpuInstancePlacement_t> out(count);
+  if (count == 0) return out;
+  GPUNODE_RETURN_IF_ERROR(Check(
+      fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, out.data(), &count), op));
+  out.resize(count);
+  return out;
+}
+
+StatusOr<nvmlGpuInstance_t> NvmlLibrary::CreateGpuInstance(
+    nvmlDevice_t device, unsigned profile_id,
+    const std::optional<nvmlGpuInstancePlacement_t>& placement) const {
+  nvmlGpuInstance_t gi = nullptr;
+  if (placement) {
+    GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceCreateGpuInstanceWithPlacement,
+                                    "nvmlDeviceCreateGpuInstanceWithPlacement"));
+    GPUNODE_RETURN_IF_ERROR(
+        Check(fn_.nvmlDeviceCreateGpuInstanceWithPlacement(device, profile_id, &*placement, &gi),
+              absl::StrCat("nvmlDeviceCreateGpuInstanceWithPlacement(profile id ", profile_id,
+                           ", start ", placement->start, ", size ", placement->size, ")")));
+    return gi;
+  }
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceCreateGpuInstance, "nvmlDeviceCreateGpuInstance"));
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlDeviceCreateGpuInstance(device, profile_id, &gi),
+            absl::StrCat("nvmlDeviceCreateGpuInstance(profile id ", profile_id, ")")));
+  return gi;
+}
+
+Status NvmlLibrary::DestroyGpuInstance(nvmlGpuInstance_t gi) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceDestroy, "nvmlGpuInstanceDestroy"));
+  return Check(fn_.nvmlGpuInstanceDestroy(gi), "nvmlGpuInstanceDestroy");
+}
+
+StatusOr<std::vector<nvmlGpuInstance_t>> NvmlLibrary::GpuInstances(nvmlDevice_t device,
+                                                                   unsigned profile_id) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetGpuInstances, "nvmlDeviceGetGpuInstances"));
+  // NVML has no "how many" query here: the array must hold the profile's instanceCount; 8 GIs is
+  // the most any GPU has (8 memory slices).
+  std::vector<nvmlGpuInstance_t> out(8, nullptr);
+  unsigned count = static_cast<unsigned>(out.size());
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlDeviceGetGpuInstances(device, profile_id, out.data(), &count),
+            absl::StrCat("nvmlDeviceGetGpuInstances(profile id ", profile_id, ")")));
+  out.resize(std::min<size_t>(count, out.size()));
+  return out;
+}
+
+StatusOr<nvmlGpuInstanceInfo_t> NvmlLibrary::GpuInstanceInfo(nvmlGpuInstance_t gi) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceGetInfo, "nvmlGpuInstanceGetInfo"));
+  nvmlGpuInstanceInfo_t info{};
+  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlGpuInstanceGetInfo(gi, &info), "nvmlGpuInstanceGetInfo"));
+  return info;
+}
+
+StatusOr<nvmlComputeInstanceProfileInfo_v2_t> NvmlLibrary::ComputeInstanceProfileInfo(
+    nvmlGpuInstance_t gi, unsigned profile, unsigned eng_profile) const {
+  nvmlComputeInstanceProfileInfo_v2_t info{};
+  if (fn_.nvmlGpuInstanceGetComputeInstanceProfileInfoV != nullptr) {
+    info.version = nvmlComputeInstanceProfileInfo_v2;
+    GPUNODE_RETURN_IF_ERROR(
+        Check(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, profile, eng_profile, &info),
+              absl::StrCat("nvmlGpuInstanceGetComputeInstanceProfileInfoV(profile ", profile, ")")));
+    info.name[sizeof(info.name) - 1] = '\0';
+    return info;
+  }
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfo,
+                                  "nvmlGpuInstanceGetComputeInstanceProfileInfo"));
+  nvmlComputeInstanceProfileInfo_t v1{};
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, eng_profile, &v1),
+            absl::StrCat("nvmlGpuInstanceGetComputeInstanceProfileInfo(profile ", profile, ")")));
+  info.id = v1.id;
+  info.sliceCount = v1.sliceCount;
+  info.instanceCount = v1.instanceCount;
+  info.multiprocessorCount = v1.multiprocessorCount;
+  info.sharedCopyEngineCount = v1.sharedCopyEngineCount;
+  info.sharedDecoderCount = v1.sharedDecoderCount;
+  info.sharedEncoderCount = v1.sharedEncoderCount;
+  info.sharedJpegCount = v1.sharedJpegCount;
+  info.sharedOfaCount = v1.sharedOfaCount;
+  return info;
+}
+
+StatusOr<nvmlComputeInstance_t> NvmlLibrary::CreateComputeInstance(nvmlGpuInstance_t gi,
+                                                                   unsigned profile_id) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceCreateComputeInstance,
+                                  "nvmlGpuInstanceCreateComputeInstance"));
+  nvmlComputeInstance_t ci = nullptr;
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlGpuInstanceCreateComputeInstance(gi, profile_id, &ci),
+            absl::StrCat("nvmlGpuInstanceCreateComputeInstance(profile id ", profile_id, ")")));
+  return ci;
+}
+
+Status NvmlLibrary::DestroyComputeInstance(nvmlComputeInstance_t ci) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlComputeInstanceDestroy, "nvmlComputeInstanceDestroy"));
+  return Check(fn_.nvmlComputeInstanceDestroy(ci), "nvmlComputeInstanceDestroy");
+}
+
+StatusOr<std::vector<nvmlComputeInstance_t>> NvmlLibrary::ComputeInstances(
+    nvmlGpuInstance_t gi, unsigned profile_id) const {
+  GPUNODE_RETURN_IF_ERROR(
+      Missing(fn_.nvmlGpuInstanceGetComputeInstances, "nvmlGpuInstanceGetComputeInstances"));
+  std::vector<nvmlComputeInstance_t> out(8, nullptr);  // at most 8 compute slices per GI
+  unsigned count = static_cast<unsigned>(out.size());
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlGpuInstanceGetComputeInstances(gi, profile_id, out.data(), &count),
+            absl::StrCat("nvmlGpuInstanceGetComputeInstances(profile id ", profile_id, ")")));
+  out.resize(std::min<size_t>(count, out.size()));
+  return out;
+}
+
+StatusOr<nvmlComputeInstanceInfo_t> NvmlLibrary::ComputeInstanceInfo(
+    nvmlComputeInstance_t ci) const {
+  GPUNODE_RETURN_IF_ERROR(
+      Missing(fn_.nvmlComputeInstanceGetInfo_v2, "nvmlComputeInstanceGetInfo_v2"));
+  nvmlComputeInstanceInfo_t info{};
+  GPUNODE_RETURN_IF_ERROR(
+      Check(fn_.nvmlComputeInstanceGetInfo_v2(ci, &info), "nvmlComputeInstanceGetInfo_v2"));
+  return info;
+}
+
+StatusOr<std::vector<nvmlProcessInfo_t>> NvmlLibrary::ComputeProcesses(nvmlDevice_t device) const {
+  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetComputeRunningProcesses_v3,
+                                  "nvmlDeviceGetComputeRunningProcesses_v3"));
+  const char* op = "nvmlDeviceGetComputeRunningProcesses_v3";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    unsigned count = 0;
+    nvmlReturn_t ret = fn_.nvmlDeviceGetComputeRunningProcesses_v3(device, &count, nullptr);
+    if (ret == NVML_SUCCESS) return std::vector<nvmlProcessInfo_t>{};
+    if (ret != NVML_ERROR_INSUFFICIENT_SIZE) return Check(ret, op);
+    std::vector<nvmlProcessInfo_t> out(count + 4);  // room for processes starting meanwhile
+    unsigned n = static_cast<unsigned>(out.size());
+    ret = fn_.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, out.data());
+    if (ret == NVML_SUCCESS) {
+      out.resize(n);
+      return out;
+    }
+    if (ret != NVML_ERROR_INSUFFICIENT_SIZE) return Check(ret, op);
+  }
+  return Check(NVML_ERROR_INSUFFICIENT_SIZE, op);
 }
 
 }  // namespace gpunode

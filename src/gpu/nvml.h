@@ -74,6 +74,46 @@ class NvmlLibrary {
   // Status for `ret` of `op`, with NVML's own text.
   Status Check(nvmlReturn_t ret, absl::string_view op) const;
 
+  // ---- MIG (src/mig). Every entry point is optional: a driver without it answers kUnimplemented
+  // carrying NVML_ERROR_FUNCTION_NOT_FOUND. Errors name the call and its arguments.
+  struct MigMode {
+    unsigned current = NVML_DEVICE_MIG_DISABLE;
+    unsigned pending = NVML_DEVICE_MIG_DISABLE;
+  };
+  StatusOr<MigMode> GetMigMode(nvmlDevice_t device) const;
+  // nvmlDeviceSetMigMode. OK means the driver took the request; the returned activation status
+  // says whether it is active now (NVML_SUCCESS) or only pending (e.g. NVML_ERROR_IN_USE while a
+  // process holds the GPU, NVML_ERROR_RESET_REQUIRED where a GPU reset is needed).
+  StatusOr<nvmlReturn_t> SetMigMode(nvmlDevice_t device, unsigned mode) const;
+  // GI profile `profile` (NVML_GPU_INSTANCE_PROFILE_*): the _v2 form (with its name, "MIG
+  // 1g.18gb") where the driver has it, else the v1 form with an empty name. A profile the GPU
+  // does not offer is kUnimplemented (NOT_SUPPORTED) or kInvalidArgument, as NVML says.
+  StatusOr<nvmlGpuInstanceProfileInfo_v2_t> GpuInstanceProfileInfo(nvmlDevice_t device,
+                                                                   unsigned profile) const;
+  // Where GIs of `profile_id` (info.id) can start on this GPU, free or not.
+  StatusOr<std::vector<nvmlGpuInstancePlacement_t>> GpuInstancePossiblePlacements(
+      nvmlDevice_t device, unsigned profile_id) const;
+  // Creates a GI of `profile_id`, at `placement` when given (else where the driver chooses).
+  StatusOr<nvmlGpuInstance_t> CreateGpuInstance(
+      nvmlDevice_t device, unsigned profile_id,
+      const std::optional<nvmlGpuInstancePlacement_t>& placement) const;
+  Status DestroyGpuInstance(nvmlGpuInstance_t gi) const;
+  // The GIs of `profile_id` that exist now.
+  StatusOr<std::vector<nvmlGpuInstance_t>> GpuInstances(nvmlDevice_t device,
+                                                        unsigned profile_id) const;
+  StatusOr<nvmlGpuInstanceInfo_t> GpuInstanceInfo(nvmlGpuInstance_t gi) const;
+  // CI profile `profile` (NVML_COMPUTE_INSTANCE_PROFILE_*) inside `gi`; _v2 with fallback to v1.
+  StatusOr<nvmlComputeInstanceProfileInfo_v2_t> ComputeInstanceProfileInfo(
+      nvmlGpuInstance_t gi, unsigned profile, unsigned eng_profile) const;
+  StatusOr<nvmlComputeInstance_t> CreateComputeInstance(nvmlGpuInstance_t gi,
+                                                        unsigned profile_id) const;
+  Status DestroyComputeInstance(nvmlComputeInstance_t ci) const;
+  StatusOr<std::vector<nvmlComputeInstance_t>> ComputeInstances(nvmlGpuInstance_t gi,
+                                                                unsigned profile_id) const;
+  StatusOr<nvmlComputeInstanceInfo_t> ComputeInstanceInfo(nvmlComputeInstance_t ci) const;
+  // The compute processes on `device` (a GPU or a MIG device).
+  StatusOr<std::vector<nvmlProcessInfo_t>> ComputeProcesses(nvmlDevice_t device) const;
+
  private:
   NvmlLibrary() = default;
   void* handle_ = nullptr;

@@ -227,6 +227,122 @@ typedef struct {
 } nvmlGpmSupport_t;
 #define NVML_GPM_SUPPORT_VERSION 1
 
+// ---- MIG: GPU instances (GI) and compute instances (CI) ------------------------------------------
+// nvmlDeviceGetGpuInstanceProfileInfo*(device, NVML_GPU_INSTANCE_PROFILE_*) describes a GI profile;
+// its `id` (e.g. 19 for 1g.18gb, what nvidia-smi shows) is the profileId the other GI calls take.
+// The same holds for CI profiles (NVML_COMPUTE_INSTANCE_PROFILE_* -> info.id).
+typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st* nvmlComputeInstance_t;
+
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_GPU_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_GPU_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_GPU_INSTANCE_PROFILE_8_SLICE 0x5
+#define NVML_GPU_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7  // 1 slice + all media engines ("+me")
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8  // 2 slices + media engines ("+me")
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9  // 1 compute slice, 2 memory slices (1g.35gb)
+// The profiles this header knows; CUDA 12.8+ nvml.h adds GFX/NO_ME/ALL_ME variants (0xA-0x10,
+// RTX PRO and Blackwell) and a larger NVML_GPU_INSTANCE_PROFILE_COUNT, which gpunode does not use.
+#define GPUNODE_NVML_GPU_INSTANCE_PROFILES_KNOWN 0xA
+
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE 0x5
+#define NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 0x7
+#define GPUNODE_NVML_COMPUTE_INSTANCE_PROFILES_KNOWN 0x8
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
+
+typedef struct nvmlGpuInstancePlacement_st {
+  unsigned int start;  // first memory slice
+  unsigned int size;   // memory slices
+} nvmlGpuInstancePlacement_t;
+
+typedef struct nvmlGpuInstanceProfileInfo_st {
+  unsigned int id;  // the profileId of the create/list calls
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;     // compute slices
+  unsigned int instanceCount;  // how many fit on an empty GPU
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+typedef struct nvmlGpuInstanceProfileInfo_v2_st {
+  unsigned int version;  // IN: nvmlGpuInstanceProfileInfo_v2
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // "MIG 1g.18gb"
+} nvmlGpuInstanceProfileInfo_v2_t;
+#define nvmlGpuInstanceProfileInfo_v2 NVML_STRUCT_VERSION(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 2)
+
+typedef struct nvmlGpuInstanceInfo_st {
+  nvmlDevice_t device;  // the parent GPU
+  unsigned int id;      // the GI id (nvmlDeviceGetGpuInstanceId of its MIG devices)
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct nvmlComputeInstancePlacement_st {
+  unsigned int start;
+  unsigned int size;
+} nvmlComputeInstancePlacement_t;
+
+typedef struct nvmlComputeInstanceProfileInfo_st {
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct nvmlComputeInstanceProfileInfo_v2_st {
+  unsigned int version;  // IN: nvmlComputeInstanceProfileInfo_v2
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // "MIG 1c.3g.71gb"
+} nvmlComputeInstanceProfileInfo_v2_t;
+#define nvmlComputeInstanceProfileInfo_v2 \
+  NVML_STRUCT_VERSION(sizeof(nvmlComputeInstanceProfileInfo_v2_t), 2)
+
+typedef struct nvmlComputeInstanceInfo_st {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
 // Every NVML entry point gpunode resolves, as X(return, name, params). The loader builds its
 // function table from this list; the simulator implements each one. Entries marked optional
 // in src/gpu/nvml.cc may be missing from older drivers.
@@ -319,7 +435,46 @@ typedef struct {
   X(nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t * gpmSample))                              \
   X(nvmlReturn_t, nvmlGpmSampleFree, (nvmlGpmSample_t gpmSample))                                 \
   X(nvmlReturn_t, nvmlGpmSampleGet, (nvmlDevice_t device, nvmlGpmSample_t gpmSample))             \
-  X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t * metricsGet))
+  X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t * metricsGet))                          \
+  X(nvmlReturn_t, nvmlDeviceSetMigMode,                                                           \
+    (nvmlDevice_t device, unsigned int mode, nvmlReturn_t * activationStatus))                    \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfo,                                            \
+    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t* info))              \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfoV,                                           \
+    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t* info))           \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstancePossiblePlacements_v2,                                  \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t* placements,         \
+     unsigned int* count))                                                                        \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceRemainingCapacity,                                      \
+    (nvmlDevice_t device, unsigned int profileId, unsigned int* count))                           \
+  X(nvmlReturn_t, nvmlDeviceCreateGpuInstance,                                                    \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t * gpuInstance))               \
+  X(nvmlReturn_t, nvmlDeviceCreateGpuInstanceWithPlacement,                                       \
+    (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t* placement,    \
+     nvmlGpuInstance_t* gpuInstance))                                                             \
+  X(nvmlReturn_t, nvmlGpuInstanceDestroy, (nvmlGpuInstance_t gpuInstance))                        \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstances,                                                      \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t* gpuInstances,                \
+     unsigned int* count))                                                                        \
+  X(nvmlReturn_t, nvmlGpuInstanceGetInfo,                                                         \
+    (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info))                                \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfo,                                   \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                \
+     nvmlComputeInstanceProfileInfo_t* info))                                                     \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfoV,                                  \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                \
+     nvmlComputeInstanceProfileInfo_v2_t* info))                                                  \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceRemainingCapacity,                             \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int* count))                 \
+  X(nvmlReturn_t, nvmlGpuInstanceCreateComputeInstance,                                           \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                       \
+     nvmlComputeInstance_t* computeInstance))                                                     \
+  X(nvmlReturn_t, nvmlComputeInstanceDestroy, (nvmlComputeInstance_t computeInstance))            \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstances,                                             \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                       \
+     nvmlComputeInstance_t* computeInstances, unsigned int* count))                               \
+  X(nvmlReturn_t, nvmlComputeInstanceGetInfo_v2,                                                  \
+    (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info))
 
 // libcuda: the driver API calls gpunode makes (CUresult is an int enum).
 typedef int CUresult;

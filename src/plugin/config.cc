@@ -308,14 +308,22 @@ Status ApplyEnvironment(const std::map<std::string, std::string>& env, PluginCon
   return absl::OkStatus();
 }
 
+std::string MpsRootOf(const PluginConfig& c) {
+  if (c.mps_root.empty()) return kDefaultMpsRoot;
+  std::string root = c.mps_root;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
 Status ValidateConfig(const PluginConfig& c) {
   if (c.sharing.strategy == SharingStrategy::kMps) {
     if (c.mig_strategy == MigStrategy::kMixed) {
       return absl::InvalidArgumentError("sharing.mps: using --mig-strategy=mixed is not supported with MPS");
     }
-    return absl::UnimplementedError(
-        "sharing.mps: MPS sharing is not yet supported by gpunode (it needs the MPS control daemon); "
-        "use sharing.timeSlicing, or NVIDIA's device plugin for MPS");
+    if (!c.mps_root.empty() && c.mps_root.front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mpsRoot \"", c.mps_root, "\": must be an absolute path on the host (e.g. ", kDefaultMpsRoot, ")"));
+    }
   }
   if (!c.cdi_annotation_prefix.empty() && c.cdi_annotation_prefix.back() != '/') {
     return absl::InvalidArgumentError(

@@ -51,7 +51,7 @@ struct PluginConfig {
   DeviceIdStrategy device_id = DeviceIdStrategy::kUuid;
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
   std::string cdi_kind = "nvidia.com/gpu";  // the CDI kind `gpunode cdi generate` writes
-  std::string mps_root;
+  std::string mps_root;  // host path; empty: kDefaultMpsRoot (see MpsRootOf)
   Sharing sharing;
   // gpu-feature-discovery settings (flags.gfd)
   bool gfd_oneshot = false;
@@ -79,8 +79,15 @@ StatusOr<DeviceListStrategy> ParseDeviceListStrategy(absl::string_view text);  /
 std::string MigStrategyName(MigStrategy s);          // "none", "single", "mixed"
 std::string SharingStrategyName(SharingStrategy s);  // "none", "time-slicing", "mps"
 
-// Checks across fields (MPS with mixed MIG, MPS without mpsRoot, ...).
+// Checks across fields: MPS with mixed MIG (refused, as NVIDIA does), a relative mpsRoot, a CDI
+// annotation prefix without '/'. What needs the devices (MPS on MIG devices, more replicas than
+// MPS clients) is checked by PlanMpsDaemons (src/plugin/mps.h).
 Status ValidateConfig(const PluginConfig& config);
+
+// The MPS root on the host: flags.mpsRoot / MPS_ROOT, else /run/nvidia/mps (the value NVIDIA's
+// Helm chart gives; its plugin has no default and requires the flag).
+inline constexpr char kDefaultMpsRoot[] = "/run/nvidia/mps";
+std::string MpsRootOf(const PluginConfig& config);
 
 }  // namespace gpunode::plugin
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "src/plugin/mps.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -39,6 +40,9 @@ PluginDevice FullGpu(const NodeInventory& inv, const GpuInfo& g, DeviceIdStrateg
   d.gpu = g.index;
   d.minor = g.minor_number;
   d.numa_node = NumaOf(inv, g);
+  d.memory_total_bytes = g.memory_total_bytes;
+  d.cc_major = g.cc_major;
+  d.cc_minor = g.cc_minor;
   d.base = d.id = ids == DeviceIdStrategy::kUuid ? d.uuid : d.index;
   return d;
 }
@@ -70,6 +74,27 @@ void ApplySharing(const Sharing& sharing, Resource* r) {
   r->shared = true;
   if (sharing.rename_by_default) r->name += ".shared";
   r->socket_name = SocketName(r->name);
+}
+
+// What a container needs to be an MPS client of the resource's daemon (see the header).
+void AddMpsToResponse(const Resource& resource, const PluginConfig& config,
+                      const std::vector<const PluginDevice*>& physical, v1beta1::ContainerAllocateResponse* r) {
+  const std::string root = MpsRootOf(config);
+  const std::string pipe = MpsContainerPipeDir(resource.name);
+  auto& envs = *r->mutable_envs();
+  envs["CUDA_MPS_PIPE_DIRECTORY"] = pipe;
+  envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = absl::StrCat(MpsActiveThreadPercentage(resource.replicas));
+  std::vector<std::string> limits;
+  for (size_t i = 0; i < physical.size(); ++i) {
+    if (auto limit = MpsPinnedMemLimit(*physical[i], resource.replicas)) limits.push_back(absl::StrCat(i, "=", *limit));
+  }
+  if (!limits.empty()) envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = absl::StrJoin(limits, ",");
+  v1beta1::Mount* m = r->add_mounts();
+  m->set_container_path(pipe);
+  m->set_host_path(MpsPipeDir(root, resource.name));
+  m = r->add_mounts();
+  m->set_container_path("/dev/shm");
+  m->set_host_path(MpsShmDir(root));
 }
 
 }  // namespace
@@ -198,6 +223,9 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocateResponse(const Resourc
   for (const PluginDevice* d : physical) bases.push_back(d->base);
 
   v1beta1::ContainerAllocateResponse r;
+  if (resource.shared && config.sharing.strategy == SharingStrategy::kMps) {
+    AddMpsToResponse(resource, config, physical, &r);
+  }
   const DeviceListStrategy& s = config.device_list;
   if (s.cdi_annotations || s.cdi_cri) {
     std::vector<std::string> names;

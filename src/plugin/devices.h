@@ -35,13 +35,18 @@ struct PluginDevice {
   std::optional<int> numa_node;
   bool mig = false;
   int replica = -1;  // -1: not replicated; else 0..replicas-1
+  // The (parent) GPU's memory and compute capability: MPS's pinned-memory limit per replica and
+  // its client limit (src/plugin/mps.h).
+  std::optional<uint64_t> memory_total_bytes;
+  std::optional<int> cc_major;
+  std::optional<int> cc_minor;
 };
 
 struct Resource {
   std::string name;         // "nvidia.com/gpu"
   std::string socket_name;  // "nvidia-gpu.sock" (in the kubelet's device-plugin directory)
   int replicas = 1;
-  bool shared = false;      // time-sliced
+  bool shared = false;      // replicated: time-sliced or MPS (config.sharing.strategy says which)
   std::string product;      // model of its devices, for logs and labels
   std::vector<PluginDevice> devices;
 };
@@ -62,7 +67,12 @@ std::vector<std::string> DevicePaths(const PluginDevice& d);
 // One container's response. Unknown IDs are InvalidArgument naming them and what this resource
 // offers; more than one replica with failRequestsGreaterThanOne is InvalidArgument with NVIDIA's
 // wording. `control_nodes` are the host's /dev/nvidiactl, /dev/nvidia-uvm... that exist (for
-// passDeviceSpecs).
+// passDeviceSpecs). An MPS-shared resource adds, whatever the device-list strategy (as NVIDIA's
+// plugin does): env CUDA_MPS_PIPE_DIRECTORY=/mps/<resource>/pipe, mounts of the host's
+// <mpsRoot>/<resource>/pipe there and of <mpsRoot>/shm at /dev/shm; and, beyond NVIDIA, the
+// per-replica limits the daemon also has as defaults: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100 /
+// replicas) and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=71680M,1=...": memory / replicas in MiB,
+// per device in the order of the response, GPUs of unknown memory left out).
 StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocateResponse(
     const Resource& resource, const PluginConfig& config, const std::vector<std::string>& ids,
     const std::vector<std::string>& control_nodes);

@@ -41,8 +41,8 @@ StatusOr<HealthOptions> HealthOptionsFromEnvironment(const std::map<std::string,
 }
 
 HealthMonitor::HealthMonitor(const NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
-                             HealthOptions options, Callback callback)
-    : nvml_(nvml), gpus_(std::move(gpus)), options_(std::move(options)), callback_(std::move(callback)) {
+                             HealthOptions options, Callback callback, NvmlEventPump* pump)
+    : nvml_(nvml), gpus_(std::move(gpus)), options_(std::move(options)), callback_(std::move(callback)), pump_(pump) {
   for (const auto& [index, uuid] : gpus_) healthy_[uuid] = true;
 }
 
@@ -53,78 +53,56 @@ void HealthMonitor::Start() {
   if (options_.disabled && options_.forced_xids.empty() && !options_.all_xids_fatal) return;
   if (thread_.joinable()) return;
   stop_ = false;
+  if (pump_ == nullptr) {
+    own_pump_ = std::make_unique<NvmlEventPump>(nvml_);
+    pump_ = own_pump_.get();
+  }
+  subscription_ = pump_->Subscribe([this](const NvmlEvent& e) { OnEvent(e); });
+  if (own_pump_) own_pump_->Start(gpus_);
   thread_ = std::thread([this] { Run(); });
 }
 
 void HealthMonitor::Stop() {
+  if (subscription_ != 0) {
+    pump_->Unsubscribe(subscription_);
+    subscription_ = 0;
+  }
+  if (own_pump_) {
+    own_pump_->Stop();
+    own_pump_.reset();
+    pump_ = nullptr;
+  }
   stop_ = true;
   if (thread_.joinable()) thread_.join();
 }
 
-std::string HealthMonitor::UuidOf(nvmlDevice_t device) const {
-  char buf[96] = {0};
-  if (nvml_.fn().nvmlDeviceGetUUID(device, buf, sizeof buf) == NVML_SUCCESS) return buf;
-  // A lost GPU no longer answers: find it by handle.
-  for (const auto& [index, uuid] : gpus_) {
-    auto h = nvml_.DeviceHandle(index);
-    if (h.ok() && *h == device) return uuid;
+void HealthMonitor::OnEvent(const NvmlEvent& e) {
+  if (!e.known) return;
+  bool ours = false;
+  for (const auto& [index, uuid] : gpus_) ours = ours || uuid == e.uuid;
+  if (!ours) return;
+  if (e.kind == NvmlEvent::Kind::kLost) {
+    Report(e.uuid, false, "GPU is lost (fell off the bus)");
+  } else if (options_.IsFatal(e.xid)) {
+    Report(e.uuid, false, absl::StrCat("XID ", e.xid));
   }
-  return "";
 }
 
 void HealthMonitor::Report(const std::string& uuid, bool healthy, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!healthy) last_bad_[uuid] = std::chrono::steady_clock::now();
   if (healthy_[uuid] == healthy) return;
   healthy_[uuid] = healthy;
   callback_({uuid, healthy, reason});
 }
 
-void HealthMonitor::RegisterEvents() {
-  const auto& fn = nvml_.fn();
-  if (set_ != nullptr) {
-    fn.nvmlEventSetFree(set_);
-    set_ = nullptr;
-  }
-  if (fn.nvmlEventSetCreate(&set_) != NVML_SUCCESS) {
-    set_ = nullptr;
-    return;
-  }
-  for (const auto& [index, uuid] : gpus_) {
-    auto h = nvml_.DeviceHandle(index);
-    if (!h.ok()) continue;
-    unsigned long long supported = 0;
-    if (fn.nvmlDeviceGetSupportedEventTypes(*h, &supported) != NVML_SUCCESS) continue;
-    const unsigned long long mask = supported & nvmlEventTypeXidCriticalError;
-    if (mask != 0) fn.nvmlDeviceRegisterEvents(*h, mask, set_);
-  }
-}
-
 void HealthMonitor::Run() {
   using Clock = std::chrono::steady_clock;
   const auto& fn = nvml_.fn();
-  RegisterEvents();
-  auto next_poll = Clock::now();
-  const unsigned wait_ms = static_cast<unsigned>(std::min<int64_t>(options_.poll_interval.count(), 500));
+  const auto step = std::chrono::milliseconds(std::min<int64_t>(options_.poll_interval.count(), 100));
   while (!stop_) {
-    if (set_ != nullptr) {
-      nvmlEventData_t data{};
-      const nvmlReturn_t rc = fn.nvmlEventSetWait_v2(set_, &data, wait_ms);
-      if (rc == NVML_SUCCESS && (data.eventType & nvmlEventTypeXidCriticalError)) {
-        const std::string uuid = UuidOf(data.device);
-        if (!uuid.empty() && options_.IsFatal(data.eventData)) {
-          Report(uuid, false, absl::StrCat("XID ", data.eventData));
-        }
-      } else if (rc == NVML_ERROR_GPU_IS_LOST) {
-        const std::string uuid = UuidOf(data.device);
-        if (!uuid.empty()) Report(uuid, false, "GPU is lost (fell off the bus)");
-      }
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-    }
-    if (Clock::now() < next_poll) continue;
-    next_poll = Clock::now() + options_.poll_interval;
     // The poll: each GPU must still answer; an unhealthy one that answered for the quiet period
-    // with no new critical XID is healthy again.
+    // with no new critical XID is healthy again. Events arrive meanwhile through the pump.
     for (const auto& [index, uuid] : gpus_) {
       auto h = nvml_.DeviceHandle(index);
       char buf[96] = {0};
@@ -133,19 +111,20 @@ void HealthMonitor::Run() {
         Report(uuid, false, h.ok() ? "GPU does not answer NVML" : std::string(h.status().message()));
         continue;
       }
-      if (!healthy_[uuid] && Clock::now() - last_bad_[uuid] >= options_.recovery_quiet) {
+      bool recover = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        recover = !healthy_[uuid] && Clock::now() - last_bad_[uuid] >= options_.recovery_quiet;
+      }
+      if (recover) {
         Report(uuid, true,
                absl::StrCat("answered NVML normally for ",
                             std::chrono::duration_cast<std::chrono::seconds>(options_.recovery_quiet).count(),
                             " s with no critical XID"));
       }
     }
-    // The event set stays as it is: its registrations outlive a GPU's bad spell, and a GPU lost
-    // again is caught by this poll even when NVML reports the loss only once per registration.
-  }
-  if (set_ != nullptr) {
-    fn.nvmlEventSetFree(set_);
-    set_ = nullptr;
+    const auto next_poll = Clock::now() + options_.poll_interval;
+    while (!stop_ && Clock::now() < next_poll) std::this_thread::sleep_for(step);
   }
 }
 

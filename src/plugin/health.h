@@ -12,12 +12,15 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "src/base/status.h"
+#include "src/gpu/event_pump.h"
 #include "src/gpu/nvml.h"
 
 namespace gpunode::plugin {
@@ -48,8 +51,11 @@ class HealthMonitor {
  public:
   using Callback = std::function<void(const HealthEvent&)>;
   // `gpus` are (NVML index, UUID) of the GPUs to watch. The NVML library must outlive the monitor.
+  // Events (critical XIDs, a lost GPU) come from `pump` when given (the agent's one event loop for
+  // the whole process; it must outlive the monitor and be started by its owner); otherwise the
+  // monitor runs a pump of its own over `gpus`.
   HealthMonitor(const NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
-                HealthOptions options, Callback callback);
+                HealthOptions options, Callback callback, NvmlEventPump* pump = nullptr);
   ~HealthMonitor();
   HealthMonitor(const HealthMonitor&) = delete;
   HealthMonitor& operator=(const HealthMonitor&) = delete;
@@ -58,18 +64,20 @@ class HealthMonitor {
   void Stop();
 
  private:
-  void Run();
-  void RegisterEvents();
+  void Run();  // the poll
+  void OnEvent(const NvmlEvent& e);
   void Report(const std::string& uuid, bool healthy, const std::string& reason);
-  std::string UuidOf(nvmlDevice_t device) const;
 
   const NvmlLibrary& nvml_;
   std::vector<std::pair<unsigned, std::string>> gpus_;
   HealthOptions options_;
   Callback callback_;
+  std::unique_ptr<NvmlEventPump> own_pump_;
+  NvmlEventPump* pump_ = nullptr;
+  int subscription_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  nvmlEventSet_t set_ = nullptr;
+  std::mutex mu_;  // events (pump thread) and the poll (own thread) both report
   std::map<std::string, bool> healthy_;  // by UUID
   std::map<std::string, std::chrono::steady_clock::time_point> last_bad_;
 };

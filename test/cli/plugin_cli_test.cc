@@ -61,10 +61,11 @@ TEST_F(PluginCliTest, BadConfigurationIsRefusedWithTheReason) {
   auto missing = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("nope.yaml"));
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.out, HasSubstr("nope.yaml"));
+  // MPS with mixed MIG: refused as NVIDIA's plugin refuses it.
   std::ofstream(Path("mps.yaml")) << "sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 2}]}}\n";
-  auto mps = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("mps.yaml"));
-  EXPECT_EQ(mps.exit_code, 2);
-  EXPECT_THAT(mps.out, HasSubstr("MPS sharing is not yet supported"));
+  auto mps = RunGpunode("--simulate dgx-h200 plugin --print --mig-strategy mixed --config-file " + Path("mps.yaml"));
+  EXPECT_EQ(mps.exit_code, 3);
+  EXPECT_THAT(mps.out, HasSubstr("sharing.mps"));
   auto bad_env = gpunode::testing::RunShell("MIG_STRATEGY=odd " + std::string(GPUNODE_BIN_DIR) +
                                             "/gpunode --simulate dgx-h200 plugin --print");
   EXPECT_EQ(bad_env.exit_code, 3);

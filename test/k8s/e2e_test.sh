@@ -3,7 +3,9 @@
 # GPUs are simulated, at NVML's ABI): the gpunode chart in simulate mode on the dgx-h200 profile.
 #   1. helm install -> the DaemonSet pod Ready -> Node capacity/allocatable nvidia.com/gpu = 8
 #      (time from install to allocatable reported)
-#      and GFD's/gpunode's labels on the Node (put there by the labels container through the API)
+#      and GFD's/gpunode's labels on the Node (put there by the agent through the API); the pod is
+#      one container (gpunode agent), its start -> plugin registration < 2 s, GpuStackReady=True,
+#      /readyz and gpunode_component_up
 #   2. a pod asking for 2 GPUs runs and sees exactly its 2 /dev/nvidia<N> nodes and matching
 #      NVIDIA_VISIBLE_DEVICES; a pod asking for 8 stays Pending with "Insufficient nvidia.com/gpu";
 #      after the first ends, the second runs (device specs from the plugin)
@@ -17,9 +19,15 @@
 #   3b. the kubelet restarted: the plugin registers again within 5 s; a GPU pod still schedules
 #   4. GPU 3 lost (the simulated profile edited on the host, as a GPU falls off the bus): allocatable
 #      drops to 7 (target 2 s, reported; fails past 5 s)
+#   4b. the validation gate: CUDA broken on the node (cuInit NO_DEVICE in the live profile) ->
+#      GpuStackReady=False reason CudaNoDevice on the Node within 5 s, an Event, allocatable 0 with
+#      the plugin still registered; mended -> True and 8 again
+#   4c. per-node configuration by relabelling, without a pod restart: nvidia.com/device-plugin.config
+#      =shared (time-slicing x4) -> 32, =exclusive -> 8; nvidia.com/gpu.deploy.dcgm-exporter=false
+#      switches the exporter off (port closed) within 5 s, removing the label brings it back
 #   5. Debian's Prometheus scrapes the exporter through the chart's Service: the running GPU pod's
 #      pod/namespace/container labels come from the real kubelet's pod-resources API
-#   6. helm upgrade to time-slicing with 4 replicas -> allocatable 32; helm uninstall (its
+#   6. helm upgrade to time-slicing with 4 replicas (devicePlugin.defaultConfig=shared) -> allocatable 32; helm uninstall (its
 #      pre-delete hook) leaves no plugin socket, no gpunode label and no CDI spec behind
 # Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
 # Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
@@ -50,9 +58,7 @@ cleanup() {
 dump() {
   echo "--- pods"; kubectl get pods -A -o wide 2>&1 | tail -20 || true
   echo "--- gpunode pod"; kubectl -n "$ns" describe pods 2>&1 | tail -40 || true
-  for c in plugin exporter labels; do
-    echo "--- logs $c"; kubectl -n "$ns" logs daemonset/gpunode -c "$c" --tail 20 2>&1 || true
-  done
+  echo "--- logs agent"; kubectl -n "$ns" logs daemonset/gpunode -c agent --tail 40 2>&1 || true
   echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -88,13 +94,37 @@ t0=$(date +%s.%N)
 helm install gpunode "$src/deploy/helm/gpunode" -n "$ns" --create-namespace \
   --set simulate.enabled=true --set simulate.profile=dgx-h200 \
   --set image.repository=localhost/gpunode --set image.tag="$version" --set image.pullPolicy=Never \
-  --set exporter.collectInterval=1000 \
+  --set exporter.collectInterval=1000 --set validator.interval=3s --set validator.retry=2s \
+  --set-json 'devicePlugin.configs={"exclusive":{"version":"v1"},"shared":{"version":"v1","sharing":{"timeSlicing":{"resources":[{"name":"nvidia.com/gpu","replicas":4}]}}}}' \
+  --set devicePlugin.defaultConfig=exclusive \
   >/dev/null || fail "helm install"
 wait_alloc 8 120 || fail "allocatable nvidia.com/gpu is '$(alloc)', not 8, 120 s after helm install"
 t1=$(date +%s.%N)
 ok "allocatable 8, capacity $(cap): $(python3 -c "print(round($t1-$t0,1))") s after helm install"
 kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready"
-ok "DaemonSet pod Ready"
+containers=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].spec.containers[*].name}')
+[ "$containers" = agent ] || fail "the gpunode pod runs containers '$containers', not the one agent"
+ok "DaemonSet pod Ready: one container (agent)"
+agent_log() { kubectl -n "$ns" logs daemonset/gpunode -c agent 2>/dev/null; }
+reg_ms=$(agent_log | sed -n 's/.*allocatable advertised .* \([0-9]*\) ms after start.*/\1/p' | head -1)
+[ -n "$reg_ms" ] || fail "no 'allocatable advertised' line in the agent's log"
+[ "$reg_ms" -lt 2000 ] || fail "the GPUs were advertised $reg_ms ms after the agent started (target 2 s)"
+ok "agent start -> allocatable advertised (plugin registered, validation passed) in $reg_ms ms (target 2000 ms)"
+condition() {  # FIELD of the Node condition GpuStackReady
+  kubectl get node "$node" -o jsonpath="{.status.conditions[?(@.type==\"GpuStackReady\")].$1}"
+}
+deadline=$((SECONDS + 30))
+until [ "$(condition status)" = True ]; do
+  [ $SECONDS -lt $deadline ] || fail "Node condition GpuStackReady is '$(condition status)' ($(condition reason)), not True"
+  sleep 0.5
+done
+ok "Node condition GpuStackReady=True ($(condition reason))"
+pod_ip=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.podIP}')
+ready=$(curl -s --max-time 3 "http://$pod_ip:9401/readyz" | tail -1)
+[ "$ready" = "readyz ok" ] || fail "agent /readyz on $pod_ip:9401: '$ready'"
+up=$(curl -s --max-time 3 "http://$pod_ip:9401/metrics" | grep -c '^gpunode_component_up{.*} 1$' || true)
+[ "$up" -ge 5 ] || fail "only $up components up in gpunode_component_up"
+ok "agent /readyz ok; gpunode_component_up=1 for $up components (cdi, validator, plugin, labels, exporter, node)"
 node_label() { kubectl get node "$node" -o go-template="{{index .metadata.labels \"$1\"}}"; }
 deadline=$((SECONDS + 30))
 until [ "$(node_label nvidia.com/gpu.count)" = 8 ]; do
@@ -107,6 +137,18 @@ nlabels=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.l
 managed=$(kubectl get node "$node" -o jsonpath='{.metadata.annotations.gpunode\.io/managed-labels}')
 case ",$managed," in *,nvidia.com/gpu.present,*) fail "gpunode claimed nvidia.com/gpu.present, which was there before it" ;; esac
 ok "Node labels: nvidia.com/gpu.product=$product nvidia.com/gpu.count=8, $nlabels nvidia.com/ and gpunode.io/ labels; $(printf '%s' "$managed" | tr ',' '\n' | grep -c .) claimed in gpunode.io/managed-labels"
+fleet_json() { "$build/bin/gpunode" fleet --kubeconfig "$KUBECONFIG" -o json; }
+rc=0; fleet=$(fleet_json) || rc=$?
+[ "$rc" = 0 ] || fail "gpunode fleet against the live cluster exited $rc: $(printf '%s' "$fleet" | head -c 400)"
+printf '%s' "$fleet" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+s = d["summary"]
+assert s["gpuNodes"] == 1 and s["allocatable"] == 8 and s["healthy"], s
+p = d["pools"][0]
+print("   fleet: pool %s, %d node, %d GPUs allocatable, agent %s" % (p.get("name"), s["gpuNodes"], s["allocatable"], ",".join(s["agentVersions"])))
+' || fail "gpunode fleet: $(printf '%s' "$fleet" | head -c 600)"
+ok "gpunode fleet against the live cluster: healthy, one pool"
 
 gpu_pod() {  # NAME GPUS COMMAND
   kubectl apply -f - >/dev/null <<YAML
@@ -259,6 +301,91 @@ kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/after --timeout=90s 
 ok "a 1-GPU pod runs after the restart and sees 1 GPU"
 kubectl delete pod after --wait=true >/dev/null
 
+profile=/var/lib/gpunode/sim/profile.yaml
+[ -f "$profile" ] || fail "$profile: the chart's simulated profile file is missing"
+cp "$profile" "$state/profile.orig.yaml"
+step "4b. the validation gate: CUDA fails on the node -> every GPU Unhealthy, GpuStackReady=False (target 5 s)"
+sed 's/^  cuda_version: "13.0"$/  cuda_version: "13.0"\n  cuda_init_error: NO_DEVICE/' "$state/profile.orig.yaml" > "$profile.tmp"
+grep -q 'cuda_init_error: NO_DEVICE' "$profile.tmp" || fail "could not break CUDA in $profile"
+t0=$(date +%s.%N)
+mv "$profile.tmp" "$profile"
+deadline=$((SECONDS + 30))
+until [ "$(condition status)" = False ]; do
+  [ $SECONDS -lt $deadline ] || fail "GpuStackReady is still '$(condition status)' 30 s after CUDA broke"
+  sleep 0.1
+done
+t1=$(date +%s.%N)
+reason=$(condition reason)
+[ "$reason" = CudaNoDevice ] || fail "GpuStackReady=False with reason '$reason', not CudaNoDevice"
+dt=$(python3 -c "print(round($t1-$t0,2))")
+python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "the failing validation reached the Node only after $dt s (target 5 s)"
+ok "GpuStackReady=False (CudaNoDevice: $(condition message | cut -c1-60)...) on the Node $dt s after CUDA broke"
+wait_alloc 0 10 || fail "allocatable is '$(alloc)', not 0, while the gate is closed"
+ok "allocatable 0 (capacity $(cap)): the plugin stays registered, every GPU Unhealthy"
+kubectl get events -n default --field-selector involvedObject.name="$node",reason=CudaNoDevice -o name | grep -q . ||
+  fail "no Warning event CudaNoDevice on the Node"
+ok "Event CudaNoDevice on the Node"
+rc=0; fleet=$(fleet_json) || rc=$?
+[ "$rc" = 1 ] || fail "gpunode fleet exited $rc with validation failing on the node (want 1)"
+printf '%s' "$fleet" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+ids = [f["id"] for f in d["findings"]]
+assert "validation-failing" in ids, ids
+' || fail "gpunode fleet lists no validation-failing finding: $(printf '%s' "$fleet" | head -c 600)"
+ok "gpunode fleet: exit 1, finding validation-failing for the node"
+sleep 3
+[ "$(alloc)" = 0 ] || fail "allocatable went back to '$(alloc)' while CUDA is still broken"
+cp "$state/profile.orig.yaml" "$profile.tmp" && mv "$profile.tmp" "$profile"
+wait_alloc 8 30 || fail "allocatable is '$(alloc)', not 8, after CUDA was mended"
+[ "$(condition status)" = True ] || fail "GpuStackReady is '$(condition status)' after CUDA was mended"
+ok "mended: GpuStackReady=True, allocatable 8"
+
+step "4c. per-node configuration by node labels, no pod restart (target 5 s)"
+pod_ip=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.podIP}')
+pod_before=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
+t0=$(date +%s.%N)
+kubectl label node "$node" nvidia.com/device-plugin.config=shared --overwrite >/dev/null
+wait_alloc 32 30 || fail "allocatable is '$(alloc)', not 32, after nvidia.com/device-plugin.config=shared"
+t1=$(date +%s.%N)
+ok "nvidia.com/device-plugin.config=shared (time-slicing x4): allocatable 32 after $(python3 -c "print(round($t1-$t0,2))") s"
+deadline=$((SECONDS + 15))
+until [ "$(node_label nvidia.com/gpu.replicas)" = 4 ]; do
+  [ $SECONDS -lt $deadline ] || fail "nvidia.com/gpu.replicas is '$(node_label nvidia.com/gpu.replicas)', not 4"
+  sleep 0.2
+done
+ok "label nvidia.com/gpu.replicas=4 follows"
+t0=$(date +%s.%N)
+kubectl label node "$node" nvidia.com/device-plugin.config=exclusive --overwrite >/dev/null
+wait_alloc 8 30 || fail "allocatable is '$(alloc)', not 8, after nvidia.com/device-plugin.config=exclusive"
+t1=$(date +%s.%N)
+ok "nvidia.com/device-plugin.config=exclusive: allocatable 8 after $(python3 -c "print(round($t1-$t0,2))") s"
+kubectl label node "$node" nvidia.com/device-plugin.config- >/dev/null
+comp() { curl -s --max-time 2 "http://$pod_ip:9401/metrics" | sed -n "s/^gpunode_component_enabled{component=\"$1\"} //p"; }
+t0=$(date +%s.%N)
+kubectl label node "$node" nvidia.com/gpu.deploy.dcgm-exporter=false --overwrite >/dev/null
+deadline=$((SECONDS + 10))
+until [ "$(comp exporter)" = 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the exporter is still on 10 s after nvidia.com/gpu.deploy.dcgm-exporter=false"
+  sleep 0.1
+done
+t1=$(date +%s.%N)
+curl -s --max-time 2 "http://$pod_ip:9400/metrics" >/dev/null && fail "the exporter still answers on :9400 after it was switched off"
+dt=$(python3 -c "print(round($t1-$t0,2))")
+python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "switched off only after $dt s (target 5 s)"
+ok "nvidia.com/gpu.deploy.dcgm-exporter=false: exporter off after $dt s, :9400 closed, plugin untouched (allocatable $(alloc))"
+kubectl label node "$node" nvidia.com/gpu.deploy.dcgm-exporter- >/dev/null
+deadline=$((SECONDS + 15))
+until curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep -q DCGM_FI_DEV_GPU_TEMP; do
+  [ $SECONDS -lt $deadline ] || fail "the exporter did not come back after the label was removed"
+  sleep 0.2
+done
+ok "label removed: the exporter serves again"
+pod_after=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
+restarts=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+[ "$pod_before" = "$pod_after" ] && [ "$restarts" = 0 ] || fail "the gpunode pod was restarted ($pod_before -> $pod_after, $restarts restarts)"
+ok "same pod $pod_after, 0 restarts"
+
 step "4. GPU 3 falls off the bus -> allocatable 7 (target 2 s)"
 profile=/var/lib/gpunode/sim/profile.yaml
 [ -f "$profile" ] || fail "$profile: the chart's simulated profile file is missing"
@@ -315,8 +442,7 @@ kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true; prom_pid=
 kubectl delete pod watched --wait=true --grace-period=1 >/dev/null
 
 step "6. helm upgrade to time-slicing (4 replicas) -> 32; helm uninstall leaves no socket"
-helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values \
-  --set-json 'devicePlugin.config={"version":"v1","sharing":{"timeSlicing":{"resources":[{"name":"nvidia.com/gpu","replicas":4}]}}}' \
+helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set devicePlugin.defaultConfig=shared \
   >/dev/null || fail "helm upgrade"
 wait_alloc 32 120 || fail "allocatable is '$(alloc)', not 32, after the upgrade to time-slicing"
 ok "allocatable 32"

@@ -88,16 +88,20 @@ TEST(PluginConfigTest, BadFilesNameTheFieldThatIsWrong) {
   }
 }
 
-TEST(PluginConfigTest, UnsupportedPartsWarnAndMpsIsAClearNotYet) {
+TEST(PluginConfigTest, UnsupportedPartsWarnAndMpsIsAcceptedExceptWithMixedMig) {
   auto c = ParseConfig("resources: {gpus: [{pattern: '*', name: gpu}]}\nflags: {gdsEnabled: true}\n", "c.yaml");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->warnings.size(), 2u);
   auto mps = ParseConfig("sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n", "c.yaml");
   ASSERT_TRUE(mps.ok());
   EXPECT_TRUE(mps->sharing.fail_requests_greater_than_one);  // NVIDIA's MPS default
-  Status st = ValidateConfig(*mps);
-  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(st.message(), HasSubstr("MPS sharing is not yet supported"));
+  EXPECT_EQ(mps->sharing.strategy, SharingStrategy::kMps);
+  EXPECT_TRUE(ValidateConfig(*mps).ok()) << ValidateConfig(*mps);
+  EXPECT_EQ(MpsRootOf(*mps), "/run/nvidia/mps");
+  mps->mps_root = "run/mps";
+  EXPECT_THAT(ValidateConfig(*mps).message(), HasSubstr("must be an absolute path"));
+  mps->mps_root = "/var/run/mps/";
+  EXPECT_EQ(MpsRootOf(*mps), "/var/run/mps");
   mps->mig_strategy = MigStrategy::kMixed;
   EXPECT_THAT(ValidateConfig(*mps).message(), HasSubstr("mixed is not supported with MPS"));
 }

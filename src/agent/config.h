@@ -1,0 +1,114 @@
+// `gpunode agent --config FILE`: one YAML document with a section per component. Every key has
+// NVIDIA's default (the ClusterPolicy's, the device plugin's, dcgm-exporter's, GFD's), so an empty
+// file (or none) runs plugin, labels, exporter and validator; cdi and runtime are opt-in.
+// docs/agent.md documents every key. Parsing is strict: an unknown key, a wrong type or a bad
+// duration is an error naming the file, the line and the key path.
+#ifndef GPUNODE_AGENT_CONFIG_H_
+#define GPUNODE_AGENT_CONFIG_H_
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "src/base/status.h"
+
+namespace gpunode::agent {
+
+struct KubernetesSection {
+  bool enabled = true;     // Node labels, the GpuStackReady condition, Events, the Node watch
+  std::string kubeconfig;  // "": in-cluster service account (or $KUBECONFIG)
+  std::string daemonset;   // NAMESPACE/NAME: its deletion makes a stop an uninstall
+  std::vector<std::string> remove_on_uninstall;  // files removed then (the CDI spec)
+};
+
+// A step that runs once at start (and again when the driver changes): `gpunode <args>`.
+struct OneShotSection {
+  bool enabled = false;
+  std::vector<std::string> args;  // after the global options, e.g. [cdi, generate, --driver-root, /]
+  // Global options for this step instead of the agent's own (--host-root, --nvml-library...):
+  // e.g. a simulated node's CDI spec is generated with --host-root / so that it names host paths.
+  std::vector<std::string> global_args;
+};
+
+struct PluginSection {
+  bool enabled = true;
+  std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string config_file;     // NVIDIA's device-plugin config (v1); "" = none
+  // Named configs for the node label nvidia.com/device-plugin.config=<name>: the files of a
+  // folder (a ConfigMap mounted as a volume, one key per config), as NVIDIA's config-manager.
+  std::string config_dir;
+  std::string default_config;  // the name used when the node has no such label
+  std::chrono::milliseconds health_recovery{std::chrono::minutes(5)};
+  // Settings as NVIDIA's flags ("" = not set: environment, then config file, then default).
+  std::string mig_strategy, device_list_strategy, device_id_strategy, pass_device_specs, fail_on_init_error;
+};
+
+struct LabelsSection {
+  bool enabled = true;
+  bool node_labels = true;     // straight onto the Node (needs kubernetes.enabled)
+  std::string features_file;   // also write NFD's features file there ("" = no)
+  std::chrono::milliseconds interval{std::chrono::seconds(60)};
+};
+
+struct ExporterSection {
+  bool enabled = true;
+  std::string listen = ":9400";
+  std::chrono::milliseconds collect_interval{30000};
+  bool kubernetes = false;  // pod attribution (pod-resources socket)
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string collectors;       // counters CSV ("" = dcgm-exporter's defaults)
+  std::string web_config_file;  // TLS / basic auth
+};
+
+struct ValidatorSection {
+  bool enabled = true;
+  bool cuda = true;  // check the CUDA layer too (cuInit, in a child process: libcuda stays out of the agent)
+  std::chrono::milliseconds interval{std::chrono::minutes(5)};  // re-check while passing
+  std::chrono::milliseconds retry{std::chrono::seconds(15)};    // re-check while failing
+  // Whether a failure also makes the plugin advertise every GPU Unhealthy (allocatable 0).
+  bool gate = true;
+};
+
+// nvidia.com/mig.config=<name> on the Node applies that layout of a mig-parted config file
+// (docs/mig.md) through NVML, then the plugin and labels start again over the new devices.
+struct MigSection {
+  std::string config_file;  // "" = the label is ignored (logged once)
+  bool allow_real = false;  // change MIG on real GPUs (never on this project's GPU machine)
+};
+
+struct AgentConfig {
+  std::string node_name;  // "": $NODE_NAME
+  std::string log_format = "text";  // text | json
+  std::string health_listen = ":9401";  // /healthz, /readyz, /metrics when the exporter is off
+  std::chrono::milliseconds watch_config{std::chrono::seconds(2)};  // the config file's mtime
+  KubernetesSection kubernetes;
+  OneShotSection cdi;
+  OneShotSection runtime;
+  PluginSection plugin;
+  LabelsSection labels;
+  ExporterSection exporter;
+  ValidatorSection validator;
+  MigSection mig;
+  std::string source;  // the file it came from ("" = defaults)
+};
+
+// Parses the YAML text. `source` names the file in errors.
+StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view source);
+// Reads and parses a file; "" gives the defaults.
+StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
+
+// "300s", "5m", "1h", "500ms" (Go's time.ParseDuration units we need; "0" and plain seconds too).
+StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text);
+
+// The effective configuration, every key (`gpunode agent --print-config`; reloads compare sections).
+nlohmann::ordered_json ConfigToJson(const AgentConfig& c);
+
+// The agent's component names, in start order.
+const std::vector<std::string>& ComponentNames();
+
+}  // namespace gpunode::agent
+
+#endif  // GPUNODE_AGENT_CONFIG_H_

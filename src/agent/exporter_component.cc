@@ -1,0 +1,97 @@
+// The exporter component: `gpunode exporter` inside the agent, XIDs from the shared event pump.
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "src/agent/components.h"
+#include "src/exporter/counters.h"
+#include "src/exporter/exporter.h"
+#include "src/exporter/http_server.h"
+#include "src/exporter/web_config.h"
+
+namespace gpunode::agent {
+namespace {
+
+class ExporterComponent final : public Component {
+ public:
+  ExporterComponent(NodeContext& ctx, ExporterSection s, Log& log, std::function<std::string()> extra,
+                    std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes)
+      : ctx_(ctx), s_(std::move(s)), log_(log), extra_(std::move(extra)), routes_(std::move(routes)) {}
+  std::string name() const override { return "exporter"; }
+  bool Ready() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exporter_ != nullptr && exporter_->Health().ok;
+  }
+
+  Status Run(std::stop_token stop) override {
+    std::vector<exporter::Counter> counters = exporter::DefaultCounters();
+    if (!s_.collectors.empty()) {
+      GPUNODE_ASSIGN_OR_RETURN(std::string text, HostFs::Local().ReadFile(s_.collectors));
+      GPUNODE_ASSIGN_OR_RETURN(counters, exporter::ParseCounters(text, s_.collectors));
+    }
+    exporter::ServerOptions server_options;
+    server_options.listen = s_.listen;
+    server_options.routes = routes_;
+    if (!s_.web_config_file.empty()) {
+      GPUNODE_ASSIGN_OR_RETURN(exporter::WebConfig web, exporter::LoadWebConfig(s_.web_config_file));
+      server_options.web = std::move(web);
+    }
+    Status why;
+    const NvmlLibrary* nvml = ctx_.Nvml(&why);
+    if (nvml == nullptr) return absl::FailedPreconditionError(absl::StrCat("NVML: ", why.message()));
+    exporter::ExporterOptions options;
+    options.counters = std::move(counters);
+    options.interval = s_.collect_interval;
+    options.hostname = ctx_.node_name();
+    options.log = log_.For(name());
+    options.events = ctx_.Pump();
+    options.extra_metrics = extra_;
+    struct stat st {};
+    if (s_.kubernetes || ::stat(s_.pod_resources_socket.c_str(), &st) == 0) {
+      exporter::PodMapperOptions pods;
+      pods.socket_path = s_.pod_resources_socket;
+      options.pods = pods;
+    }
+    auto exp = std::make_unique<exporter::Exporter>(*nvml, std::move(options));
+    GPUNODE_ASSIGN_OR_RETURN(std::unique_ptr<exporter::MetricsServer> server,
+                             exporter::MetricsServer::Create(*exp, server_options));
+    exp->Start();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      exporter_ = exp.get();
+    }
+    log_.Info(name(), absl::StrCat("serving ", server->tls() ? "https" : "http", " on ", s_.listen, " (port ",
+                                   server->port(), "): /metrics, /health, /healthz, /readyz, /; collect interval ",
+                                   s_.collect_interval.count(), " ms"));
+    {
+      std::stop_callback on_stop(stop, [&] { server->Stop(); });
+      server->Serve();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      exporter_ = nullptr;
+    }
+    exp->Stop();
+    return absl::OkStatus();
+  }
+
+ private:
+  NodeContext& ctx_;
+  ExporterSection s_;
+  Log& log_;
+  std::function<std::string()> extra_;
+  std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes_;
+  mutable std::mutex mu_;
+  exporter::Exporter* exporter_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Component> MakeExporter(NodeContext& ctx, const AgentConfig& c, Log& log,
+                                        std::function<std::string()> extra_metrics,
+                                        std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes) {
+  return std::make_unique<ExporterComponent>(ctx, c.exporter, log, std::move(extra_metrics), std::move(routes));
+}
+
+}  // namespace gpunode::agent

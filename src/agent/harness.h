@@ -1,0 +1,161 @@
+// The agent's component harness: one process runs the node's services (cdi, runtime, plugin,
+// labels, exporter, validator) as components. The harness owns what each command used to copy:
+// the stop signal, logging (text or JSON lines), the clock, and restart with backoff. One failing
+// component never takes the others down: its Run returns an error, the harness logs it, waits
+// (1 s, doubling to 1 min; back to 1 s after 5 min of running) and runs it again.
+//
+// Components can be switched off and on while the process runs (node labels
+// nvidia.com/gpu.deploy.<component>=false, a config reload) and restarted with new settings
+// without touching the others (the kubelet registration of the plugin survives a change of the
+// exporter's settings).
+#ifndef GPUNODE_AGENT_HARNESS_H_
+#define GPUNODE_AGENT_HARNESS_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace gpunode::agent {
+
+// Time, injectable: the harness's backoff goes through it, so tests check recovery timing by
+// advancing a FakeClock instead of sleeping.
+class Clock {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  virtual ~Clock() = default;
+  virtual TimePoint Now() const = 0;
+  // Returns true at `deadline`, false as soon as `stop` is requested.
+  virtual bool WaitUntil(TimePoint deadline, std::stop_token stop) = 0;
+  bool WaitFor(std::chrono::milliseconds d, std::stop_token stop) { return WaitUntil(Now() + d, std::move(stop)); }
+};
+
+class RealClock final : public Clock {
+ public:
+  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+  bool WaitUntil(TimePoint deadline, std::stop_token stop) override;
+};
+
+// Time moves only by Advance. WaitUntil returns when Advance passes the deadline.
+class FakeClock final : public Clock {
+ public:
+  TimePoint Now() const override;
+  bool WaitUntil(TimePoint deadline, std::stop_token stop) override;
+  void Advance(std::chrono::milliseconds d);
+  // Number of threads inside WaitUntil now (tests wait for the harness to be in its backoff).
+  int waiters() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  TimePoint now_{std::chrono::hours(1)};
+  int waiters_ = 0;
+};
+
+// Log lines: "2026-12-01T13:00:00Z gpunode agent [plugin] message" or, with json, one object per
+// line: {"time":"...","level":"info","component":"plugin","msg":"..."}. Thread-safe.
+class Log {
+ public:
+  enum class Format { kText, kJson };
+  using Sink = std::function<void(const std::string& line)>;
+  explicit Log(Format format = Format::kText, Sink sink = nullptr);
+  void Info(const std::string& component, const std::string& msg) { Write("info", component, msg); }
+  void Warn(const std::string& component, const std::string& msg) { Write("warning", component, msg); }
+  void Error(const std::string& component, const std::string& msg) { Write("error", component, msg); }
+  // A logger for one component (the signature the plugin and exporter take).
+  std::function<void(const std::string&)> For(const std::string& component);
+  void Write(const char* level, const std::string& component, const std::string& msg);
+
+ private:
+  Format format_;
+  Sink sink_;  // nullptr: stderr
+  std::mutex mu_;
+};
+
+// A long-running part of the agent.
+class Component {
+ public:
+  virtual ~Component() = default;
+  virtual std::string name() const = 0;
+  // Runs until `stop` is requested (then returns OK promptly) or until it fails (returns the error;
+  // the harness runs it again after a backoff). Returning OK without a stop counts as a failure
+  // ("ended by itself"), except for one-shot components (below).
+  virtual Status Run(std::stop_token stop) = 0;
+  // Ready for its job (/readyz). Any thread.
+  virtual bool Ready() const { return true; }
+  // A one-shot component (cdi, runtime) finishes its job and returns OK: it is then "done", up
+  // and ready, and not run again until restarted.
+  virtual bool one_shot() const { return false; }
+};
+
+struct HarnessOptions {
+  std::chrono::milliseconds initial_backoff{1000};
+  std::chrono::milliseconds max_backoff{60000};
+  // A run at least this long resets the backoff to initial_backoff.
+  std::chrono::milliseconds stable_after{std::chrono::minutes(5)};
+};
+
+enum class ComponentState { kDisabled, kStarting, kRunning, kBackoff, kDone, kStopped };
+const char* ComponentStateName(ComponentState s);
+
+struct ComponentInfo {
+  std::string name;
+  bool enabled = false;
+  ComponentState state = ComponentState::kDisabled;
+  bool up = false;     // running (or done) and Ready()
+  int restarts = 0;    // runs after a failure
+  std::string last_error;
+};
+
+class Harness {
+ public:
+  Harness(Clock& clock, Log& log, HarnessOptions options = {});
+  ~Harness();  // stops everything
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  // Before Start. Components run in the order added; each on its own thread.
+  void Add(std::unique_ptr<Component> c, bool enabled = true);
+  void Start();
+  // Stops every component (each Run sees its stop_token) and joins them. Idempotent.
+  void Stop();
+
+  // Switches a component off (stopped, not restarted) or on again. false: no such component.
+  bool SetEnabled(const std::string& name, bool enabled);
+  // Stops a running component and runs it again at once (no backoff): new settings.
+  bool Restart(const std::string& name);
+  // Replaces a component's implementation (new settings), running the new one if enabled.
+  bool Replace(std::unique_ptr<Component> c);
+
+  std::vector<ComponentInfo> Components() const;
+  // All enabled components up.
+  bool AllUp() const;
+  // /healthz, /readyz and the metrics gpunode_component_up / _restarts_total, as text.
+  std::string MetricsText() const;
+
+ private:
+  struct Slot;
+  void Loop(Slot* slot);
+
+  Clock& clock_;
+  Log& log_;
+  HarnessOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;  // enabled/restart changes
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::stop_source stop_;
+  bool started_ = false;
+};
+
+}  // namespace gpunode::agent
+
+#endif  // GPUNODE_AGENT_HARNESS_H_

@@ -1,0 +1,221 @@
+#include "src/agent/node_context.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace gpunode::agent {
+
+NodeContext::NodeContext(NodeContextOptions options) : options_(std::move(options)) {
+  if (options_.gate_pending) gate_ = {false, "ValidationPending", "the GPU stack has not been checked yet"};
+}
+
+NodeContext::~NodeContext() {
+  if (pump_) pump_->Stop();
+}
+
+const NvmlLibrary* NodeContext::Nvml(Status* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!nvml_) {
+    auto lib = NvmlLibrary::Open(options_.probe.nvml_library);
+    if (lib.ok()) {
+      nvml_ = *std::move(lib);
+      nvml_status_ = absl::OkStatus();
+    } else {
+      nvml_status_ = lib.status();
+    }
+  }
+  if (why != nullptr) *why = nvml_status_;
+  return nvml_.get();
+}
+
+NvmlEventPump* NodeContext::Pump() {
+  const NvmlLibrary* nvml = Nvml();
+  if (nvml == nullptr) return nullptr;
+  auto inv = Inventory();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pump_) {
+    pump_ = std::make_unique<NvmlEventPump>(*nvml);
+    std::vector<std::pair<unsigned, std::string>> gpus;
+    if (inv.ok()) {
+      for (const GpuInfo& g : (*inv)->driver.gpus) gpus.emplace_back(g.index, g.uuid);
+    }
+    pump_->Start(gpus);
+  }
+  return pump_.get();
+}
+
+namespace {
+// What makes two inventories "the same node" for the components: driver, GPUs, MIG devices.
+std::string InventoryKey(const NodeInventory& inv) {
+  std::string key = absl::StrCat(inv.driver.driver_version ? inv.driver.driver_version->ToString() : "", "|",
+                                 inv.kernel.version_line, "|",
+                                 inv.driver.status.ok() ? "ok" : inv.driver.status.message(), "|");
+  for (const GpuInfo& g : inv.driver.gpus) {
+    absl::StrAppend(&key, g.uuid, ",");
+    for (const MigDevice& m : g.mig_devices) absl::StrAppend(&key, m.uuid, ";");
+  }
+  for (const GpuFailure& f : inv.driver.gpu_failures) absl::StrAppend(&key, "!", f.index);
+  return key;
+}
+}  // namespace
+
+StatusOr<std::shared_ptr<const NodeInventory>> NodeContext::Inventory(bool refresh) {
+  std::lock_guard<std::mutex> probe_lock(probe_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (inventory_ && !refresh) return inventory_;
+  }
+  Nvml();  // keeps NVML initialised between probes: each probe's own init is a reference count
+  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, ProbeNode(options_.fs, options_.probe));
+  auto shared = std::make_shared<const NodeInventory>(std::move(inv));
+  const std::string key = InventoryKey(*shared);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (key != inventory_key_) {
+    inventory_key_ = key;
+    ++generation_;
+  }
+  inventory_ = shared;
+  return shared;
+}
+
+uint64_t NodeContext::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+Gate NodeContext::gate() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gate_;
+}
+
+void NodeContext::SetGate(const Gate& g) {
+  std::lock_guard<std::mutex> calls(gate_call_mu_);  // a removed subscriber is never called after
+  std::vector<std::function<void(const Gate&)>> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool changed = g.open != gate_.open;
+    gate_ = g;
+    if (changed) {
+      for (auto& [id, f] : gate_subscribers_) call.push_back(f);
+    }
+  }
+  for (auto& f : call) f(g);
+}
+
+int NodeContext::OnGateChange(std::function<void(const Gate&)> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int id = next_id_++;
+  gate_subscribers_[id] = std::move(f);
+  return id;
+}
+
+void NodeContext::RemoveGateSubscriber(int id) {
+  std::lock_guard<std::mutex> calls(gate_call_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  gate_subscribers_.erase(id);
+}
+
+std::string NodeContext::plugin_config_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plugin_config_name_;
+}
+
+void NodeContext::set_plugin_config_name(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plugin_config_name_ = name;
+}
+
+StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                               std::stop_token stop) {
+  if (args.empty()) return absl::InvalidArgumentError("run: no program");
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe for", args[0]);
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    return ErrnoToStatus(e, "pipe for", args[0]);
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  // The child starts with the default signal dispositions and an empty mask (the agent blocks
+  // SIGTERM/SIGHUP to take them with sigwait).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return ErrnoToStatus(rc, "start", args[0]);
+  }
+  ChildResult result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  bool killed = false;
+  while (open_fds > 0) {
+    if (!killed && (std::chrono::steady_clock::now() >= deadline || stop.stop_requested())) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    const int n = ::poll(fds, 2, 100);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buf[4096];
+      const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        std::string& sink = i == 0 ? result.out : result.err;
+        if (sink.size() < (16u << 20)) sink.append(buf, static_cast<size_t>(got));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (pollfd& p : fds) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (killed && stop.stop_requested()) return absl::CancelledError(absl::StrCat(args[0], ": stopped"));
+  if (killed) {
+    return absl::DeadlineExceededError(absl::StrCat(args[0], ": still running after ",
+                                                    std::chrono::duration<double>(timeout).count(), " s, killed"));
+  }
+  return result;
+}
+
+}  // namespace gpunode::agent

@@ -1,0 +1,113 @@
+// What the agent's components share: the host (HostFs), one NVML session and one NVML event pump
+// for the whole process, the latest NodeInventory (probed again when something changed: a driver
+// change, a GPU lost, a MIG layout), the validation gate, the node's per-node settings from its
+// labels, and the Kubernetes client. Thread-safe.
+#ifndef GPUNODE_AGENT_NODE_CONTEXT_H_
+#define GPUNODE_AGENT_NODE_CONTEXT_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/base/host_fs.h"
+#include "src/base/status.h"
+#include "src/gpu/event_pump.h"
+#include "src/gpu/nvml.h"
+#include "src/kube/client.h"
+#include "src/node/inventory.h"
+#include "src/node/probe.h"
+
+namespace gpunode::agent {
+
+// The validation gate: closed while the node's GPU stack fails (or has not been checked yet).
+struct Gate {
+  bool open = true;
+  std::string reason;   // CamelCase finding id, "ValidationPending", "AllChecksPassed"
+  std::string message;  // the first action, or what passed
+};
+
+struct NodeContextOptions {
+  HostFs fs = HostFs::Local();
+  ProbeOptions probe;
+  std::string node_name;
+  // `gpunode` and the global options that reach the same node (--host-root, --simulate's
+  // library...): child steps (doctor, cdi generate) run as `self_args + their args`.
+  std::vector<std::string> self_args;
+  std::unique_ptr<kube::Client> kube;  // nullptr: no Kubernetes API
+  bool gate_pending = true;            // start closed until the first validation (validator on)
+};
+
+class NodeContext {
+ public:
+  explicit NodeContext(NodeContextOptions options);
+  ~NodeContext();
+  NodeContext(const NodeContext&) = delete;
+  NodeContext& operator=(const NodeContext&) = delete;
+
+  const HostFs& fs() const { return options_.fs; }
+  const ProbeOptions& probe_options() const { return options_.probe; }
+  const std::string& node_name() const { return options_.node_name; }
+  const std::vector<std::string>& self_args() const { return options_.self_args; }
+  // Milliseconds since the context was made (the agent's start), for the timing log lines.
+  int64_t MsSinceStart() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count();
+  }
+  kube::Client* kube() const { return options_.kube.get(); }
+
+  // The one NVML session (opened on first use, again after it failed); nullptr with the reason.
+  const NvmlLibrary* Nvml(Status* why = nullptr);
+  // The one event pump, started over the inventory's GPUs on first use; nullptr without NVML.
+  NvmlEventPump* Pump();
+
+  // The latest inventory; `refresh` probes again. Probing is serialised.
+  StatusOr<std::shared_ptr<const NodeInventory>> Inventory(bool refresh = false);
+  // Incremented each time a probe found a different set of GPUs or driver.
+  uint64_t generation() const;
+
+  Gate gate() const;
+  void SetGate(const Gate& g);  // calls the gate subscribers when it opens or closes
+  int OnGateChange(std::function<void(const Gate&)> f);
+  void RemoveGateSubscriber(int id);
+
+  // Per-node settings from the Node's labels (NodeWatcher): the device-plugin config name,
+  // "" = the default. Read by the plugin and labels components when they (re)start.
+  std::string plugin_config_name() const;
+  void set_plugin_config_name(const std::string& name);
+
+ private:
+  NodeContextOptions options_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  mutable std::mutex mu_;
+  std::mutex probe_mu_;  // one probe at a time
+  std::mutex gate_call_mu_;  // held while gate subscribers run
+  std::unique_ptr<NvmlLibrary> nvml_;
+  Status nvml_status_;
+  std::unique_ptr<NvmlEventPump> pump_;
+  std::shared_ptr<const NodeInventory> inventory_;
+  std::string inventory_key_;
+  uint64_t generation_ = 0;
+  Gate gate_;
+  std::map<int, std::function<void(const Gate&)>> gate_subscribers_;
+  int next_id_ = 1;
+  std::string plugin_config_name_;
+};
+
+// Runs `args[0]` with `args[1..]` (no shell), waits at most `timeout`, and returns its exit
+// status with what it wrote (stdout; stderr separately). Used for the agent's child steps: the
+// doctor's CUDA check (libcuda and cuInit stay out of the agent's own memory), cdi generate,
+// runtime configure.
+struct ChildResult {
+  int exit_code = -1;  // -1: killed by a signal or timed out
+  std::string out, err;
+};
+StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
+                               std::stop_token stop = {});
+
+}  // namespace gpunode::agent
+
+#endif  // GPUNODE_AGENT_NODE_CONTEXT_H_

@@ -1,0 +1,198 @@
+// The plugin component: the device plugin of `gpunode plugin`, inside the agent.
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "src/agent/components.h"
+#include "src/plugin/devices.h"
+#include "src/plugin/health.h"
+#include "src/plugin/mps.h"
+#include "src/plugin/server.h"
+#include "src/plugin/topology.h"
+
+extern char** environ;
+
+namespace gpunode::agent {
+
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+namespace {
+
+StatusOr<bool> GoBool(const char* what, const std::string& v) {
+  if (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True") return true;
+  if (v == "0" || v == "f" || v == "F" || v == "false" || v == "FALSE" || v == "False") return false;
+  return absl::InvalidArgumentError(absl::StrCat("plugin.", what, ": \"", v, "\" is not true or false"));
+}
+
+}  // namespace
+
+StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
+                                                   const std::map<std::string, std::string>& env) {
+  plugin::PluginConfig config;
+  std::string file = s.config_file;
+  if (file.empty() && !s.config_dir.empty()) {
+    const std::string name = config_name.empty() ? s.default_config : config_name;
+    if (!name.empty()) {
+      if (name.find('/') != std::string::npos || name == "." || name == "..") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("device-plugin config name \"", name, "\": not a name (a key of the config map)"));
+      }
+      file = absl::StrCat(s.config_dir, "/", name);
+    }
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) {
+      return ErrnoToStatus(errno, config_name.empty() ? "read device-plugin config"
+                                                      : "read the device-plugin config named by the node label",
+                           file);
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    GPUNODE_ASSIGN_OR_RETURN(config, plugin::ParseConfig(text.str(), file));
+  }
+  GPUNODE_RETURN_IF_ERROR(plugin::ApplyEnvironment(env, &config));
+  if (!s.mig_strategy.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.mig_strategy, plugin::ParseMigStrategy(s.mig_strategy));
+  }
+  if (!s.device_list_strategy.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.device_list, plugin::ParseDeviceListStrategy(s.device_list_strategy));
+  }
+  if (!s.device_id_strategy.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(s.device_id_strategy));
+  }
+  if (!s.pass_device_specs.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, GoBool("passDeviceSpecs", s.pass_device_specs));
+  }
+  if (!s.fail_on_init_error.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, GoBool("failOnInitError", s.fail_on_init_error));
+  }
+  GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
+  return config;
+}
+
+namespace {
+
+class PluginComponent final : public Component {
+ public:
+  PluginComponent(NodeContext& ctx, PluginSection s, bool gate, Log& log)
+      : ctx_(ctx), s_(std::move(s)), gate_(gate), log_(log) {}
+  std::string name() const override { return "plugin"; }
+  bool Ready() const override { return registered_.load(); }
+
+  Status Run(std::stop_token stop) override {
+    registered_ = false;
+    const std::map<std::string, std::string> env = ProcessEnvironment();
+    const std::string config_name = ctx_.plugin_config_name();
+    GPUNODE_ASSIGN_OR_RETURN(plugin::PluginConfig config, ResolvePluginConfig(s_, config_name, env));
+    for (const std::string& w : config.warnings) log_.Warn(name(), absl::StrCat("config: ", w));
+    GPUNODE_ASSIGN_OR_RETURN(plugin::HealthOptions health, plugin::HealthOptionsFromEnvironment(env));
+    health.recovery_quiet = s_.health_recovery;
+
+    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory());
+    if (!inv->driver.status.ok()) {
+      const std::string msg = absl::StrCat("NVML: ", inv->driver.status.message());
+      if (config.fail_on_init_error) return absl::FailedPreconditionError(msg);
+      log_.Warn(name(), msg + "; failOnInitError is false: serving without devices");
+    }
+    GPUNODE_ASSIGN_OR_RETURN(std::vector<plugin::Resource> resources, plugin::BuildResources(*inv, config));
+    std::vector<std::string> control;
+    for (const DeviceNode& n : inv->kernel.device_nodes) {
+      const bool per_gpu = n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]));
+      if (n.present && !per_gpu) control.push_back(n.path);
+    }
+    auto links = std::make_shared<plugin::LinkMatrix>(plugin::BuildLinkMatrix(*inv));
+    std::vector<std::pair<unsigned, std::string>> watched;
+    for (const GpuInfo& g : inv->driver.gpus) watched.emplace_back(g.index, g.uuid);
+    size_t count = 0;
+    for (const plugin::Resource& r : resources) count += r.devices.size();
+
+    // MPS sharing: one control daemon per shared resource, started before the resource is served.
+    plugin::MpsManager mps(ctx_.fs(), {}, log_.For(name()));
+    mps.Start();
+    GPUNODE_RETURN_IF_ERROR(mps.Apply(config, resources));
+
+    plugin::ManagerOptions mo;
+    mo.plugin_dir = s_.kubelet_dir;
+    plugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
+
+    // A device is advertised Healthy when its GPU is healthy (monitor) and the gate is open.
+    std::mutex mu;
+    std::map<std::string, std::pair<bool, std::string>> monitor;  // uuid -> (healthy, reason)
+    for (const auto& [index, uuid] : watched) monitor[uuid] = {true, ""};
+    auto apply = [&](const Gate& g) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& [uuid, h] : monitor) {
+        const bool healthy = h.first && (!gate_ || g.open);
+        manager.SetHealth(uuid, healthy,
+                          !h.first ? h.second : (healthy ? "validation passed" : "validation: " + g.reason));
+      }
+    };
+    apply(ctx_.gate());
+    const int gate_sub = ctx_.OnGateChange([&](const Gate& g) {
+      log_.Info(name(), g.open ? "validation passed: advertising the GPUs as healthy"
+                               : absl::StrCat("validation failed (", g.reason, "): every GPU Unhealthy"));
+      apply(g);
+    });
+
+    std::unique_ptr<plugin::HealthMonitor> health_monitor;
+    if (const NvmlLibrary* nvml = ctx_.Nvml(); nvml != nullptr && !watched.empty()) {
+      health_monitor = std::make_unique<plugin::HealthMonitor>(
+          *nvml, watched, health,
+          [&](const plugin::HealthEvent& e) {
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              monitor[e.uuid] = {e.healthy, e.reason};
+            }
+            apply(ctx_.gate());
+          },
+          ctx_.Pump());
+      health_monitor->Start();
+    }
+    log_.Info(name(), absl::StrCat("starting: ", count, " devices, MIG strategy ",
+                                   plugin::MigStrategyName(config.mig_strategy), ", sharing ",
+                                   plugin::SharingStrategyName(config.sharing.strategy),
+                                   config_name.empty() ? "" : absl::StrCat(", config \"", config_name, "\""),
+                                   ", kubelet dir ", s_.kubelet_dir));
+    std::atomic<bool> stop_flag{false};
+    std::stop_callback on_stop(stop, [&] { stop_flag = true; });
+    std::thread watch_registration([&] {
+      while (!stop_flag) {
+        registered_ = manager.registrations() > 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    Status st = manager.Run(stop_flag);
+    stop_flag = true;
+    watch_registration.join();
+    registered_ = false;
+    ctx_.RemoveGateSubscriber(gate_sub);
+    if (health_monitor) health_monitor->Stop();
+    mps.Stop();
+    return st;
+  }
+
+ private:
+  NodeContext& ctx_;
+  PluginSection s_;
+  bool gate_;
+  Log& log_;
+  std::atomic<bool> registered_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Component> MakePlugin(NodeContext& ctx, const AgentConfig& c, Log& log) {
+  return std::make_unique<PluginComponent>(ctx, c.plugin, c.validator.enabled && c.validator.gate, log);
+}
+
+}  // namespace gpunode::agent

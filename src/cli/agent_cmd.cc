@@ -1,0 +1,328 @@
+// gpunode agent: the node's GPU services in one process (src/agent, docs/agent.md).
+#include <malloc.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "src/agent/components.h"
+#include "src/agent/config.h"
+#include "src/agent/harness.h"
+#include "src/agent/node_context.h"
+#include "src/cli/common.h"
+#include "src/exporter/http_server.h"
+#include "src/kube/node.h"
+
+namespace gpunode::cli {
+namespace {
+
+struct AgentFlags {
+  std::string config;
+  std::string node_name;
+  std::string kubeconfig;
+  std::string log_format;
+  bool print_config = false;
+};
+
+std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std::string_view path) {
+  auto one = [&](const std::string& name, bool ready) -> std::optional<exporter::RouteResponse> {
+    for (const agent::ComponentInfo& i : h.Components()) {
+      if (i.name != name) continue;
+      const bool ok = !i.enabled || (ready ? i.up : i.state != agent::ComponentState::kBackoff);
+      return exporter::RouteResponse{ok ? 200 : 503, "text/plain; charset=utf-8",
+                                     absl::StrCat(name, " ", i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                                                  i.last_error.empty() ? "" : absl::StrCat(" (", i.last_error, ")"), "\n")};
+    }
+    return exporter::RouteResponse{404, "text/plain; charset=utf-8", absl::StrCat("no component ", name, "\n")};
+  };
+  for (const char* kind : {"/healthz", "/readyz"}) {
+    const bool ready = std::string_view(kind) == "/readyz";
+    if (path == kind) {
+      // /readyz: every switched-on component is up. /healthz: the agent answers (the liveness probe
+      // must not kill the whole pod for one component: the harness runs a failing one again
+      // itself); each component's state is listed, and /healthz/<component> fails in its backoff.
+      bool ok = true;
+      std::string body;
+      for (const agent::ComponentInfo& i : h.Components()) {
+        const bool good = !i.enabled || (ready ? i.up : i.state != agent::ComponentState::kBackoff);
+        if (ready) ok = ok && good;
+        absl::StrAppend(&body, good ? "[+] " : "[-] ", i.name, " ",
+                        i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                        i.last_error.empty() || good ? "" : absl::StrCat(": ", i.last_error), "\n");
+      }
+      absl::StrAppend(&body, ready ? "readyz " : "healthz ", ok ? "ok" : "failed", "\n");
+      return exporter::RouteResponse{ok ? 200 : 503, "text/plain; charset=utf-8", body};
+    }
+    const std::string prefix = std::string(kind) + "/";
+    if (path.substr(0, prefix.size()) == prefix) return one(std::string(path.substr(prefix.size())), ready);
+  }
+  if (path == "/metrics") {
+    return exporter::RouteResponse{200, "text/plain; version=0.0.4; charset=utf-8", h.MetricsText()};
+  }
+  return std::nullopt;
+}
+
+int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
+  ::mallopt(M_ARENA_MAX, 2);
+  auto config = agent::LoadAgentConfig(flags.config);
+  if (!config.ok()) {
+    PrintError(config.status());
+    return kExitUsage;
+  }
+  if (!flags.log_format.empty()) {
+    if (flags.log_format != "text" && flags.log_format != "json") {
+      PrintError(absl::StrCat("--log-format \"", flags.log_format, "\": want text or json"));
+      return kExitUsage;
+    }
+    config->log_format = flags.log_format;
+  }
+  if (!flags.node_name.empty()) config->node_name = flags.node_name;
+  if (config->node_name.empty()) {
+    if (const char* n = std::getenv("NODE_NAME"); n != nullptr) config->node_name = n;
+  }
+  if (!flags.kubeconfig.empty()) config->kubernetes.kubeconfig = flags.kubeconfig;
+  if (flags.print_config) {
+    auto format = ParseOutputFormat(global.output == "table" ? "yaml" : global.output);
+    if (!format.ok()) {
+      PrintError(format.status());
+      return kExitUsage;
+    }
+    PrintDocument(agent::ConfigToJson(*config), *format);
+    return kExitOk;
+  }
+
+  agent::Log log(config->log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+  // Signals are taken by sigwait on this thread: blocked before any thread starts (threads
+  // inherit the mask; children get a clean one, see RunChild).
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  auto session = NodeSession::Open(global);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitUsage;
+  }
+  agent::NodeContextOptions o{.fs = (*session)->fs()};
+  o.probe = (*session)->probe_options();
+  o.probe.load_cuda = false;  // the validator's CUDA check runs in a child process
+  o.probe.query_topology = true;
+  o.probe.live_metrics = false;
+  o.node_name = config->node_name;
+  o.gate_pending = config->validator.enabled && config->validator.gate;
+  o.self_args = {SelfPath(), "--host-root", (*session)->fs().root()};
+  if ((*session)->simulated()) {
+    // Children reach the same simulated node: its host root, library and profile file.
+    o.self_args.insert(o.self_args.end(), {"--nvml-library", o.probe.nvml_library, "--cuda-library", o.probe.cuda_library});
+    ::unsetenv("GPUNODE_SIMULATE");
+  } else {
+    if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
+    if (!global.cuda_library.empty()) o.self_args.insert(o.self_args.end(), {"--cuda-library", global.cuda_library});
+  }
+  if (config->kubernetes.enabled) {
+    if (config->node_name.empty()) {
+      log.Warn("agent", "no node name (nodeName, --node-name or NODE_NAME): no Node labels, condition, events or "
+                        "per-node settings");
+    } else {
+      auto conn = kube::ResolveConnection(config->kubernetes.kubeconfig);
+      if (!conn.ok()) {
+        PrintError(absl::StrCat("kubernetes: ", conn.status().message(),
+                                " (kubernetes.enabled: false runs the agent without the API)"));
+        return kExitUsage;
+      }
+      o.kube = std::make_unique<kube::Client>(*conn);
+    }
+  }
+  const bool have_kube = o.kube != nullptr;
+  agent::NodeContext ctx(std::move(o));
+
+  agent::RealClock clock;
+  agent::Harness harness(clock, log);
+  auto metrics = [&harness] { return harness.MetricsText(); };
+  auto routes = [&harness](std::string_view path) { return HealthRoutes(harness, path); };
+  // On the exporter's port: /healthz and /readyz; its /metrics stays the exporter's page (which
+  // carries the component metrics through `metrics`).
+  auto exporter_routes = [&harness](std::string_view path) -> std::optional<exporter::RouteResponse> {
+    if (path == "/metrics") return std::nullopt;
+    return HealthRoutes(harness, path);
+  };
+  auto build = [&](const agent::AgentConfig& c) {
+    std::map<std::string, std::unique_ptr<agent::Component>> m;
+    m["cdi"] = agent::MakeOneShot("cdi", ctx, c.cdi, log);
+    m["runtime"] = agent::MakeOneShot("runtime", ctx, c.runtime, log);
+    m["validator"] = agent::MakeValidator(ctx, c, log, [&harness, &c] {
+      if (c.cdi.enabled) harness.Restart("cdi");
+    });
+    m["plugin"] = agent::MakePlugin(ctx, c, log);
+    m["labels"] = agent::MakeLabels(ctx, c, log);
+    m["exporter"] = agent::MakeExporter(ctx, c, log, metrics, exporter_routes);
+    return m;
+  };
+  auto enabled_of = [](const agent::AgentConfig& c, const std::string& name) {
+    if (name == "cdi") return c.cdi.enabled;
+    if (name == "runtime") return c.runtime.enabled;
+    if (name == "validator") return c.validator.enabled;
+    if (name == "plugin") return c.plugin.enabled;
+    if (name == "labels") return c.labels.enabled;
+    if (name == "exporter") return c.exporter.enabled;
+    return false;
+  };
+  auto current = std::make_unique<agent::AgentConfig>(*config);
+  {
+    auto m = build(*current);
+    for (const std::string& name : agent::ComponentNames()) harness.Add(std::move(m[name]), enabled_of(*current, name));
+    if (have_kube) harness.Add(agent::MakeNodeWatcher(ctx, *current, log, harness), true);
+  }
+
+  exporter::ServerOptions health_options;
+  health_options.listen = config->health_listen;
+  health_options.routes = routes;
+  health_options.loop_threads = 1;
+  auto health = exporter::MetricsServer::Create(nullptr, health_options);
+  if (!health.ok()) {
+    PrintError(absl::StrCat("health endpoint: ", health.status().message()));
+    return kExitFailed;
+  }
+  std::thread health_thread([&health] { (*health)->Serve(); });
+
+  std::string enabled;
+  for (const std::string& name : agent::ComponentNames()) {
+    if (enabled_of(*current, name)) absl::StrAppend(&enabled, enabled.empty() ? "" : ", ", name);
+  }
+  log.Info("agent", absl::StrCat("gpunode ", GPUNODE_VERSION, " agent starting on ",
+                                 config->node_name.empty() ? "(no node name)" : config->node_name,
+                                 (*session)->simulated() ? absl::StrCat(" (simulated ", *(*session)->simulated(), ")") : "",
+                                 ": ", enabled, "; health on ", config->health_listen, " (port ", (*health)->port(),
+                                 "): /healthz /readyz /metrics"));
+  harness.Start();
+  // How long the start took, once: the plugin's registration (allocatable advertised) and every
+  // component up (pod Ready).
+  std::atomic<bool> timing_stop{false};
+  std::thread timing([&] {
+    bool plugin_logged = !current->plugin.enabled, all_logged = false;
+    while (!timing_stop && !(plugin_logged && all_logged) && ctx.MsSinceStart() < 120000) {
+      for (const agent::ComponentInfo& i : harness.Components()) {
+        if (!plugin_logged && i.name == "plugin" && i.up && ctx.gate().open) {
+          log.Info("agent", absl::StrCat("allocatable advertised (plugin registered, validation passed) ",
+                                         ctx.MsSinceStart(), " ms after start"));
+          plugin_logged = true;
+        }
+      }
+      if (!all_logged && harness.AllUp()) {
+        log.Info("agent", absl::StrCat("ready: every component up ", ctx.MsSinceStart(), " ms after start"));
+        all_logged = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+
+  // The config file: SIGHUP or a change of its modification time reloads it. A section that
+  // changed restarts only its component; a bad file keeps the running configuration.
+  auto mtime = [&]() -> int64_t {
+    struct stat st {};
+    if (flags.config.empty() || ::stat(flags.config.c_str(), &st) != 0) return 0;
+    return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  };
+  int64_t seen = mtime();
+  std::vector<std::unique_ptr<agent::AgentConfig>> keep;  // components hold references to their config
+  int stop_signal = 0;
+  while (stop_signal == 0) {
+    timespec timeout{static_cast<time_t>(config->watch_config.count() / 1000),
+                     static_cast<long>((config->watch_config.count() % 1000) * 1000000)};
+    if (timeout.tv_sec == 0 && timeout.tv_nsec == 0) timeout.tv_sec = 2;
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGTERM || sig == SIGINT) {
+      stop_signal = sig;
+      break;
+    }
+    const int64_t now = mtime();
+    if (sig != SIGHUP && now == seen) continue;
+    seen = now;
+    auto next = agent::LoadAgentConfig(flags.config);
+    if (!next.ok()) {
+      log.Error("agent", absl::StrCat("reload: ", next.status().message(), "; keeping the running configuration"));
+      continue;
+    }
+    next->node_name = current->node_name;
+    next->kubernetes = current->kubernetes;
+    next->log_format = current->log_format;
+    next->health_listen = current->health_listen;
+    auto fresh = std::make_unique<agent::AgentConfig>(*next);
+    const auto before = agent::ConfigToJson(*current);
+    const auto after = agent::ConfigToJson(*fresh);
+    auto m = build(*fresh);
+    int changed = 0;
+    for (const std::string& name : agent::ComponentNames()) {
+      if (before[name] == after[name]) continue;
+      ++changed;
+      harness.Replace(std::move(m[name]));
+      harness.SetEnabled(name, enabled_of(*fresh, name));
+    }
+    if (have_kube && changed > 0) harness.Replace(agent::MakeNodeWatcher(ctx, *fresh, log, harness));
+    log.Info("agent", absl::StrCat(sig == SIGHUP ? "SIGHUP" : "config file changed", ": ", changed,
+                                   " component(s) with new settings"));
+    keep.push_back(std::move(current));
+    current = std::move(fresh);
+  }
+  log.Info("agent", absl::StrCat("received ", strsignal(stop_signal), ": stopping"));
+  timing_stop = true;
+  timing.join();
+  harness.Stop();
+  (*health)->Stop();
+  health_thread.join();
+
+  // An uninstall (the DaemonSet is being deleted), not a restart: remove what gpunode put on the
+  // node. A plain stop keeps the labels (no flapping of nvidia.com/gpu.present on upgrades).
+  if (have_kube && !config->kubernetes.daemonset.empty()) {
+    std::string ns, name;
+    if (kube::SplitNamespaced(config->kubernetes.daemonset, "kubernetes.daemonset", &ns, &name).ok()) {
+      auto deleting = kube::DaemonSetDeleting(*ctx.kube(), ns, name);
+      if (!deleting.ok()) {
+        log.Warn("agent", absl::StrCat("cannot tell whether this stop is an uninstall, Node labels kept: ",
+                                       deleting.status().message()));
+      } else if (*deleting) {
+        log.Info("agent", absl::StrCat("DaemonSet ", config->kubernetes.daemonset,
+                                       " is being deleted: removing what gpunode put on the node"));
+        if (auto r = kube::RemoveNodeLabels(*ctx.kube(), config->node_name); !r.ok()) {
+          log.Error("agent", std::string(r.status().message()));
+        }
+        for (const std::string& path : config->kubernetes.remove_on_uninstall) {
+          Status st = HostFs::Local().RemoveFile(path);
+          if (!st.ok() && !absl::IsNotFound(st)) log.Error("agent", std::string(st.message()));
+        }
+      }
+    }
+  }
+  log.Info("agent", "stopped");
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  auto f = std::make_shared<AgentFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "agent", "The node's GPU services in one process: device plugin, labels, exporter, validation gate, CDI (docs/agent.md)");
+  cmd->add_option("--config", f->config, "Agent config file (YAML, kind AgentConfig); none: NVIDIA's defaults")
+      ->envname("GPUNODE_AGENT_CONFIG");
+  cmd->add_option("--node-name", f->node_name, "This node's name (default: nodeName in the config, else $NODE_NAME)");
+  AddKubeconfigOption(cmd, &f->kubeconfig);
+  cmd->add_option("--log-format", f->log_format, "text or json (one JSON object per line)");
+  cmd->add_flag("--print-config", f->print_config, "Print the effective configuration (every key) and exit (-o json|yaml)");
+  cmd->footer(
+      "Components: cdi and runtime (one-shot, opt-in), validator (doctor's checks gate the plugin), plugin,\n"
+      "labels, exporter; each restarts with backoff on its own. Health: /healthz, /readyz (also /healthz/<component>),\n"
+      "/metrics with gpunode_component_up on healthListen (:9401). SIGHUP or a change of the file reloads it.\n"
+      "Per-node labels: nvidia.com/gpu.deploy.<component>=false, nvidia.com/device-plugin.config=<name>.\n"
+      "Examples:\n"
+      "  gpunode --simulate dgx-h200 agent --node-name n1 --config agent.yaml\n"
+      "  gpunode agent --print-config -o yaml       every key with its default");
+  cmd->callback([&global, f, exit_code] { *exit_code = RunAgent(global, *f); });
+}
+
+}  // namespace gpunode::cli

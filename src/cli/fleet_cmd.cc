@@ -1,0 +1,271 @@
+// gpunode fleet: the cluster view of GPU nodes (docs/fleet.md). Reads the Nodes from the API server
+// (--kubeconfig, GET /api/v1/nodes paginated) or from a saved NodeList (--from FILE, - for stdin),
+// and prints pools, findings, a compat verdict per pool or a drain plan. The analysis is
+// src/fleet; this file turns flags into inputs and prints.
+#include <filesystem>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/host_fs.h"
+#include "src/cli/common.h"
+#include "src/compat/dataset.h"
+#include "src/fleet/fleet.h"
+#include "src/fleet/render.h"
+#include "src/kube/client.h"
+
+namespace gpunode::cli {
+namespace {
+
+constexpr size_t kMaxNodeListBytes = size_t{512} << 20;  // ~100k nodes
+
+struct FleetFlags {
+  std::string kubeconfig;
+  std::string from;
+  std::string html;
+  bool nodes = false;
+  // compat
+  std::string image;
+  std::string data;
+  // drain-plan
+  std::string to_driver;
+  std::string max_unavailable;
+  std::vector<std::string> pools;
+};
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.string();
+}
+
+// The Nodes and where they came from; on error, the exit code (already printed).
+struct Loaded {
+  fleet::FleetReport report;
+  int rc = -1;
+};
+
+Loaded Load(const FleetFlags& f) {
+  Loaded out;
+  if (!f.from.empty() && !f.kubeconfig.empty()) {
+    PrintError("--from and --kubeconfig exclude each other: read a saved NodeList or the live cluster");
+    out.rc = kExitUsage;
+    return out;
+  }
+  if (!f.from.empty()) {
+    std::string text;
+    if (f.from == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else {
+      auto read = HostFs::Local().ReadFile(Absolute(f.from), kMaxNodeListBytes);
+      if (!read.ok()) {
+        PrintError(Annotate(read.status(), "--from"));
+        out.rc = kExitUsage;
+        return out;
+      }
+      text = std::move(*read);
+    }
+    const std::string source = absl::StrCat("--from ", f.from == "-" ? "stdin" : f.from);
+    auto nodes = fleet::ParseNodeListText(text, source);
+    if (!nodes.ok()) {
+      PrintError(nodes.status());
+      out.rc = kExitUsage;
+      return out;
+    }
+    out.report = fleet::Analyze(std::move(*nodes), source);
+    return out;
+  }
+  auto conn = kube::ResolveConnection(f.kubeconfig);
+  if (!conn.ok()) {
+    PrintError(conn.status());
+    out.rc = kExitUsage;
+    return out;
+  }
+  kube::Client client(*conn);
+  auto list = fleet::ListNodes(client, 500);
+  if (!list.ok()) {
+    PrintError(Annotate(list.status(), "list nodes"));
+    out.rc = kExitFailed;
+    return out;
+  }
+  const std::string source = absl::StrCat(conn->scheme, "://", conn->host, ":", conn->port, " (", conn->source, ")");
+  auto nodes = fleet::ParseNodeList(*list, source);
+  if (!nodes.ok()) {
+    PrintError(nodes.status());
+    out.rc = kExitFailed;
+    return out;
+  }
+  out.report = fleet::Analyze(std::move(*nodes), source);
+  return out;
+}
+
+// Writes the HTML page; returns an exit code other than -1 on error (printed).
+int WriteHtml(const std::string& path, const std::string& page) {
+  if (path.empty()) return -1;
+  WriteOptions w;
+  w.mode = 0644;
+  w.keep_mode = false;
+  auto written = HostFs::Local().WriteFileAtomically(Absolute(path), page, w);
+  if (!written.ok()) {
+    PrintError(Annotate(written.status(), "--html"));
+    return absl::IsFailedPrecondition(written.status()) ? kExitUsage : kExitFailed;
+  }
+  std::cerr << "wrote " << path << " (" << page.size() << " bytes)\n";
+  return -1;
+}
+
+int RunSummary(const GlobalOptions& global, const FleetFlags& f) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  Loaded l = Load(f);
+  if (l.rc != -1) return l.rc;
+  if (int rc = WriteHtml(f.html, fleet::RenderHtml(l.report)); rc != -1) return rc;
+  if (*format == OutputFormat::kTable) {
+    std::cout << fleet::RenderText(l.report, f.nodes, UseColor(global));
+  } else {
+    PrintDocument(fleet::ToJson(l.report), *format);
+  }
+  return fleet::ExitCodeOf(l.report);
+}
+
+int RunCompat(const GlobalOptions& global, const FleetFlags& f) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  auto data = f.data.empty() ? compat::LoadBuiltin() : compat::LoadFile(f.data);
+  if (!data.ok()) {
+    PrintError(Annotate(data.status(), "--data"));
+    return kExitUsage;
+  }
+  // The image first: a typo is reported before the cluster is asked.
+  if (auto w = compat::WorkloadFromImage(*data, f.image); !w.ok()) {
+    PrintError(Annotate(w.status(), "--image"));
+    return kExitUsage;
+  }
+  Loaded l = Load(f);
+  if (l.rc != -1) return l.rc;
+  auto report = fleet::CheckPools(*data, l.report, f.image);
+  if (!report.ok()) {
+    PrintError(Annotate(report.status(), "--image"));
+    return kExitUsage;
+  }
+  if (int rc = WriteHtml(f.html, fleet::RenderHtml(l.report, &*report)); rc != -1) return rc;
+  if (*format == OutputFormat::kTable) {
+    std::cout << fleet::RenderText(*report, UseColor(global));
+  } else {
+    PrintDocument(fleet::ToJson(*report), *format);
+  }
+  return fleet::ExitCodeOf(*report);
+}
+
+int RunDrainPlan(const GlobalOptions& global, const FleetFlags& f) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  fleet::DrainOptions options;
+  auto target = fleet::ParseDriverTarget(f.to_driver);
+  if (!target.ok()) {
+    PrintError(target.status());
+    return kExitUsage;
+  }
+  options.to_driver = *target;
+  // Checked once before the cluster is asked (the percentage needs the node count: again below).
+  if (auto n = fleet::ParseMaxUnavailable(f.max_unavailable, 1); !n.ok()) {
+    PrintError(n.status());
+    return kExitUsage;
+  }
+  Loaded l = Load(f);
+  if (l.rc != -1) return l.rc;
+  auto n = fleet::ParseMaxUnavailable(f.max_unavailable, l.report.summary.gpu_nodes);
+  if (!n.ok()) {
+    PrintError(n.status());
+    return kExitUsage;
+  }
+  options.max_unavailable = *n;
+  options.pools = f.pools;
+  auto plan = fleet::PlanDrain(l.report, options);
+  if (!plan.ok()) {
+    PrintError(plan.status());
+    return kExitUsage;
+  }
+  if (int rc = WriteHtml(f.html, fleet::RenderHtml(l.report, nullptr, &*plan)); rc != -1) return rc;
+  if (*format == OutputFormat::kTable) {
+    std::cout << fleet::RenderText(*plan);
+  } else {
+    PrintDocument(fleet::ToJson(*plan), *format);
+  }
+  return fleet::ExitCodeOf(*plan);
+}
+
+void AddInputOptions(CLI::App* cmd, FleetFlags* f) {
+  AddKubeconfigOption(cmd, &f->kubeconfig);
+  cmd->add_option("--from", f->from,
+                  "Read a saved NodeList instead of the cluster (kubectl get nodes -o json > FILE; - for stdin)");
+  cmd->add_option("--html", f->html, "Also write one self-contained HTML page to this file");
+}
+
+}  // namespace
+
+void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
+  auto flags = std::make_shared<FleetFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "fleet",
+      "The cluster view of GPU nodes: pools by GPU and driver, driver and agent skew, nodes whose allocatable\n"
+      "GPUs are below their GPU count and why, unhealthy GPUs, failing validation (docs/fleet.md)");
+  AddInputOptions(cmd, flags.get());
+  cmd->add_flag("--nodes", flags->nodes, "List every GPU node in the table output");
+  cmd->footer(
+      "Subcommands:\n"
+      "  compat      which pools can run an image, the rule and the smallest fix\n"
+      "  drain-plan  the waves in which to cordon, drain and upgrade nodes to a driver\n"
+      "Reads GET /api/v1/nodes (RBAC: get, list on nodes) through --kubeconfig, $KUBECONFIG, the pod's\n"
+      "service account or ~/.kube/config; or a saved NodeList with --from.\n"
+      "Exit codes: 0 no error finding, 1 a node below capacity, failing validation, with unhealthy GPUs or\n"
+      "NotReady, 2 the API failed, 3 usage or malformed input.\n"
+      "Examples:\n"
+      "  gpunode fleet\n"
+      "  gpunode fleet --from nodes.json -o json          # kind: FleetReport\n"
+      "  gpunode fleet --html fleet.html --nodes");
+  cmd->callback([&global, flags, exit_code, cmd] {
+    if (!cmd->get_subcommands().empty()) return;
+    *exit_code = RunSummary(global, *flags);
+  });
+
+  CLI::App* c = cmd->add_subcommand(
+      "compat", "Which pools can run an image: the compat verdict per pool (its driver and GPU), the rule and the smallest fix");
+  c->add_option("--image", flags->image, "Container image reference, as for gpunode compat check")->required();
+  c->add_option("--data", flags->data, "Use this compat data set instead of the built-in one");
+  c->footer(
+      "Exit codes: 0 every pool runs it (maybe with caveats), 1 a pool cannot, 2 unknown somewhere, 3 bad input.\n"
+      "Example:\n"
+      "  gpunode fleet compat --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime");
+  c->callback([&global, flags, exit_code] { *exit_code = RunCompat(global, *flags); });
+
+  CLI::App* d = cmd->add_subcommand(
+      "drain-plan",
+      "Print the waves in which to cordon, drain and upgrade GPU nodes to a driver, pool by pool, never more than\n"
+      "--max-unavailable nodes out of service at once. Only prints: installing drivers stays with the OS image or\n"
+      "the operator.");
+  d->add_option("--to-driver", flags->to_driver, "Target driver version, e.g. 580.95.05")->required();
+  d->add_option("--max-unavailable", flags->max_unavailable,
+                "Most GPU nodes out of service at once, including those already NotReady or cordoned: N or P%")
+      ->required();
+  d->add_option("--pool", flags->pools, "Only these pools (repeatable; names as gpunode fleet prints them)");
+  d->footer(
+      "Exit codes: 0 a plan (or nothing to do), 1 blocked (too many nodes already unavailable), 3 bad input.\n"
+      "Example:\n"
+      "  gpunode fleet drain-plan --to-driver 580.95.05 --max-unavailable 2");
+  d->callback([&global, flags, exit_code] { *exit_code = RunDrainPlan(global, *flags); });
+}
+
+}  // namespace gpunode::cli

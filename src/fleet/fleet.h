@@ -1,0 +1,255 @@
+// The cluster view of GPU nodes (`gpunode fleet`, user doc docs/fleet.md): pure functions over the
+// Kubernetes NodeList JSON as the API server returns it (GET /api/v1/nodes) and the labels,
+// conditions and resources gpunode's agent and device plugin put on every Node
+// (src/plugin/labels.cc).
+//
+//   NodeList JSON --ParseNodeList--> FleetNode[] --Analyze--> FleetReport (pools, findings)
+//                                                  --CheckPools--> FleetCompatReport (one verdict per pool)
+//                                                  --PlanDrain-->  DrainPlan (waves)
+//
+// Nothing here does I/O except ListNodes (the API client, paginated). Renderers (fleet_render.h)
+// return strings; src/cli prints them.
+#ifndef GPUNODE_FLEET_FLEET_H_
+#define GPUNODE_FLEET_FLEET_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "src/base/status.h"
+#include "src/base/version.h"
+#include "src/compat/dataset.h"
+#include "src/compat/engine.h"
+#include "src/kube/client.h"
+
+namespace gpunode::fleet {
+
+// Label keys read (GFD's names and gpunode's own; docs/labels.md).
+inline constexpr char kLabelGpuPresent[] = "nvidia.com/gpu.present";
+inline constexpr char kLabelGpuCount[] = "nvidia.com/gpu.count";
+inline constexpr char kLabelGpuProduct[] = "nvidia.com/gpu.product";
+inline constexpr char kLabelGpuFamily[] = "nvidia.com/gpu.family";
+inline constexpr char kLabelGpuMemory[] = "nvidia.com/gpu.memory";
+inline constexpr char kLabelComputeMajor[] = "nvidia.com/gpu.compute.major";
+inline constexpr char kLabelComputeMinor[] = "nvidia.com/gpu.compute.minor";
+inline constexpr char kLabelGpuReplicas[] = "nvidia.com/gpu.replicas";
+inline constexpr char kLabelSharingStrategy[] = "nvidia.com/gpu.sharing-strategy";
+inline constexpr char kLabelMigStrategy[] = "nvidia.com/mig.strategy";
+// GFD's names: cuda.driver-version.* is the driver's version; cuda.runtime-version.* is the highest
+// CUDA version that driver supports (what nvidia-smi prints as "CUDA Version").
+inline constexpr char kLabelDriverVersion[] = "nvidia.com/cuda.driver-version.full";
+inline constexpr char kLabelDriverMajor[] = "nvidia.com/cuda.driver.major";
+inline constexpr char kLabelCudaMax[] = "nvidia.com/cuda.runtime-version.full";
+inline constexpr char kLabelBranch[] = "gpunode.io/driver.branch";
+inline constexpr char kLabelKernelModule[] = "gpunode.io/driver.kernel-module";
+inline constexpr char kLabelDoctorStatus[] = "gpunode.io/doctor.status";
+inline constexpr char kLabelDoctorFirst[] = "gpunode.io/doctor.first-finding";
+inline constexpr char kLabelHealthy[] = "gpunode.io/gpu.healthy-count";
+inline constexpr char kLabelUnhealthy[] = "gpunode.io/gpu.unhealthy-count";
+inline constexpr char kLabelAgentVersion[] = "gpunode.io/agent.version";
+// node-feature-discovery's label for a node with an NVIDIA PCI device (vendor 10de).
+inline constexpr char kLabelNfdNvidiaPci[] = "feature.node.kubernetes.io/pci-10de.present";
+inline constexpr char kResourceGpu[] = "nvidia.com/gpu";
+inline constexpr char kConditionGpuStackReady[] = "GpuStackReady";
+
+// A Node condition; `present` false when the Node does not carry it.
+struct Condition {
+  bool present = false;
+  std::string status;  // "True", "False", "Unknown"
+  std::string reason;
+  std::string message;
+};
+
+// What fleet knows of one Node, read from the Node object alone.
+struct FleetNode {
+  std::string name;
+  std::map<std::string, std::string> labels;        // nvidia.com/*, gpunode.io/* and NFD's pci-10de
+  std::map<std::string, int64_t> capacity;          // nvidia.com/* resources only
+  std::map<std::string, int64_t> allocatable;       // nvidia.com/* resources only
+  Condition ready;                                  // the Ready condition
+  Condition gpu_stack;                              // GpuStackReady (set by gpunode agent)
+  bool unschedulable = false;                       // spec.unschedulable (cordoned)
+
+  // Derived from the labels (empty/nullopt when the label is absent or malformed).
+  bool has_gpus = false;            // any sign of an NVIDIA GPU (labels or nvidia.com/* capacity)
+  bool has_agent_labels = false;    // any gpunode.io/ label
+  std::string product;              // nvidia.com/gpu.product, e.g. "NVIDIA-H100-80GB-HBM3"
+  std::string model;                // product without GFD's "-SHARED" and "-MIG-<profile>" suffixes
+  std::string family;               // nvidia.com/gpu.family, e.g. "hopper"
+  std::optional<Version> driver;    // nvidia.com/cuda.driver-version.full
+  std::string branch;               // gpunode.io/driver.branch, else the driver's major
+  std::string cuda_max;             // nvidia.com/cuda.runtime-version.full
+  std::string kernel_module;        // open | proprietary
+  std::string agent_version;        // gpunode.io/agent.version
+  std::string doctor_status;        // ok | warn | fail
+  std::string doctor_first;         // gpunode.io/doctor.first-finding
+  std::optional<int64_t> healthy_gpus;    // gpunode.io/gpu.healthy-count
+  std::optional<int64_t> unhealthy_gpus;  // gpunode.io/gpu.unhealthy-count
+  std::optional<int64_t> physical_gpus;   // see PhysicalGpus in fleet.cc: labels, else capacity
+  int64_t replicas = 1;                   // GPU sharing replicas of nvidia.com/gpu (>= 1)
+  std::string sharing;                    // nvidia.com/gpu.sharing-strategy when not "none"
+  std::string mig_strategy;               // nvidia.com/mig.strategy
+  std::vector<std::string> warnings;      // labels present but malformed, named with their value
+
+  bool Ready() const { return ready.present && ready.status == "True"; }
+  // Cordoned or not Ready: the node already counts as unavailable.
+  bool Unavailable() const { return unschedulable || !Ready(); }
+  int64_t Allocatable(const std::string& resource) const;
+  int64_t Capacity(const std::string& resource) const;
+};
+
+// One Node object -> FleetNode. InvalidArgument when the object has no metadata.name; every other
+// missing part (labels, status, conditions) is simply absent. `where` names the object in errors.
+StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& where);
+// A NodeList (or kubectl's `List`) -> its nodes in order. InvalidArgument naming `source` when the
+// document is not a list of Node objects (no `items` array, an item that is not an object, a Node
+// without a name, the same name twice).
+StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const std::string& source);
+// The same from text (ParseJson: depth-limited, no exceptions).
+StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const std::string& source);
+
+// GET /api/v1/nodes?limit=N, following metadata.continue until the list is complete; returns one
+// NodeList with every item. Errors are the client's (they name the request); a continue token the
+// server repeats or more than `max_pages` pages is Internal rather than a loop.
+StatusOr<nlohmann::json> ListNodes(kube::Client& client, int limit = 500, int max_pages = 10000);
+
+// Nodes with the same GPU product and driver version.
+struct Pool {
+  std::string name;     // readable and unique: "h100-80gb-hbm3-580.95.05"
+  std::string product;  // the GPU model (FleetNode::model), "unknown" when not labelled
+  std::string driver;   // driver version, "unknown" when absent
+  std::string branch;
+  std::string cuda_max;
+  std::string family;
+  std::vector<std::string> kernel_modules;  // distinct values, sorted
+  std::vector<std::string> nodes;           // names, sorted
+  std::vector<std::string> agent_versions;  // distinct values, sorted ("" = no agent)
+  int ready_nodes = 0;
+  int64_t gpus = 0;         // physical GPUs
+  int64_t allocatable = 0;  // nvidia.com/gpu allocatable
+  int compute_major = 0, compute_minor = 0;  // from the first node that has them (0 = unknown)
+};
+
+enum class Severity { kInfo, kWarning, kError };
+// "info", "warning", "error".
+absl::string_view SeverityName(Severity s);
+
+// Why a node's allocatable nvidia.com/gpu is below its physical GPU count.
+struct ShortCause {
+  std::string id;      // node-not-ready | validation-failing | device-plugin-not-registered |
+                       // gpus-unhealthy | resource-renamed | plugin-marked-unhealthy | plugin-advertises-fewer
+  std::string detail;  // the evidence, e.g. "gpunode.io/gpu.unhealthy-count=2"
+};
+
+struct Finding {
+  std::string id;  // driver-skew, branch-skew, below-capacity, gpus-unhealthy, validation-failing,
+                   // node-not-ready, cordoned, agent-skew, no-agent, label-malformed
+  Severity severity = Severity::kWarning;
+  std::string subject;  // a node name, a GPU product or "fleet"
+  std::string pool;     // the node's pool, when it is about one node
+  std::string message;  // what is wrong, with the numbers
+  std::string action;   // what to do about it
+  std::vector<ShortCause> causes;  // below-capacity: every cause that applies, the main one first
+  std::vector<std::string> nodes;  // the nodes concerned (skew: those off the most common value)
+};
+
+struct FleetSummary {
+  int nodes = 0;
+  int gpu_nodes = 0;
+  int cpu_nodes = 0;
+  int ready_gpu_nodes = 0;
+  int cordoned_gpu_nodes = 0;
+  int64_t gpus = 0;         // physical
+  int64_t allocatable = 0;  // nvidia.com/gpu
+  int errors = 0, warnings = 0, infos = 0;
+  std::vector<std::string> agent_versions;  // distinct, sorted
+  std::vector<std::string> drivers;         // distinct, sorted by version
+};
+
+struct FleetReport {
+  std::string source;  // "--from nodes.json", "https://api:6443 (kubeconfig ...)"
+  FleetSummary summary;
+  std::vector<Pool> pools;        // sorted by product, then driver
+  std::vector<Finding> findings;  // errors first, then warnings, then infos; by subject within
+  std::vector<FleetNode> nodes;   // every node, sorted by name
+  std::map<std::string, std::string> pool_of;  // node name -> pool name (GPU nodes)
+};
+
+// Pools and findings (docs/fleet.md lists each finding and what to do).
+FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source);
+// 0 when no finding is an error; 1 otherwise (a node below capacity, failing validation, with
+// unhealthy GPUs, or NotReady), like doctor.
+int ExitCodeOf(const FleetReport& report);
+
+// `gpunode fleet compat --image REF`: one compat verdict per pool.
+struct PoolCompat {
+  std::string pool;
+  int nodes = 0;
+  compat::CompatReport report;
+};
+struct FleetCompatReport {
+  std::string image;
+  compat::WorkloadSpec workload;
+  std::vector<PoolCompat> pools;  // the report's pool order
+  compat::Verdict worst = compat::Verdict::kCompatible;
+};
+// InvalidArgument when `image` is not an image reference. An image the data set cannot map is not
+// an error: every pool gets the verdict "unknown" with what would decide it.
+StatusOr<FleetCompatReport> CheckPools(const compat::CompatData& data, const FleetReport& fleet,
+                                       const std::string& image);
+// 0 every pool runs the image (with or without caveats), 1 at least one pool cannot, 2 unknown
+// somewhere and no pool incompatible (compat's exit codes).
+int ExitCodeOf(const FleetCompatReport& report);
+
+// `gpunode fleet drain-plan`.
+struct DrainOptions {
+  Version to_driver;
+  int max_unavailable = 1;           // after resolving a percentage
+  std::vector<std::string> pools;    // only these pools (empty: all)
+};
+// --to-driver text: a driver version with 2 or 3 components ("580.95.05", "570.172"); InvalidArgument
+// naming the flag otherwise.
+StatusOr<Version> ParseDriverTarget(const std::string& text);
+// --max-unavailable: "N" (>= 1) or "P%" of the GPU nodes (rounded down, at least 1), as
+// Kubernetes reads maxUnavailable. InvalidArgument otherwise.
+StatusOr<int> ParseMaxUnavailable(const std::string& text, int gpu_nodes);
+
+struct PlannedNode {
+  std::string name;
+  std::string pool;
+  std::string from_driver;  // "unknown" when not labelled
+  std::string why_first;    // "already unavailable: NotReady", "validation failing (Reason)", ...
+  bool already_unavailable = false;
+};
+struct Wave {
+  int number = 0;
+  std::string pool;  // "" for the first wave of nodes that are already unavailable (any pool)
+  std::vector<PlannedNode> nodes;
+  int unavailable_during = 0;  // nodes out of service while this wave runs (never > N)
+};
+struct DrainPlan {
+  std::string to_driver;
+  int max_unavailable = 0;
+  int gpu_nodes = 0;
+  std::vector<std::string> held;       // unavailable nodes not in the plan: they hold slots throughout
+  std::vector<std::string> at_target;  // skipped: already at the target driver
+  std::vector<Wave> waves;
+  std::vector<std::string> warnings;   // downgrades, unknown drivers, pools not found
+  std::string blocked;                 // non-empty: no plan is possible, and why
+  int nodes_to_upgrade = 0;
+};
+// Waves, pool by pool, never more than `max_unavailable` nodes unavailable at once (nodes already
+// NotReady or cordoned count against it); nodes already at the target are skipped; within a pool
+// the unavailable, failing and unhealthy nodes go first. Assumes each wave is back in service
+// (Ready, uncordoned, GpuStackReady=True) before the next starts. InvalidArgument when
+// `options.pools` names a pool that does not exist.
+StatusOr<DrainPlan> PlanDrain(const FleetReport& fleet, const DrainOptions& options);
+// 0 a plan (possibly empty: everything at the target), 1 blocked.
+int ExitCodeOf(const DrainPlan& plan);
+
+}  // namespace gpunode::fleet
+
+#endif  // GPUNODE_FLEET_FLEET_H_

@@ -1,0 +1,97 @@
+#include "src/gpu/event_pump.h"
+
+#include <chrono>
+
+namespace gpunode {
+
+NvmlEventPump::~NvmlEventPump() { Stop(); }
+
+unsigned NvmlEventPump::Start(const std::vector<std::pair<unsigned, std::string>>& gpus) {
+  if (started_) return registered_;
+  started_ = true;
+  const auto& fn = nvml_.fn();
+  if (fn.nvmlEventSetCreate == nullptr || fn.nvmlEventSetCreate(&set_) != NVML_SUCCESS) {
+    set_ = nullptr;
+    return 0;
+  }
+  for (const auto& [index, uuid] : gpus) {
+    auto h = nvml_.DeviceHandle(index);
+    if (!h.ok()) continue;
+    unsigned long long supported = 0;
+    if (fn.nvmlDeviceGetSupportedEventTypes(*h, &supported) != NVML_SUCCESS) continue;
+    if ((supported & nvmlEventTypeXidCriticalError) == 0) continue;
+    if (fn.nvmlDeviceRegisterEvents(*h, nvmlEventTypeXidCriticalError, set_) != NVML_SUCCESS) continue;
+    gpu_of_[*h] = {index, uuid};
+  }
+  registered_ = static_cast<unsigned>(gpu_of_.size());
+  if (registered_ == 0) {
+    fn.nvmlEventSetFree(set_);
+    set_ = nullptr;
+    return 0;
+  }
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+  return registered_;
+}
+
+void NvmlEventPump::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  if (set_ != nullptr) {
+    nvml_.fn().nvmlEventSetFree(set_);
+    set_ = nullptr;
+  }
+}
+
+bool NvmlEventPump::watching(unsigned index) const {
+  for (const auto& [dev, gpu] : gpu_of_) {
+    if (gpu.first == index) return true;
+  }
+  return false;
+}
+
+int NvmlEventPump::Subscribe(Subscriber s) {
+  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  const int id = next_id_++;
+  subscribers_[id] = std::move(s);
+  return id;
+}
+
+void NvmlEventPump::Unsubscribe(int id) {
+  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  subscribers_.erase(id);
+}
+
+void NvmlEventPump::Dispatch(const NvmlEvent& e) {
+  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  for (auto& [id, s] : subscribers_) s(e);
+}
+
+void NvmlEventPump::Run() {
+  const auto& fn = nvml_.fn();
+  while (!stop_) {
+    nvmlEventData_t data{};
+    const nvmlReturn_t rc = fn.nvmlEventSetWait_v2(set_, &data, 500);
+    if (rc == NVML_SUCCESS || rc == NVML_ERROR_GPU_IS_LOST) {
+      if (rc == NVML_SUCCESS && (data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
+      NvmlEvent e;
+      e.kind = rc == NVML_SUCCESS ? NvmlEvent::Kind::kXid : NvmlEvent::Kind::kLost;
+      e.xid = data.eventData;
+      if (auto it = gpu_of_.find(data.device); it != gpu_of_.end()) {
+        e.known = true;
+        e.index = it->second.first;
+        e.uuid = it->second.second;
+      }
+      Dispatch(e);
+      if (rc == NVML_ERROR_GPU_IS_LOST) {
+        // NVML may answer every wait with the loss: do not spin. Pollers notice lost GPUs too.
+        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    } else if (rc != NVML_ERROR_TIMEOUT) {
+      // A broken event set: do not spin.
+      for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+}  // namespace gpunode

@@ -1,0 +1,76 @@
+// One NVML event loop per process. NVML delivers critical XIDs and "GPU is lost" through an event
+// set that one thread waits on; the device plugin's health monitor and the exporter's XID counters
+// both need them. The pump owns that set and that thread and hands each event to every subscriber,
+// so a process that runs both (the agent) waits on NVML once, and each consumer is a plain callback
+// that tests can also call directly.
+#ifndef GPUNODE_GPU_EVENT_PUMP_H_
+#define GPUNODE_GPU_EVENT_PUMP_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "src/gpu/nvml.h"
+
+namespace gpunode {
+
+struct NvmlEvent {
+  enum class Kind { kXid, kLost };
+  Kind kind = Kind::kXid;
+  unsigned index = 0;       // NVML index of the GPU (valid when `known`)
+  std::string uuid;         // as given to Start
+  bool known = false;       // false: NVML named a device we do not watch
+  unsigned long long xid = 0;  // kXid: the XID code
+};
+
+class NvmlEventPump {
+ public:
+  using Subscriber = std::function<void(const NvmlEvent&)>;
+
+  // `nvml` must outlive the pump.
+  explicit NvmlEventPump(const NvmlLibrary& nvml) : nvml_(nvml) {}
+  ~NvmlEventPump();
+  NvmlEventPump(const NvmlEventPump&) = delete;
+  NvmlEventPump& operator=(const NvmlEventPump&) = delete;
+
+  // Registers critical-XID events on each GPU (NVML index, UUID) that supports them and starts the
+  // thread. Returns how many GPUs are registered; 0 means no event support (the thread still runs
+  // nothing and subscribers simply get no events: pollers must not rely on the pump). Calling it
+  // again while running changes nothing and returns the same count.
+  unsigned Start(const std::vector<std::pair<unsigned, std::string>>& gpus);
+  void Stop();
+  // Whether GPU `index` is registered for events.
+  bool watching(unsigned index) const;
+
+  // Any thread. The callback runs on the pump's thread: keep it short, never call back into the
+  // pump. Unsubscribe waits until a running callback of that subscriber has returned.
+  int Subscribe(Subscriber s);
+  void Unsubscribe(int id);
+
+  // Hands `e` to every subscriber, as the pump thread does (tests, and injected events).
+  void Dispatch(const NvmlEvent& e);
+
+ private:
+  void Run();
+
+  const NvmlLibrary& nvml_;
+  nvmlEventSet_t set_ = nullptr;
+  std::map<nvmlDevice_t, std::pair<unsigned, std::string>> gpu_of_;  // registered GPUs
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  bool started_ = false;
+  unsigned registered_ = 0;
+
+  std::mutex subscribers_mu_;  // held while callbacks run, so Unsubscribe waits for them
+  std::map<int, Subscriber> subscribers_;
+  int next_id_ = 1;
+};
+
+}  // namespace gpunode
+
+#endif  // GPUNODE_GPU_EVENT_PUMP_H_

@@ -1,0 +1,664 @@
+#include "src/plugin/mps.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/node/probe.h"
+
+namespace gpunode::plugin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// ---------------------------------------------------------------------------------------------
+// Starting a program: fork, then in the child only async-signal-safe calls until execve.
+
+struct ExecSpec {
+  std::string program;                // path as seen after the chroot (if any)
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string chroot_dir;             // our path of the new root; "" = none
+  std::string bind_shm_from;          // our paths; "" = no private mount namespace
+  std::string bind_shm_to;
+};
+
+struct ExecResult {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string output;  // stdout and stderr together
+};
+
+// What failed in the child before exec: step and errno, written to a close-on-exec pipe.
+struct ChildError {
+  int step;
+  int err;
+};
+enum ChildStep { kStepUnshare = 1, kStepPrivate, kStepBind, kStepChroot, kStepChdir, kStepDup, kStepExec };
+
+const char* StepName(int step) {
+  switch (step) {
+    case kStepUnshare: return "unshare(CLONE_NEWNS) for the private /dev/shm";
+    case kStepPrivate: return "make the mounts of the new namespace private";
+    case kStepBind: return "bind-mount the MPS shm folder over /dev/shm";
+    case kStepChroot: return "chroot into the host root";
+    case kStepChdir: return "chdir / in the host root";
+    case kStepDup: return "redirect stdio";
+    case kStepExec: return "exec";
+  }
+  return "start";
+}
+
+[[noreturn]] void ChildFail(int fd, int step) {
+  ChildError e{step, errno};
+  ssize_t ignored = ::write(fd, &e, sizeof e);
+  (void)ignored;
+  _exit(127);
+}
+
+void CloseFrom(int first, int keep) {
+  // close_range(2) where the kernel has it (5.9+), a loop otherwise.
+#ifdef SYS_close_range
+  if (keep > first) ::syscall(SYS_close_range, first, keep - 1, 0);
+  if (::syscall(SYS_close_range, std::max(first, keep + 1), ~0U, 0) == 0) return;
+#endif
+  rlimit rl{};
+  int max = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? static_cast<int>(rl.rlim_cur)
+                                                                                  : 65536;
+  max = std::min(max, 65536);
+  for (int fd = first; fd < max; ++fd) {
+    if (fd != keep) ::close(fd);
+  }
+}
+
+// Runs `spec` with `input` on stdin; waits until it exits or `timeout` passes (then kills it).
+// Its own children (a daemon's) may keep the output pipe open: reading stops when the direct
+// child has exited.
+StatusOr<ExecResult> RunProgram(const ExecSpec& spec, const std::string& input, milliseconds timeout) {
+  const std::string what = absl::StrCat(spec.program, " ", absl::StrJoin(spec.argv.begin() + 1, spec.argv.end(), " "));
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int in[2], out[2], err[2];
+  // Every descriptor is close-on-exec: another thread's fork+exec cannot inherit them.
+  if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe for", what);
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(in[0]), ::close(in[1]);
+    return ErrnoToStatus(e, "pipe for", what);
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
+    return ErrnoToStatus(e, "pipe for", what);
+  }
+  // Small inputs only (a command line): written before the fork, it fits the pipe's buffer and no
+  // SIGPIPE can reach us when the program exits without reading it.
+  if (!input.empty()) {
+    ssize_t ignored = ::write(in[1], input.data(), std::min<size_t>(input.size(), 4096));
+    (void)ignored;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    return ErrnoToStatus(e, "fork for", what);
+  }
+  if (pid == 0) {
+    ::signal(SIGPIPE, SIG_DFL);
+    if (!spec.bind_shm_from.empty()) {
+      if (::unshare(CLONE_NEWNS) != 0) ChildFail(err[1], kStepUnshare);
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(err[1], kStepPrivate);
+      if (::mount(spec.bind_shm_from.c_str(), spec.bind_shm_to.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+        ChildFail(err[1], kStepBind);
+      }
+    }
+    if (!spec.chroot_dir.empty()) {
+      if (::chroot(spec.chroot_dir.c_str()) != 0) ChildFail(err[1], kStepChroot);
+      if (::chdir("/") != 0) ChildFail(err[1], kStepChdir);
+    }
+    if (::dup2(in[0], 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(out[1], 2) < 0) ChildFail(err[1], kStepDup);
+    CloseFrom(3, err[1]);
+    ::execve(spec.program.c_str(), argv.data(), envp.data());
+    ChildFail(err[1], kStepExec);
+  }
+  ::close(in[0]);
+  ::close(in[1]);
+  ::close(out[1]);
+  ::close(err[1]);
+  // The child's report: nothing (end of file at exec) or one ChildError.
+  ChildError ce{0, 0};
+  ssize_t got;
+  do {
+    got = ::read(err[0], &ce, sizeof ce);
+  } while (got < 0 && errno == EINTR);
+  ::close(err[0]);
+  if (got == static_cast<ssize_t>(sizeof ce)) {
+    ::close(out[0]);
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoToStatus(ce.err, StepName(ce.step), ce.step == kStepExec ? spec.program : what);
+  }
+  ExecResult result;
+  const auto deadline = Clock::now() + timeout;
+  bool exited = false, eof = false;
+  int status = 0;
+  char buf[4096];
+  while (true) {
+    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
+    bool more = false;
+    if (!eof) {
+      pollfd p{out[0], POLLIN, 0};
+      if (::poll(&p, 1, exited ? 0 : 20) > 0) {
+        const ssize_t n = ::read(out[0], buf, sizeof buf);
+        if (n > 0) {
+          if (result.output.size() < (1 << 20)) result.output.append(buf, static_cast<size_t>(n));
+          more = true;
+        } else if (n == 0) {
+          eof = true;
+        }
+      }
+    } else if (!exited) {
+      ::usleep(5000);
+    }
+    // Done when it exited and nothing more is waiting (a daemon it forked may hold the pipe).
+    if (exited && !more) break;
+    if (!exited && Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      ::close(out[0]);
+      return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ",
+                                                      std::chrono::duration_cast<milliseconds>(timeout).count(),
+                                                      " ms (killed)"));
+    }
+  }
+  ::close(out[0]);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string Trimmed(absl::string_view s) { return std::string(absl::StripAsciiWhitespace(s)); }
+
+std::string JoinPath(absl::string_view a, absl::string_view b) {
+  if (a == "/" || a.empty()) return absl::StrCat("/", absl::StripPrefix(b, "/"));
+  return absl::StrCat(absl::StripSuffix(a, "/"), "/", absl::StripPrefix(b, "/"));
+}
+
+// /proc/<pid>/stat's state and parent (our own /proc: the daemon is our descendant).
+bool ProcState(pid_t pid, char* state, pid_t* ppid) {
+  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/stat"), 4096);
+  if (!text.ok()) return false;
+  const size_t close = text->rfind(')');
+  if (close == std::string::npos || close + 4 > text->size()) return false;
+  std::vector<std::string> fields = absl::StrSplit(text->substr(close + 2), ' ');
+  if (fields.size() < 2) return false;
+  *state = fields[0].empty() ? '?' : fields[0][0];
+  int p = 0;
+  *ppid = absl::SimpleAtoi(fields[1], &p) ? p : 0;
+  return true;
+}
+
+std::string ProcComm(pid_t pid) {
+  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/comm"), 256);
+  return text.ok() ? Trimmed(*text) : "";
+}
+
+}  // namespace
+
+std::string MpsPipeDir(absl::string_view mps_root, absl::string_view resource) {
+  return JoinPath(JoinPath(mps_root, resource), "pipe");
+}
+std::string MpsLogDir(absl::string_view mps_root, absl::string_view resource) {
+  return JoinPath(JoinPath(mps_root, resource), "log");
+}
+std::string MpsShmDir(absl::string_view mps_root) { return JoinPath(mps_root, "shm"); }
+std::string MpsContainerPipeDir(absl::string_view resource) {
+  return JoinPath(JoinPath(kMpsContainerRoot, resource), "pipe");
+}
+
+int MpsActiveThreadPercentage(int replicas) { return 100 / std::max(1, replicas); }
+
+std::optional<std::string> MpsPinnedMemLimit(const PluginDevice& device, int replicas) {
+  if (!device.memory_total_bytes || *device.memory_total_bytes == 0) return std::nullopt;
+  const uint64_t per = *device.memory_total_bytes / static_cast<uint64_t>(std::max(1, replicas)) / 1024 / 1024;
+  return absl::StrCat(per, "M");
+}
+
+int MpsMaxClients(const PluginDevice& device) {
+  if (device.cc_major && *device.cc_major < 7) return 16;
+  return 48;
+}
+
+StatusOr<std::vector<MpsDaemonSpec>> PlanMpsDaemons(const PluginConfig& config,
+                                                    const std::vector<Resource>& resources) {
+  std::vector<MpsDaemonSpec> out;
+  if (config.sharing.strategy != SharingStrategy::kMps) return out;
+  const std::string root = MpsRootOf(config);
+  for (const Resource& r : resources) {
+    if (!r.shared) continue;
+    MpsDaemonSpec spec;
+    spec.resource = r.name;
+    spec.replicas = r.replicas;
+    spec.active_thread_percentage = MpsActiveThreadPercentage(r.replicas);
+    spec.pipe_dir = MpsPipeDir(root, r.name);
+    spec.log_dir = MpsLogDir(root, r.name);
+    spec.shm_dir = MpsShmDir(root);
+    for (const PluginDevice& d : r.devices) {
+      if (d.mig) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "sharing.mps: sharing using MPS is not supported for MIG devices (", r.name, " offers MIG device ",
+            d.uuid, "); use sharing.timeSlicing, or disable MIG"));
+      }
+      if (r.replicas > MpsMaxClients(d)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "sharing.mps: ", r.name, ": ", r.replicas, " replicas exceed the ", MpsMaxClients(d),
+            " MPS clients GPU ", d.gpu_uuid, " supports (maximum allowed replicas exceeded)"));
+      }
+      if (std::find(spec.gpu_uuids.begin(), spec.gpu_uuids.end(), d.gpu_uuid) != spec.gpu_uuids.end()) continue;
+      spec.gpu_uuids.push_back(d.gpu_uuid);
+      spec.pinned_mem_limits.push_back(MpsPinnedMemLimit(d, r.replicas).value_or(""));
+    }
+    if (!spec.gpu_uuids.empty()) out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+MpsManager::MpsManager(HostFs host, MpsOptions options, Logger log)
+    : host_(std::move(host)), options_(std::move(options)), log_(std::move(log)) {
+  if (!log_) log_ = [](const std::string&) {};
+}
+
+MpsManager::~MpsManager() { Stop(); }
+
+void MpsManager::Start() {
+  std::lock_guard<std::mutex> l(monitor_mu_);
+  if (monitor_.joinable()) return;
+  monitor_stop_ = false;
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+void MpsManager::Stop() {
+  {
+    std::lock_guard<std::mutex> l(monitor_mu_);
+    monitor_stop_ = true;
+  }
+  monitor_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [name, d] : daemons_) StopDaemon(&d, "shutdown");
+  daemons_.clear();
+}
+
+void MpsManager::Monitor() {
+  std::unique_lock<std::mutex> l(monitor_mu_);
+  while (!monitor_stop_) {
+    monitor_cv_.wait_for(l, options_.health_interval, [this] { return monitor_stop_; });
+    if (monitor_stop_) break;
+    l.unlock();
+    Status ignored = CheckNow();  // logs what it finds
+    (void)ignored;
+    l.lock();
+  }
+}
+
+StatusOr<std::string> MpsManager::FindControlProgram(const PluginConfig& config) const {
+  if (!options_.control_program.empty()) {
+    if (!host_.Exists(options_.control_program)) {
+      return absl::NotFoundError(absl::StrCat("MPS control daemon ", options_.control_program,
+                                              ": no such file below the host root ", host_.root()));
+    }
+    return options_.control_program;
+  }
+  const std::string driver_root = config.driver_root.empty() ? "/" : config.driver_root;
+  auto driver = host_.Sub(driver_root);
+  if (driver.ok()) {
+    std::string found = FindHostProgram(*driver, kMpsControlProgram);
+    const std::string nvidia_bin = absl::StrCat("/usr/local/nvidia/bin/", kMpsControlProgram);
+    if (found.empty() && driver->Exists(nvidia_bin)) found = nvidia_bin;
+    if (!found.empty()) return JoinPath(driver_root, found);
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "MPS sharing needs the driver's ", kMpsControlProgram, ", which is not in the driver root ", driver_root,
+      " (host root ", host_.root(), "; looked in /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin, "
+      "/usr/local/nvidia/bin): install the driver's compute utilities (e.g. nvidia-compute-utils) or "
+      "use sharing.timeSlicing"));
+}
+
+void MpsManager::PrepareShm(const std::string& shm_dir) {
+  if (Status st = host_.MakeDirs(shm_dir); !st.ok()) {
+    log_(absl::StrCat("MPS: ", st.message()));
+    return;
+  }
+  if (!options_.mount_shm_tmpfs) return;
+  auto local = host_.LocalPath(shm_dir, true, true);
+  if (!local.ok()) return;
+  struct stat self{}, parent{};
+  const std::string parent_dir = local->substr(0, local->rfind('/'));
+  if (::stat(local->c_str(), &self) != 0 || ::stat(parent_dir.empty() ? "/" : parent_dir.c_str(), &parent) != 0) {
+    return;
+  }
+  if (self.st_dev != parent.st_dev) return;  // already a mount point
+  std::string size = "65536k";
+  if (auto meminfo = HostFs::Local().ReadFile("/proc/meminfo"); meminfo.ok()) {
+    for (absl::string_view line : absl::StrSplit(*meminfo, '\n')) {
+      if (!absl::ConsumePrefix(&line, "MemTotal:")) continue;
+      uint64_t kb = 0;
+      std::vector<absl::string_view> parts = absl::StrSplit(absl::StripAsciiWhitespace(line), ' ');
+      if (!parts.empty() && absl::SimpleAtoi(parts[0], &kb)) size = absl::StrCat(kb / 2, "k");
+    }
+  }
+  const std::string data = absl::StrCat("size=", size, ",mode=1777");
+  if (::mount("shm", local->c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RELATIME, data.c_str()) != 0) {
+    log_(absl::StrCat("MPS: cannot mount a tmpfs on ", shm_dir, " (", std::strerror(errno),
+                      "); the MPS daemon and its clients share that folder as it is"));
+    return;
+  }
+  log_(absl::StrCat("MPS: mounted a tmpfs (", size, ") on ", shm_dir));
+}
+
+void MpsManager::CleanPipeDir(const std::string& pipe_dir) {
+  auto entries = host_.ListDir(pipe_dir);
+  if (!entries.ok()) return;
+  for (const std::string& e : *entries) {
+    const std::string p = JoinPath(pipe_dir, e);
+    auto info = host_.Stat(p);
+    if (info.ok() && info->type != FileType::kDirectory) {
+      if (Status st = host_.RemoveFile(p); !st.ok()) log_(absl::StrCat("MPS: ", st.message()));
+    }
+  }
+}
+
+StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string& command) {
+  const bool chroot = options_.chroot == MpsOptions::Chroot::kAlways ||
+                      (options_.chroot == MpsOptions::Chroot::kAuto && !host_.is_system_root());
+  // Paths as the program sees them: host paths inside the host root, ours otherwise.
+  auto seen = [&](const std::string& host_path) { return chroot ? host_path : host_.Resolve(host_path); };
+  ExecSpec spec;
+  spec.program = seen(d.program);
+  spec.argv = {spec.program};
+  if (command == "-d") spec.argv.push_back("-d");
+  const std::string program_dir = d.program.substr(0, d.program.rfind('/'));
+  spec.env = {
+      absl::StrCat("PATH=", seen(program_dir.empty() ? "/" : program_dir),
+                   ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+      absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(d.status.spec.gpu_uuids, ",")),
+      absl::StrCat("CUDA_MPS_PIPE_DIRECTORY=", seen(d.status.spec.pipe_dir)),
+      absl::StrCat("CUDA_MPS_LOG_DIRECTORY=", seen(d.status.spec.log_dir)),
+  };
+  if (driver_root_ != "/") {
+    spec.env.push_back(absl::StrCat("LD_LIBRARY_PATH=", seen(JoinPath(driver_root_, "/usr/lib/x86_64-linux-gnu")), ":",
+                                    seen(JoinPath(driver_root_, "/usr/lib64")), ":",
+                                    seen(JoinPath(driver_root_, "/usr/lib"))));
+  }
+  if (chroot) spec.chroot_dir = host_.root();
+  if (options_.isolate_shm) {
+    auto from = host_.LocalPath(d.status.spec.shm_dir, true, true);
+    auto to = host_.LocalPath("/dev/shm", true, true);
+    if (!from.ok()) return from.status();
+    if (!to.ok()) return to.status();
+    spec.bind_shm_from = *from;
+    spec.bind_shm_to = *to;
+  }
+  const bool start = command == "-d";
+  auto r = RunProgram(spec, start ? "" : command + "\n", start ? options_.start_timeout : options_.command_timeout);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    const std::string out = Trimmed(r->output);
+    return absl::UnavailableError(absl::StrCat(start ? "start " : "", d.program, start ? " -d" : "",
+                                               start ? "" : absl::StrCat(" (command \"", command, "\")"),
+                                               ": exit ", r->exit_code, out.empty() ? "" : ": ", out));
+  }
+  return r->output;
+}
+
+StatusOr<std::string> MpsManager::Command(const std::string& resource, const std::string& command) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = daemons_.find(resource);
+  if (it == daemons_.end()) {
+    return absl::NotFoundError(absl::StrCat("MPS: no control daemon for ", resource));
+  }
+  return RunControl(it->second, command);
+}
+
+bool MpsManager::Alive(Daemon* d) {
+  const std::string pid_file = JoinPath(d->status.spec.pipe_dir, kMpsPidFile);
+  if (d->status.pid == 0) {
+    if (auto text = host_.ReadFile(pid_file, 64); text.ok()) {
+      int pid = 0;
+      if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) d->status.pid = pid;
+    }
+  }
+  if (d->status.pid == 0) return true;  // no pid file (older drivers): the control pipe decides
+  char state = '?';
+  pid_t ppid = 0;
+  if (!ProcState(d->status.pid, &state, &ppid)) return false;
+  if (state == 'Z') {
+    if (ppid == ::getpid()) ::waitpid(d->status.pid, nullptr, WNOHANG);  // reparented to us: reap
+    return false;
+  }
+  return d->comm.empty() || ProcComm(d->status.pid) == d->comm;
+}
+
+Status MpsManager::StartDaemon(Daemon* d) {
+  const MpsDaemonSpec& s = d->status.spec;
+  d->running = false;
+  d->status.pid = 0;
+  d->comm.clear();
+  GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.pipe_dir));
+  GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.log_dir));
+  if (options_.isolate_shm) {
+    PrepareShm(s.shm_dir);
+    GPUNODE_RETURN_IF_ERROR(host_.MakeDirs("/dev/shm"));
+  }
+  CleanPipeDir(s.pipe_dir);  // a pipe left by a daemon that died
+  GPUNODE_RETURN_IF_ERROR(RunControl(*d, "-d").status());
+  d->running = true;
+  // The daemon serves its pipe when `-d` returns; its pid file may follow an instant later.
+  if (auto text = host_.ReadFile(JoinPath(s.pipe_dir, kMpsPidFile), 64); text.ok()) {
+    int pid = 0;
+    if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) {
+      d->status.pid = pid;
+      d->comm = ProcComm(pid);
+    }
+  }
+  auto fail = [&](const Status& st) {
+    StopDaemon(d, "its configuration failed");
+    return st;
+  };
+  for (size_t i = 0; i < s.gpu_uuids.size(); ++i) {
+    if (s.pinned_mem_limits[i].empty()) continue;
+    // The ordinal in the daemon's CUDA_VISIBLE_DEVICES (what NVIDIA's daemon sends: the index).
+    auto r = RunControl(*d, absl::StrCat("set_default_device_pinned_mem_limit ", i, " ", s.pinned_mem_limits[i]));
+    if (!r.ok()) {
+      return fail(absl::Status(r.status().code(), absl::StrCat("MPS: set the pinned memory limit of GPU ",
+                                                                s.gpu_uuids[i], " for ", s.resource, ": ",
+                                                                r.status().message())));
+    }
+  }
+  if (auto r = RunControl(*d, absl::StrCat("set_default_active_thread_percentage ", s.active_thread_percentage));
+      !r.ok()) {
+    return fail(absl::Status(r.status().code(), absl::StrCat("MPS: set the active thread percentage for ", s.resource,
+                                                              ": ", r.status().message())));
+  }
+  d->status.starts++;
+  d->status.healthy = true;
+  d->status.last_error.clear();
+  log_(absl::StrCat("MPS: started the control daemon for ", s.resource, " (pid ", d->status.pid, ", GPUs ",
+                    absl::StrJoin(s.gpu_uuids, ","), ", ", s.replicas, " replicas: active threads ",
+                    s.active_thread_percentage, "%, pinned memory ",
+                    s.pinned_mem_limits.empty() ? "-" : absl::StrJoin(s.pinned_mem_limits, ","),
+                    " per client; pipe ", s.pipe_dir, ", log ", s.log_dir, ")"));
+  return absl::OkStatus();
+}
+
+void MpsManager::StopDaemon(Daemon* d, absl::string_view why, bool try_quit) {
+  const MpsDaemonSpec& s = d->status.spec;
+  if (!d->running && d->status.pid == 0) {
+    CleanPipeDir(s.pipe_dir);
+    return;
+  }
+  const pid_t pid = d->status.pid;
+  const bool alive = Alive(d);
+  Status quit = try_quit ? absl::OkStatus() : absl::UnavailableError("its pipe does not answer");
+  if (alive && try_quit) quit = RunControl(*d, "quit").status();
+  auto gone = [&] {
+    char state;
+    pid_t ppid;
+    if (pid == 0 || !ProcState(pid, &state, &ppid)) return true;
+    if (state == 'Z') {
+      if (ppid == ::getpid()) ::waitpid(pid, nullptr, WNOHANG);
+      return true;
+    }
+    return false;
+  };
+  auto wait_gone = [&](milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (!gone() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    return gone();
+  };
+  std::string how = quit.ok() ? "quit" : absl::StrCat("quit failed: ", quit.message());
+  if (pid != 0 && alive && !wait_gone(quit.ok() ? options_.quit_timeout : milliseconds(0))) {
+    ::kill(pid, SIGTERM);
+    how += "; SIGTERM";
+    if (!wait_gone(milliseconds(1000))) {
+      ::kill(pid, SIGKILL);
+      how += "; SIGKILL";
+      wait_gone(milliseconds(2000));
+    }
+  }
+  CleanPipeDir(s.pipe_dir);
+  d->running = false;
+  d->status.healthy = false;
+  log_(absl::StrCat("MPS: stopped the control daemon for ", s.resource, " (pid ", pid, ", ", why, "; ",
+                    alive ? how : "it was not running", ")"));
+  d->status.pid = 0;
+}
+
+Status MpsManager::CheckDaemon(Daemon* d, bool* answers) {
+  *answers = false;
+  if (!d->running) return absl::UnavailableError("not running");
+  if (!Alive(d)) return absl::UnavailableError(absl::StrCat("process ", d->status.pid, " is gone"));
+  auto r = RunControl(*d, "get_default_active_thread_percentage");
+  if (!r.ok()) return absl::UnavailableError(absl::StrCat("its control pipe does not answer: ", r.status().message()));
+  *answers = true;
+  return absl::OkStatus();
+}
+
+Status MpsManager::CheckNow() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> bad;
+  const auto now = Clock::now();
+  for (auto& [name, d] : daemons_) {
+    bool answers = false;
+    Status st = CheckDaemon(&d, &answers);
+    if (st.ok()) {
+      d.status.healthy = true;
+      d.backoff = milliseconds(0);  // a start that stayed healthy resets the backoff
+      continue;
+    }
+    if (d.status.healthy || d.running) {
+      log_(absl::StrCat("MPS: the control daemon for ", name, " is not healthy: ", st.message()));
+      if (d.running) StopDaemon(&d, "unhealthy", answers);
+      d.status.healthy = false;
+      d.status.last_error = std::string(st.message());
+      d.backoff = d.backoff.count() == 0 ? options_.min_backoff : std::min(options_.max_backoff, d.backoff * 2);
+      d.next_attempt = now + d.backoff;
+      log_(absl::StrCat("MPS: restarting the control daemon for ", name, " in ", d.backoff.count(), " ms"));
+    }
+    if (Clock::now() >= d.next_attempt) {
+      Status started = StartDaemon(&d);
+      if (started.ok()) {
+        log_(absl::StrCat("MPS: restarted the control daemon for ", name, " (start #", d.status.starts, ")"));
+        continue;
+      }
+      d.status.last_error = std::string(started.message());
+      d.backoff = d.backoff.count() == 0 ? options_.min_backoff : std::min(options_.max_backoff, d.backoff * 2);
+      d.next_attempt = Clock::now() + d.backoff;
+      log_(absl::StrCat("MPS: restart of the control daemon for ", name, " failed: ", started.message(),
+                        "; next attempt in ", d.backoff.count(), " ms"));
+    }
+    bad.push_back(absl::StrCat(name, ": ", d.status.last_error));
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("MPS control daemon(s) not healthy: ", absl::StrJoin(bad, "; ")));
+}
+
+Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>& resources) {
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<MpsDaemonSpec> plan, PlanMpsDaemons(config, resources));
+  std::string program;
+  if (!plan.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(program, FindControlProgram(config));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  driver_root_ = config.driver_root.empty() ? "/" : config.driver_root;
+  std::set<std::string> wanted;
+  for (const MpsDaemonSpec& s : plan) wanted.insert(s.resource);
+  // Quit what is no longer needed or changed.
+  for (auto it = daemons_.begin(); it != daemons_.end();) {
+    auto p = std::find_if(plan.begin(), plan.end(), [&](const MpsDaemonSpec& s) { return s.resource == it->first; });
+    if (p != plan.end() && *p == it->second.status.spec && it->second.program == program) {
+      ++it;
+      continue;
+    }
+    StopDaemon(&it->second, p == plan.end() ? "no longer shared with MPS" : "configuration changed");
+    it = daemons_.erase(it);
+  }
+  std::vector<std::string> errors;
+  for (const MpsDaemonSpec& s : plan) {
+    if (daemons_.count(s.resource)) continue;
+    Daemon& d = daemons_[s.resource];
+    d.status.spec = s;
+    d.program = program;
+    if (Status st = StartDaemon(&d); !st.ok()) {
+      d.status.last_error = std::string(st.message());
+      d.backoff = options_.min_backoff;
+      d.next_attempt = Clock::now() + d.backoff;
+      errors.push_back(absl::StrCat(s.resource, ": ", st.message()));
+      log_(absl::StrCat("MPS: cannot start the control daemon for ", s.resource, ": ", st.message()));
+    }
+  }
+  if (!errors.empty()) {
+    return absl::UnavailableError(absl::StrCat("MPS: start the control daemon(s): ", absl::StrJoin(errors, "; ")));
+  }
+  return absl::OkStatus();
+}
+
+Status MpsManager::Healthy() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> bad;
+  for (const auto& [name, d] : daemons_) {
+    if (!d.status.healthy) bad.push_back(absl::StrCat(name, ": ", d.status.last_error));
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("MPS control daemon(s) not healthy: ", absl::StrJoin(bad, "; ")));
+}
+
+std::vector<MpsDaemonStatus> MpsManager::Daemons() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<MpsDaemonStatus> out;
+  for (const auto& [name, d] : daemons_) out.push_back(d.status);
+  return out;
+}
+
+}  // namespace gpunode::plugin

@@ -1,0 +1,507 @@
+// MPS sharing: the plan and the Allocate response (pure), and MpsManager running the simulated
+// driver's MPS control daemon (sim/mps, installed by the host-root generator as
+// usr/bin/nvidia-cuda-mps-control) in a generated host root: start, settings (read back from its
+// control.log), a killed daemon restarted, a config change, stop; then the whole path through a
+// ResourceServer and the kubelet emulator over real gRPC.
+#include "src/plugin/mps.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/support/profile.h"
+#include "src/node/probe.h"
+#include "src/plugin/devices.h"
+#include "src/plugin/labels.h"
+#include "src/plugin/server.h"
+#include "src/plugin/topology.h"
+#include "test/testing/kubelet_emulator.h"
+
+namespace gpunode::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+std::string SimLibrary() {
+  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
+  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A process that exists and is not a zombie.
+bool Running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (text.empty()) return false;
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+PluginConfig MpsConfig(int replicas) {
+  auto c = ParseConfig("sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: " + std::to_string(replicas) +
+                           "}]}}\n",
+                       "mps.yaml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure parts.
+
+PluginDevice Gpu(const std::string& uuid, uint64_t gib, int cc_major = 9) {
+  PluginDevice d;
+  d.uuid = d.gpu_uuid = d.base = d.id = uuid;
+  d.memory_total_bytes = gib << 30;
+  d.cc_major = cc_major;
+  d.cc_minor = 0;
+  d.minor = 0;
+  return d;
+}
+
+Resource Shared(const std::vector<PluginDevice>& gpus, int replicas, const std::string& name = "nvidia.com/gpu") {
+  Resource r;
+  r.name = name;
+  r.replicas = replicas;
+  r.shared = true;
+  for (const PluginDevice& g : gpus) {
+    for (int i = 0; i < replicas; ++i) {
+      PluginDevice d = g;
+      d.replica = i;
+      d.id = g.base + "::" + std::to_string(i);
+      r.devices.push_back(d);
+    }
+  }
+  return r;
+}
+
+TEST(MpsPlanTest, OneDaemonPerSharedResourceWithNvidiasLimits) {
+  EXPECT_EQ(MpsPipeDir("/run/nvidia/mps", "nvidia.com/gpu"), "/run/nvidia/mps/nvidia.com/gpu/pipe");
+  EXPECT_EQ(MpsLogDir("/run/nvidia/mps", "nvidia.com/gpu"), "/run/nvidia/mps/nvidia.com/gpu/log");
+  EXPECT_EQ(MpsShmDir("/run/nvidia/mps"), "/run/nvidia/mps/shm");
+  EXPECT_EQ(MpsContainerPipeDir("nvidia.com/gpu.shared"), "/mps/nvidia.com/gpu.shared/pipe");
+  EXPECT_EQ(MpsActiveThreadPercentage(3), 33);
+  EXPECT_EQ(*MpsPinnedMemLimit(Gpu("GPU-a", 140), 2), "71680M");
+  PluginDevice unknown = Gpu("GPU-x", 1);
+  unknown.memory_total_bytes.reset();
+  EXPECT_FALSE(MpsPinnedMemLimit(unknown, 2).has_value());
+
+  auto plan = PlanMpsDaemons(MpsConfig(4), {Shared({Gpu("GPU-a", 80), Gpu("GPU-b", 40)}, 4)});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->size(), 1u);
+  const MpsDaemonSpec& s = plan->front();
+  EXPECT_EQ(s.resource, "nvidia.com/gpu");
+  EXPECT_EQ(s.gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ(s.active_thread_percentage, 25);
+  EXPECT_EQ(s.pinned_mem_limits, (std::vector<std::string>{"20480M", "10240M"}));
+  EXPECT_EQ(s.pipe_dir, "/run/nvidia/mps/nvidia.com/gpu/pipe");
+
+  // Time-slicing and no sharing need no daemon.
+  PluginConfig ts = MpsConfig(2);
+  ts.sharing.strategy = SharingStrategy::kTimeSlicing;
+  EXPECT_TRUE(PlanMpsDaemons(ts, {Shared({Gpu("GPU-a", 80)}, 2)})->empty());
+}
+
+TEST(MpsPlanTest, MigDevicesAndTooManyReplicasAreRefusedNamingTheDevice) {
+  Resource mig = Shared({Gpu("MIG-1", 10)}, 2);
+  for (PluginDevice& d : mig.devices) d.mig = true;
+  auto plan = PlanMpsDaemons(MpsConfig(2), {mig});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(plan.status().message(), HasSubstr("not supported for MIG devices"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("MIG-1"));
+
+  auto many = PlanMpsDaemons(MpsConfig(49), {Shared({Gpu("GPU-v", 16)}, 49)});
+  EXPECT_THAT(many.status().message(), HasSubstr("49 replicas exceed the 48 MPS clients GPU GPU-v"));
+  auto pascal = PlanMpsDaemons(MpsConfig(17), {Shared({Gpu("GPU-p", 16, 6)}, 17)});
+  EXPECT_THAT(pascal.status().message(), HasSubstr("exceed the 16 MPS clients"));
+}
+
+TEST(MpsAllocateTest, AReplicaGetsThePipeShmAndItsLimits) {
+  PluginConfig config = MpsConfig(2);
+  config.mps_root = "/var/lib/mps";
+  Resource r = Shared({Gpu("GPU-a", 140), Gpu("GPU-b", 80)}, 2);
+  auto resp = BuildAllocateResponse(r, config, {"GPU-b::1"}, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const auto& envs = resp->envs();
+  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
+  EXPECT_EQ(envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_EQ(envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=40960M");
+  ASSERT_EQ(resp->mounts_size(), 2);
+  EXPECT_EQ(resp->mounts(0).host_path(), "/var/lib/mps/nvidia.com/gpu/pipe");
+  EXPECT_EQ(resp->mounts(0).container_path(), "/mps/nvidia.com/gpu/pipe");
+  EXPECT_EQ(resp->mounts(1).host_path(), "/var/lib/mps/shm");
+  EXPECT_EQ(resp->mounts(1).container_path(), "/dev/shm");
+  EXPECT_FALSE(resp->mounts(0).read_only());
+
+  // failRequestsGreaterThanOne is on for MPS unless the config turns it off (NVIDIA's default).
+  auto two = BuildAllocateResponse(r, config, {"GPU-a::0", "GPU-b::0"}, {});
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(two.status().message(), HasSubstr("maximum request size for shared resources is 1"));
+  config.sharing.fail_requests_greater_than_one = false;
+  auto both = BuildAllocateResponse(r, config, {"GPU-a::0", "GPU-b::0", "GPU-a::1"}, {});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-a,GPU-b");
+  EXPECT_EQ(both->envs().at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71680M,1=40960M");
+}
+
+TEST(MpsAllocateTest, RenamedResourcesAndCdiOnlyStrategiesStillGetMps) {
+  auto c = ParseConfig(
+      "flags: {plugin: {deviceListStrategy: [cdi-cri]}}\n"
+      "sharing: {mps: {renameByDefault: true, resources: [{name: nvidia.com/gpu, replicas: 3}]}}\n",
+      "mps.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  Resource r = Shared({Gpu("GPU-a", 96)}, 3, "nvidia.com/gpu.shared");
+  auto resp = BuildAllocateResponse(r, *c, {"GPU-a::2"}, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->envs().count("NVIDIA_VISIBLE_DEVICES"), 0u);
+  ASSERT_EQ(resp->cdi_devices_size(), 1);
+  EXPECT_EQ(resp->envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu.shared/pipe");
+  EXPECT_EQ(resp->envs().at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "33");
+  EXPECT_EQ(resp->envs().at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=32768M");
+  EXPECT_EQ(resp->mounts(0).host_path(), "/run/nvidia/mps/nvidia.com/gpu.shared/pipe");
+
+  // Time-slicing gets none of it.
+  c->sharing.strategy = SharingStrategy::kTimeSlicing;
+  auto ts = BuildAllocateResponse(r, *c, {"GPU-a::2"}, {});
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->envs().count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
+  EXPECT_EQ(ts->mounts_size(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The manager against the simulated daemon.
+
+class MpsManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open("pcie-l40s-4"); }
+
+  void Open(const std::string& profile_name) {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() / ("gpn-mps-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "dp");
+    auto source = sim::ResolveProfile(profile_name);
+    ASSERT_TRUE(source.ok()) << source.status();
+    const std::string profile_path = (dir_ / "profile.yaml").string();
+    std::ofstream(profile_path) << source->text;
+    auto profile = sim::ParseProfile(source->text, profile_name);
+    ASSERT_TRUE(profile.ok()) << profile.status();
+    ::setenv("GPUNODE_SIM_LIBRARY", SimLibrary().c_str(), 0);  // where the host-root generator looks
+    ASSERT_TRUE(sim::WriteHostRoot(*profile, root()).ok());
+    ASSERT_TRUE(fs::exists(root() + "/usr/bin/nvidia-cuda-mps-control"))
+        << "the simulated MPS control daemon was not installed into the host root";
+    ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
+    auto host = HostFs::Open(root());
+    ASSERT_TRUE(host.ok());
+    ProbeOptions options;
+    options.nvml_library = options.cuda_library = SimLibrary();
+    options.init_cuda = false;
+    options.load_cuda = false;
+    options.query_topology = false;
+    options.live_metrics = false;
+    auto inv = ProbeNode(*host, options);
+    ASSERT_TRUE(inv.ok()) << inv.status();
+    inv_ = *inv;
+  }
+
+  void TearDown() override {
+    manager_.reset();
+    fs::remove_all(dir_);
+  }
+
+  std::string root() const { return (dir_ / "root").string(); }
+  std::string pipe() const { return root() + "/run/nvidia/mps/nvidia.com/gpu/pipe"; }
+  std::string control_log() const { return root() + "/run/nvidia/mps/nvidia.com/gpu/log/control.log"; }
+
+  MpsOptions Options() {
+    MpsOptions o;
+    // chroot and the private /dev/shm need root; as anyone else the fixture's program runs as is.
+    const bool root_user = ::geteuid() == 0;
+    o.chroot = root_user ? MpsOptions::Chroot::kAuto : MpsOptions::Chroot::kNever;
+    o.isolate_shm = root_user;
+    o.command_timeout = 3s;
+    o.quit_timeout = 3s;
+    o.health_interval = 100ms;
+    o.min_backoff = 0ms;
+    o.max_backoff = 400ms;
+    return o;
+  }
+
+  void MakeManager(MpsOptions o) {
+    auto host = HostFs::Open(root());
+    ASSERT_TRUE(host.ok());
+    manager_ = std::make_unique<MpsManager>(*host, o, [this](const std::string& m) {
+      std::lock_guard<std::mutex> l(log_mu_);
+      log_ += m + "\n";
+    });
+  }
+
+  std::vector<Resource> Resources(const PluginConfig& c) {
+    auto r = BuildResources(inv_, c);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : std::vector<Resource>{};
+  }
+
+  std::string Log() {
+    std::lock_guard<std::mutex> l(log_mu_);
+    return log_;
+  }
+
+  pid_t Pid() {
+    auto d = manager_->Daemons();
+    return d.empty() ? 0 : d.front().pid;
+  }
+
+  fs::path dir_;
+  NodeInventory inv_;
+  std::unique_ptr<MpsManager> manager_;
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+TEST_F(MpsManagerTest, StartsOneDaemonWithTheReplicasSettingsAndStopLeavesNothing) {
+  MakeManager(Options());
+  const PluginConfig config = MpsConfig(2);
+  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  const pid_t pid = Pid();
+  ASSERT_GT(pid, 0);
+  EXPECT_TRUE(Running(pid));
+  struct stat st{};
+  ASSERT_EQ(::stat((pipe() + "/control").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_TRUE(manager_->Healthy().ok());
+
+  const std::string log = ReadAll(control_log());
+  EXPECT_THAT(log, HasSubstr("Cmd:set_default_active_thread_percentage 50"));
+  // Every L40S (46068 MiB in the profile) gets half its memory per client, by ordinal.
+  ASSERT_EQ(inv_.driver.gpus.size(), 4u);
+  const uint64_t half = *inv_.driver.gpus[0].memory_total_bytes / 2 / 1024 / 1024;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(log, HasSubstr("Cmd:set_default_device_pinned_mem_limit " + std::to_string(i) + " " +
+                               std::to_string(half) + "M"));
+  }
+  // It was given the GPUs by UUID, in order.
+  std::string uuids;
+  for (const GpuInfo& g : inv_.driver.gpus) uuids += (uuids.empty() ? "" : ",") + g.uuid;
+  EXPECT_THAT(log, HasSubstr("CUDA_VISIBLE_DEVICES=" + uuids + " (4 device(s))"));
+  EXPECT_THAT(Log(), HasSubstr("MPS: started the control daemon for nvidia.com/gpu (pid " + std::to_string(pid)));
+
+  auto answer = manager_->Command("nvidia.com/gpu", "get_default_active_thread_percentage");
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(*answer, "50.0\n");
+  auto servers = manager_->Command("nvidia.com/gpu", "get_server_list");
+  ASSERT_TRUE(servers.ok()) << servers.status();
+
+  manager_->Stop();
+  EXPECT_FALSE(Running(pid));
+  EXPECT_FALSE(fs::exists(pipe() + "/control"));
+  EXPECT_FALSE(fs::exists(pipe() + "/nvidia-cuda-mps-control.pid"));
+  EXPECT_THAT(ReadAll(control_log()), HasSubstr("Cmd:quit"));
+  EXPECT_THAT(Log(), HasSubstr("MPS: stopped the control daemon for nvidia.com/gpu (pid " + std::to_string(pid) +
+                               ", shutdown; quit)"));
+  EXPECT_TRUE(manager_->Daemons().empty());
+}
+
+TEST_F(MpsManagerTest, AKilledDaemonIsRestartedByTheMonitor) {
+  MakeManager(Options());
+  const PluginConfig config = MpsConfig(2);
+  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  manager_->Start();
+  const pid_t first = Pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  pid_t second = 0;
+  for (int i = 0; i < 100 && (second == 0 || second == first); ++i) {
+    std::this_thread::sleep_for(50ms);
+    second = Pid();
+  }
+  ASSERT_NE(second, first) << Log();
+  ASSERT_GT(second, 0) << Log();
+  EXPECT_TRUE(Running(second));
+  EXPECT_FALSE(Running(first));
+  auto daemons = manager_->Daemons();
+  ASSERT_EQ(daemons.size(), 1u);
+  EXPECT_EQ(daemons[0].starts, 2);
+  EXPECT_THAT(Log(), HasSubstr("is not healthy: process " + std::to_string(first) + " is gone"));
+  EXPECT_THAT(Log(), HasSubstr("MPS: restarted the control daemon for nvidia.com/gpu (start #2)"));
+  // The new daemon has its settings again.
+  EXPECT_EQ(Count(ReadAll(control_log()), "Cmd:set_default_active_thread_percentage 50"), 2);
+  manager_->Stop();
+  EXPECT_FALSE(Running(second));
+}
+
+TEST_F(MpsManagerTest, AHungDaemonIsKilledAndRestarted) {
+  MpsOptions o = Options();
+  o.command_timeout = 1s;
+  MakeManager(o);
+  const PluginConfig config = MpsConfig(2);
+  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  const pid_t first = Pid();
+  ASSERT_EQ(::kill(first, SIGSTOP), 0);  // alive, but its pipe does not answer
+  Status st = manager_->CheckNow();
+  EXPECT_TRUE(st.ok()) << st << Log();  // restarted within the same pass (min_backoff 0)
+  EXPECT_THAT(Log(), HasSubstr("its control pipe does not answer"));
+  EXPECT_THAT(Log(), HasSubstr("SIGKILL"));
+  EXPECT_FALSE(Running(first));
+  EXPECT_NE(Pid(), first);
+  EXPECT_TRUE(Running(Pid()));
+}
+
+TEST_F(MpsManagerTest, AConfigChangeQuitsTheOldDaemonAndStartsANewOne) {
+  MakeManager(Options());
+  PluginConfig two = MpsConfig(2);
+  ASSERT_TRUE(manager_->Apply(two, Resources(two)).ok()) << Log();
+  const pid_t first = Pid();
+  // The same config again keeps the daemon.
+  ASSERT_TRUE(manager_->Apply(two, Resources(two)).ok());
+  EXPECT_EQ(Pid(), first);
+
+  PluginConfig four = MpsConfig(4);
+  ASSERT_TRUE(manager_->Apply(four, Resources(four)).ok()) << Log();
+  const pid_t second = Pid();
+  EXPECT_NE(second, first);
+  EXPECT_FALSE(Running(first));
+  EXPECT_TRUE(Running(second));
+  const std::string log = ReadAll(control_log());
+  EXPECT_THAT(log, HasSubstr("Cmd:quit"));
+  EXPECT_THAT(log.substr(log.find("Cmd:quit")), HasSubstr("Cmd:set_default_active_thread_percentage 25"));
+  EXPECT_THAT(Log(), HasSubstr("configuration changed; quit"));
+
+  // Time-slicing needs no daemon: it quits.
+  PluginConfig ts = two;
+  ts.sharing.strategy = SharingStrategy::kTimeSlicing;
+  ASSERT_TRUE(manager_->Apply(ts, Resources(ts)).ok());
+  EXPECT_TRUE(manager_->Daemons().empty());
+  EXPECT_FALSE(Running(second));
+  EXPECT_FALSE(fs::exists(pipe() + "/control"));
+  EXPECT_THAT(Log(), HasSubstr("no longer shared with MPS"));
+}
+
+TEST_F(MpsManagerTest, AMissingControlProgramIsAClearErrorNamingIt) {
+  fs::remove(root() + "/usr/bin/nvidia-cuda-mps-control");
+  MakeManager(Options());
+  const PluginConfig config = MpsConfig(2);
+  Status st = manager_->Apply(config, Resources(config));
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("nvidia-cuda-mps-control"));
+  EXPECT_THAT(st.message(), HasSubstr("driver root /"));
+  EXPECT_TRUE(manager_->Daemons().empty());
+
+  // A program that is there but fails is an error with what it said, retried by the monitor.
+  std::ofstream(root() + "/usr/bin/nvidia-cuda-mps-control") << "not a program\n";
+  fs::permissions(root() + "/usr/bin/nvidia-cuda-mps-control", fs::perms(0755));
+  Status bad = manager_->Apply(config, Resources(config));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kUnavailable) << bad;
+  EXPECT_THAT(bad.message(), HasSubstr("nvidia.com/gpu"));
+  EXPECT_THAT(bad.message(), HasSubstr("nvidia-cuda-mps-control"));
+  EXPECT_FALSE(manager_->Healthy().ok());
+}
+
+TEST_F(MpsManagerTest, MigDevicesAreRefusedBeforeAnythingStarts) {
+  MakeManager(Options());
+  PluginConfig config = MpsConfig(2);
+  config.mig_strategy = MigStrategy::kSingle;
+  Resource mig = Shared({Gpu("MIG-4f1b", 10)}, 2);
+  for (PluginDevice& d : mig.devices) d.mig = true;
+  Status st = manager_->Apply(config, {mig});
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(st.message(), HasSubstr("not supported for MIG devices"));
+  EXPECT_TRUE(manager_->Daemons().empty());
+  EXPECT_FALSE(fs::exists(pipe()));
+  // MIG mixed with MPS is refused by the config check already, as NVIDIA's plugin does.
+  config.mig_strategy = MigStrategy::kMixed;
+  EXPECT_THAT(ValidateConfig(config).message(), HasSubstr("mixed is not supported with MPS"));
+}
+
+TEST_F(MpsManagerTest, LabelsSayMpsWithTheReplicas) {
+  const PluginConfig config = MpsConfig(2);
+  LabelOptions options;
+  const LabelSet set = BuildLabels(inv_, config, options);
+  EXPECT_EQ(set.labels.at("nvidia.com/mps.capable"), "true");
+  EXPECT_EQ(set.labels.at("nvidia.com/gpu.sharing-strategy"), "mps");
+  EXPECT_EQ(set.labels.at("nvidia.com/gpu.replicas"), "2");
+  EXPECT_EQ(set.labels.at("nvidia.com/gpu.count"), "4");
+  EXPECT_THAT(set.labels.at("nvidia.com/gpu.product"), ::testing::EndsWith("-SHARED"));
+}
+
+// The whole path: the daemon, a ResourceServer registered at the kubelet emulator, the replicas
+// in ListAndWatch, and Allocate's answer pointing at the daemon's pipe.
+TEST_F(MpsManagerTest, TheKubeletSeesReplicasAndAllocateGetsTheDaemonsPipe) {
+  MakeManager(Options());
+  PluginConfig config = MpsConfig(2);
+  config.mps_root = "/run/nvidia/mps";
+  ASSERT_TRUE(ValidateConfig(config).ok());
+  std::vector<Resource> resources = Resources(config);
+  ASSERT_EQ(resources.size(), 1u);
+  ASSERT_TRUE(manager_->Apply(config, resources).ok()) << Log();
+
+  gpunode::testing::KubeletEmulator kubelet((dir_ / "dp").string());
+  ASSERT_TRUE(kubelet.Start());
+  std::string plog;
+  std::mutex plog_mu;
+  ResourceServer server(resources[0], config, {"/dev/nvidiactl"}, std::make_shared<LinkMatrix>(BuildLinkMatrix(inv_)), [&](const std::string& m) {
+    std::lock_guard<std::mutex> l(plog_mu);
+    plog += m + "\n";
+  });
+  ASSERT_TRUE(server.Serve((dir_ / "dp").string()).ok());
+  ASSERT_TRUE(server.Register(kubelet.socket(), 5s).ok());
+  ASSERT_TRUE(kubelet.WaitFor("nvidia.com/gpu",
+                                  [](const v1beta1::ListAndWatchResponse& r) { return r.devices_size() == 8; }, 5s));
+  const auto list = kubelet.Lists("nvidia.com/gpu").back();
+  int replicas_of_first = 0;
+  for (const auto& d : list.devices()) replicas_of_first += d.id().rfind(inv_.driver.gpus[0].uuid + "::", 0) == 0;
+  EXPECT_EQ(replicas_of_first, 2);
+
+  v1beta1::AllocateResponse a;
+  const std::string id = inv_.driver.gpus[1].uuid + "::1";
+  ASSERT_TRUE(kubelet.Allocate("nvidia.com/gpu", {id}, &a).ok());
+  ASSERT_EQ(a.container_responses_size(), 1);
+  const auto& c = a.container_responses(0);
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), inv_.driver.gpus[1].uuid);
+  EXPECT_EQ(c.envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
+  EXPECT_EQ(c.envs().at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
+  EXPECT_THAT(c.envs().at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), ::testing::StartsWith("0="));
+  ASSERT_EQ(c.mounts_size(), 2);
+  // The host path the kubelet would mount is the daemon's pipe directory, serving its control pipe.
+  EXPECT_EQ(c.mounts(0).host_path(), manager_->Daemons().front().spec.pipe_dir);
+  EXPECT_TRUE(fs::exists(root() + c.mounts(0).host_path() + "/control"));
+  EXPECT_EQ(c.mounts(1).host_path(), "/run/nvidia/mps/shm");
+  EXPECT_TRUE(fs::is_directory(root() + "/run/nvidia/mps/shm"));
+
+  // Two replicas in one request: refused, as NVIDIA's plugin does for MPS.
+  v1beta1::AllocateResponse two;
+  grpc::Status refused =
+      kubelet.Allocate("nvidia.com/gpu", {inv_.driver.gpus[0].uuid + "::0", inv_.driver.gpus[0].uuid + "::1"}, &two);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("maximum request size for shared resources is 1"));
+
+  kubelet.Stop();
+  server.Shutdown();
+  manager_->Stop();
+  EXPECT_FALSE(fs::exists(root() + c.mounts(0).host_path() + "/control"));
+}
+
+}  // namespace
+}  // namespace gpunode::plugin
