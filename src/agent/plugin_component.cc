@@ -2,6 +2,7 @@
 #include <cctype>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "src/agent/components.h"
@@ -98,6 +99,18 @@ class PluginComponent final : public Component {
     GPUNODE_ASSIGN_OR_RETURN(plugin::HealthOptions health, plugin::HealthOptionsFromEnvironment(env));
     health.recovery_quiet = s_.health_recovery;
 
+    // Register once the first check has decided (as the Operator starts its plugin after the
+    // validator): the kubelet then never sees the GPUs flash Unhealthy at start. A check that
+    // takes longer than 20 s does not hold the registration back (the GPUs are Unhealthy until it
+    // passes).
+    if (gate_) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!stop.stop_requested() && ctx_.gate().reason == "ValidationPending" &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (stop.stop_requested()) return absl::OkStatus();
+    }
     GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory());
     if (!inv->driver.status.ok()) {
       const std::string msg = absl::StrCat("NVML: ", inv->driver.status.message());
