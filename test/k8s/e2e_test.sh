@@ -27,6 +27,9 @@
 #      switches the exporter off (port closed) within 5 s, removing the label brings it back
 #   5. Debian's Prometheus scrapes the exporter through the chart's Service: the running GPU pod's
 #      pod/namespace/container labels come from the real kubelet's pod-resources API
+#   5b. helm upgrade to the broken-mismatch profile (kernel module 550 vs NVML 535): GpuStackReady=
+#      False reason DriverVersionMismatch within 5 s of the agent's start, allocatable 0 and staying
+#      0, gpunode fleet exit 1; back to dgx-h200: 8 and True
 #   6. helm upgrade to time-slicing with 4 replicas (devicePlugin.defaultConfig=shared) -> allocatable 32; helm uninstall (its
 #      pre-delete hook) leaves no plugin socket, no gpunode label and no CDI spec behind
 # Usage: test/k8s/e2e_test.sh BUILD_DIR (a Release build tree: the image is built from it).
@@ -440,6 +443,35 @@ n=$(curl -s --max-time 2 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlen
 ok "$n GPUs reporting"
 kill "$prom_pid"; wait "$prom_pid" 2>/dev/null || true; prom_pid=
 kubectl delete pod watched --wait=true --grace-period=1 >/dev/null
+
+step "5b. a driver that fails validation (simulate.profile=broken-mismatch): allocatable 0, GpuStackReady=False"
+helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set simulate.profile=broken-mismatch \
+  >/dev/null || fail "helm upgrade to broken-mismatch"
+deadline=$((SECONDS + 90))
+until [ "$(condition reason)" = DriverVersionMismatch ]; do
+  [ $SECONDS -lt $deadline ] || fail "GpuStackReady is '$(condition status)' ($(condition reason)) 90 s after the upgrade to broken-mismatch"
+  sleep 0.5
+done
+set_ms=$(agent_log | sed -n 's/.*GpuStackReady=False (DriverVersionMismatch) set \([0-9]*\) ms after the agent started.*/\1/p' | head -1)
+[ -n "$set_ms" ] || fail "no 'GpuStackReady=False (DriverVersionMismatch) set' line in the agent's log"
+[ "$set_ms" -lt 5000 ] || fail "the failing validation reached the Node $set_ms ms after the agent started (target 5 s)"
+ok "GpuStackReady=False (DriverVersionMismatch) on the Node $set_ms ms after the new agent started: $(condition message | cut -c1-70)..."
+wait_alloc 0 60 || fail "allocatable is '$(alloc)', not 0, on a node whose driver fails validation"
+sleep 5
+[ "$(alloc)" = 0 ] || fail "allocatable went back to '$(alloc)' on the broken node"
+ok "allocatable 0 (capacity $(cap)) and stays 0: NVML cannot start, the plugin retries with backoff, the agent keeps running"
+rc=0; fleet=$(fleet_json) || rc=$?
+[ "$rc" = 1 ] || fail "gpunode fleet exited $rc on a node failing validation (want 1)"
+ok "gpunode fleet: exit 1"
+helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set simulate.profile=dgx-h200 \
+  >/dev/null || fail "helm upgrade back to dgx-h200"
+wait_alloc 8 120 || fail "allocatable is '$(alloc)', not 8, after the upgrade back to dgx-h200"
+deadline=$((SECONDS + 30))
+until [ "$(condition status)" = True ]; do
+  [ $SECONDS -lt $deadline ] || fail "GpuStackReady is '$(condition status)' after the upgrade back to dgx-h200"
+  sleep 0.5
+done
+ok "back on dgx-h200: allocatable 8, GpuStackReady=True"
 
 step "6. helm upgrade to time-slicing (4 replicas) -> 32; helm uninstall leaves no socket"
 helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set devicePlugin.defaultConfig=shared \
