@@ -801,8 +801,10 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
     }
     auto now = Clock::now();
     if (now >= deadline) return NVML_ERROR_TIMEOUT;
+    // The real driver blocks in the kernel; the simulator looks at its profile every 20 ms (an
+    // event is seen that much later; the polling's CPU counts against the simulated process).
     std::this_thread::sleep_for(
-        std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+        std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(20)));
   }
 }
 

@@ -1,5 +1,7 @@
 #include "src/agent/harness.h"
 
+#include <pthread.h>
+
 #include <ctime>
 #include <iostream>
 
@@ -131,6 +133,8 @@ void Harness::Stop() {
 }
 
 void Harness::Loop(Slot* slot) {
+  // "gn:plugin" in top -H and /proc/PID/task/*/comm (15 characters at most).
+  ::pthread_setname_np(::pthread_self(), ("gn:" + slot->name).substr(0, 15).c_str());
   const std::stop_token harness_stop = stop_.get_token();
   auto backoff = options_.initial_backoff;
   while (!harness_stop.stop_requested()) {

@@ -1,5 +1,6 @@
 // gpunode agent: the node's GPU services in one process (src/agent, docs/agent.md).
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -204,8 +205,9 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   // component up (pod Ready).
   std::atomic<bool> timing_stop{false};
   std::thread timing([&] {
+    ::pthread_setname_np(::pthread_self(), "gn:timing");
     bool plugin_logged = !current->plugin.enabled, all_logged = false;
-    while (!timing_stop && !(plugin_logged && all_logged) && ctx.MsSinceStart() < 120000) {
+    while (!timing_stop && !(plugin_logged && all_logged) && ctx.MsSinceStart() < 60000) {
       for (const agent::ComponentInfo& i : harness.Components()) {
         if (!plugin_logged && i.name == "plugin" && i.up && ctx.gate().open) {
           log.Info("agent", absl::StrCat("allocatable advertised (plugin registered, validation passed) ",
@@ -217,7 +219,8 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
         log.Info("agent", absl::StrCat("ready: every component up ", ctx.MsSinceStart(), " ms after start"));
         all_logged = true;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      // fine-grained while a start should finish, then seldom (a node without a kubelet yet)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ctx.MsSinceStart() < 3000 ? 10 : 250));
     }
   });
 

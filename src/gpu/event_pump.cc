@@ -1,5 +1,7 @@
 #include "src/gpu/event_pump.h"
 
+#include <pthread.h>
+
 #include <chrono>
 
 namespace gpunode {
@@ -30,7 +32,10 @@ unsigned NvmlEventPump::Start(const std::vector<std::pair<unsigned, std::string>
     return 0;
   }
   stop_ = false;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "gn:nvml-events");
+    Run();
+  });
   return registered_;
 }
 
