@@ -202,6 +202,7 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
     GPUNODE_RETURN_IF_ERROR(p.CheckSectionType());
     GPUNODE_RETURN_IF_ERROR(p.Bool("enabled", &s.enabled));
     GPUNODE_RETURN_IF_ERROR(p.String("kubeletDir", &s.kubelet_dir));
+    GPUNODE_RETURN_IF_ERROR(p.String("kubeletSocket", &s.kubelet_socket));
     GPUNODE_RETURN_IF_ERROR(p.String("configFile", &s.config_file));
     GPUNODE_RETURN_IF_ERROR(p.String("configDir", &s.config_dir));
     GPUNODE_RETURN_IF_ERROR(p.String("defaultConfig", &s.default_config));
@@ -242,6 +243,9 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
     GPUNODE_RETURN_IF_ERROR(e.String("podResourcesSocket", &s.pod_resources_socket));
     GPUNODE_RETURN_IF_ERROR(e.String("collectors", &s.collectors));
     GPUNODE_RETURN_IF_ERROR(e.String("webConfigFile", &s.web_config_file));
+    GPUNODE_RETURN_IF_ERROR(e.String("hostnameLabel", &s.hostname_label));
+    GPUNODE_RETURN_IF_ERROR(OneOf(e, "hostnameLabel", s.hostname_label, {"", "Hostname", "hostname"}));
+    GPUNODE_RETURN_IF_ERROR(e.Strings("resourceNames", &s.resource_names));
     GPUNODE_RETURN_IF_ERROR(e.Check());
   }
   {
@@ -314,6 +318,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                            {"retry", Ms(c.validator.retry)}}},
            {"plugin", J{{"enabled", p.enabled},
                         {"kubeletDir", p.kubelet_dir},
+                        {"kubeletSocket", p.kubelet_socket},
                         {"configFile", p.config_file},
                         {"configDir", p.config_dir},
                         {"defaultConfig", p.default_config},
@@ -333,7 +338,9 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                           {"kubernetes", c.exporter.kubernetes},
                           {"podResourcesSocket", c.exporter.pod_resources_socket},
                           {"collectors", c.exporter.collectors},
-                          {"webConfigFile", c.exporter.web_config_file}}},
+                          {"webConfigFile", c.exporter.web_config_file},
+                          {"hostnameLabel", c.exporter.hostname_label},
+                          {"resourceNames", c.exporter.resource_names}}},
            {"mig", J{{"configFile", c.mig.config_file}, {"allowReal", c.mig.allow_real}}}};
 }
 

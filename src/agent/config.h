@@ -36,6 +36,7 @@ struct OneShotSection {
 struct PluginSection {
   bool enabled = true;
   std::string kubelet_dir = "/var/lib/kubelet/device-plugins";
+  std::string kubelet_socket;  // "": <kubeletDir>/kubelet.sock
   std::string config_file;     // NVIDIA's device-plugin config (v1); "" = none
   // Named configs for the node label nvidia.com/device-plugin.config=<name>: the files of a
   // folder (a ConfigMap mounted as a volume, one key per config), as NVIDIA's config-manager.
@@ -61,6 +62,8 @@ struct ExporterSection {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string collectors;       // counters CSV ("" = dcgm-exporter's defaults)
   std::string web_config_file;  // TLS / basic auth
+  std::string hostname_label = "Hostname";  // "" leaves it out (dcgm-exporter -n)
+  std::vector<std::string> resource_names;  // extra resources attributed to pods
 };
 
 struct ValidatorSection {

@@ -44,6 +44,7 @@ class ExporterComponent final : public Component {
     options.counters = std::move(counters);
     options.interval = s_.collect_interval;
     options.hostname = ctx_.node_name();
+    options.render.hostname_label = s_.hostname_label;
     options.log = log_.For(name());
     options.events = ctx_.Pump();
     options.extra_metrics = extra_;
@@ -51,6 +52,7 @@ class ExporterComponent final : public Component {
     if (s_.kubernetes || ::stat(s_.pod_resources_socket.c_str(), &st) == 0) {
       exporter::PodMapperOptions pods;
       pods.socket_path = s_.pod_resources_socket;
+      pods.resource_names = s_.resource_names;
       options.pods = pods;
     }
     auto exp = std::make_unique<exporter::Exporter>(*nvml, std::move(options));

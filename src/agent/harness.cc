@@ -56,7 +56,10 @@ void Log::Write(const char* level, const std::string& component, const std::stri
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   std::string line;
-  if (format_ == Format::kJson) {
+  if (format_ == Format::kText && !program_.empty()) {
+    line = absl::StrCat(when, " ", program_, ": ",
+                        std::string_view(level) == "info" ? "" : absl::StrCat(level, ": "), msg);
+  } else if (format_ == Format::kJson) {
     nlohmann::ordered_json j = {{"time", when}, {"level", level}, {"component", component}, {"msg", msg}};
     line = DumpJson(j, -1);
   } else {
@@ -171,6 +174,18 @@ void Harness::Loop(Slot* slot) {
       continue;
     }
     slot->last_error = st.ok() ? std::string("ended by itself") : std::string(st.message());
+    if (options_.fail_fast) {
+      if (failure_.ok()) {
+        failure_ = st.ok() ? absl::InternalError(slot->last_error) : st;
+        failed_ = slot->name;
+      }
+      slot->state = ComponentState::kStopped;
+      stop_.request_stop();
+      for (auto& other : slots_) other->run_stop.request_stop();
+      lock.unlock();
+      cv_.notify_all();
+      return;
+    }
     ++slot->restarts;
     slot->state = ComponentState::kBackoff;
     if (clock_.Now() - started >= options_.stable_after) backoff = options_.initial_backoff;
@@ -250,6 +265,12 @@ std::vector<ComponentInfo> Harness::Components() const {
     out.push_back(std::move(i));
   }
   return out;
+}
+
+Status Harness::failure(std::string* who) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (who != nullptr) *who = failed_;
+  return failure_;
 }
 
 bool Harness::AllUp() const {

@@ -68,6 +68,8 @@ class Log {
   enum class Format { kText, kJson };
   using Sink = std::function<void(const std::string& line)>;
   explicit Log(Format format = Format::kText, Sink sink = nullptr);
+  // A stand-alone command's text lines: "2026-12-01T13:00:00Z gpunode plugin: message".
+  void set_program(std::string program) { program_ = std::move(program); }
   void Info(const std::string& component, const std::string& msg) { Write("info", component, msg); }
   void Warn(const std::string& component, const std::string& msg) { Write("warning", component, msg); }
   void Error(const std::string& component, const std::string& msg) { Write("error", component, msg); }
@@ -78,6 +80,7 @@ class Log {
  private:
   Format format_;
   Sink sink_;  // nullptr: stderr
+  std::string program_;
   std::mutex mu_;
 };
 
@@ -102,6 +105,10 @@ struct HarnessOptions {
   std::chrono::milliseconds max_backoff{60000};
   // A run at least this long resets the backoff to initial_backoff.
   std::chrono::milliseconds stable_after{std::chrono::minutes(5)};
+  // A stand-alone command (`gpunode plugin`, `gpunode exporter`): the first failure stops
+  // everything and is returned by failure() (the command exits, as NVIDIA's binaries do, and
+  // Kubernetes restarts the container), instead of running the component again.
+  bool fail_fast = false;
 };
 
 enum class ComponentState { kDisabled, kStarting, kRunning, kBackoff, kDone, kStopped };
@@ -137,6 +144,8 @@ class Harness {
   bool Replace(std::unique_ptr<Component> c);
 
   std::vector<ComponentInfo> Components() const;
+  // With fail_fast: the first failure (OK while none). Its component's name in `*who`.
+  Status failure(std::string* who = nullptr) const;
   // All enabled components up.
   bool AllUp() const;
   // /healthz, /readyz and the metrics gpunode_component_up / _restarts_total, as text.
@@ -154,6 +163,8 @@ class Harness {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::stop_source stop_;
   bool started_ = false;
+  Status failure_;
+  std::string failed_;
 };
 
 }  // namespace gpunode::agent

@@ -111,7 +111,9 @@ class PluginComponent final : public Component {
       }
       if (stop.stop_requested()) return absl::OkStatus();
     }
-    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory());
+    // Probed again at every (re)start: a restart for new settings or SIGHUP sees the devices as
+    // they are now.
+    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory(/*refresh=*/true));
     if (!inv->driver.status.ok()) {
       const std::string msg = absl::StrCat("NVML: ", inv->driver.status.message());
       if (config.fail_on_init_error) return absl::FailedPreconditionError(msg);
@@ -136,6 +138,7 @@ class PluginComponent final : public Component {
 
     plugin::ManagerOptions mo;
     mo.plugin_dir = s_.kubelet_dir;
+    mo.kubelet_socket = s_.kubelet_socket;
     plugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
 
     // A device is advertised Healthy when its GPU is healthy (monitor) and the gate is open.

@@ -10,6 +10,7 @@
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
 #include "src/base/host_fs.h"
+#include "src/agent/config.h"
 #include "src/base/status.h"
 #include "src/bench/report.h"
 #include "src/container/cdi.h"
@@ -85,6 +86,13 @@ void AddExporterCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddK8sCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddMigCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+
+// Runs one of the agent's components ("plugin" or "exporter", configured by `config`) as a
+// stand-alone command: the agent's harness in fail-fast mode (the first failure is printed and
+// exits 2, as NVIDIA's binaries do), SIGTERM/SIGINT stop (exit 0), SIGHUP restarts the component
+// with its configuration and devices read again; log lines "TIME gpunode <component>: ...".
+int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
+                        const std::string& component, const std::string& hostname);
 void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with

@@ -47,16 +47,7 @@ struct ExporterFlags {
   bool once = false;
 };
 
-std::mutex g_log_mu;
-void Log(const std::string& msg) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  std::cerr << buf << " gpunode exporter: " << msg << std::endl;
-}
+void Log(const std::string& msg) { std::cerr << "gpunode exporter: " << msg << std::endl; }
 
 // A flag left at its default takes the environment variable dcgm-exporter reads.
 void FromEnv(const CLI::App& cmd, const char* flag, const char* env, std::string* value) {
@@ -90,11 +81,6 @@ std::string Hostname(const NodeSession& session) {
   return "";
 }
 
-std::atomic<exporter::MetricsServer*> g_server{nullptr};
-std::atomic<bool> g_stop{false};
-void OnSignal(int) {
-  g_stop = true;
-}
 
 int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App& cmd) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
@@ -180,34 +166,30 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
     Log(absl::StrCat("pod attribution from ", socket, socket_exists ? "" : " (not there yet)"));
   }
 
-  exporter::Exporter exp(**nvml, std::move(options));
   if (flags.once) {
+    exporter::Exporter exp(**nvml, std::move(options));
     exp.Start();
-    // Wait for the slow sampler's second sample (GPM ratios) and a fast pass that merges it.
     std::this_thread::sleep_for(std::chrono::milliseconds(2 * std::min<int64_t>(interval_ms, 1000) + 200));
     std::cout << *exp.Metrics();
     exp.Stop();
     return kExitOk;
   }
-  auto server = exporter::MetricsServer::Create(exp, server_options);
-  if (!server.ok()) {
-    PrintError(server.status());
-    return kExitFailed;
-  }
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGPIPE, SIG_IGN);
-  exp.Start();
-  Log(absl::StrCat("serving ", (*server)->tls() ? "https" : "http", " on ", flags.listen, " (port ",
-                   (*server)->port(), "): /metrics, /health, /; ", exp.options().counters.size(),
-                   " counters, collect interval ", interval_ms, " ms"));
-  std::thread serve([&server] { (*server)->Serve(); });
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  Log("stopping");
-  (*server)->Stop();
-  serve.join();
-  exp.Stop();
-  return kExitOk;
+  nvml->reset();  // the component opens the node's one NVML session itself
+  // Serving: the agent's exporter component (src/agent) in its harness, with the settings
+  // resolved above.
+  agent::AgentConfig c;
+  c.kubernetes.enabled = false;
+  c.validator.enabled = false;
+  agent::ExporterSection& e = c.exporter;
+  e.listen = flags.listen;
+  e.collect_interval = std::chrono::milliseconds(interval_ms);
+  e.kubernetes = options.pods.has_value();
+  e.pod_resources_socket = socket;
+  e.collectors = flags.collectors;
+  e.web_config_file = flags.web_config_file;
+  e.hostname_label = options.render.hostname_label;
+  if (options.pods) e.resource_names = options.pods->resource_names;
+  return RunComponentCommand(global, **session, c, "exporter", options.hostname);
 }
 
 }  // namespace

@@ -42,24 +42,6 @@ struct PluginFlags {
   bool print = false;
 };
 
-std::atomic<bool> g_stop{false};
-std::atomic<bool> g_reload{false};
-void OnSignal(int sig) {
-  if (sig == SIGHUP) g_reload = true;
-  g_stop = true;
-}
-
-std::mutex g_log_mu;
-void Log(const std::string& msg) {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  std::cerr << buf << " gpunode plugin: " << msg << std::endl;
-}
 
 std::map<std::string, std::string> Environment() {
   std::map<std::string, std::string> env;
@@ -170,7 +152,7 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
     PrintError(config.status());
     return config.status().code() == absl::StatusCode::kUnimplemented ? kExitFailed : kExitUsage;
   }
-  for (const std::string& w : config->warnings) Log("config: " + w);
+  // (the component logs config->warnings when it starts)
   auto recovery = ParseDuration(flags.health_recovery);
   if (!recovery.ok()) {
     PrintError(absl::StrCat("--health-recovery: ", recovery.status().message()));
@@ -183,117 +165,64 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
   }
   health->recovery_quiet = *recovery;
 
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGHUP, OnSignal);
-  for (;;) {
-    auto session = NodeSession::Open(global);
-    if (!session.ok()) {
-      PrintError(session.status());
-      return kExitUsage;
-    }
-    (*session)->probe_options().load_cuda = false;  // NVML gives the CUDA version; no libcuda in the plugin
-    (*session)->probe_options().query_topology = true;
+  auto session = NodeSession::Open(global);
+  if (!session.ok()) {
+    PrintError(session.status());
+    return kExitUsage;
+  }
+  (*session)->probe_options().load_cuda = false;  // NVML gives the CUDA version; no libcuda in the plugin
+  (*session)->probe_options().query_topology = true;
+  (*session)->probe_options().live_metrics = false;
+  if (flags.print) {
     auto inv = (*session)->Inventory();
     if (!inv.ok()) {
       PrintError(inv.status());
       return kExitFailed;
     }
     if (!inv->driver.status.ok()) {
-      const std::string msg = absl::StrCat("NVML: ", inv->driver.status.message(), " (run `gpunode doctor`)");
-      if (config->fail_on_init_error || flags.print) {
-        PrintError(msg);
-        return kExitFailed;
-      }
-      Log(msg + "; failOnInitError is false: waiting without devices");
+      PrintError(absl::StrCat("NVML: ", inv->driver.status.message(), " (run `gpunode doctor`)"));
+      return kExitFailed;
     }
     auto resources = plugin::BuildResources(*inv, *config);
     if (!resources.ok()) {
       PrintError(resources.status());
       return kExitFailed;
     }
-    if (flags.print) {
-      auto format = ParseOutputFormat(global.output);
-      if (!format.ok()) {
-        PrintError(format.status());
-        return kExitUsage;
-      }
-      const auto doc = ResourcesJson(*resources, *config);
-      if (*format != OutputFormat::kTable) {
-        PrintDocument(doc, *format);
-      } else {
-        for (const plugin::Resource& r : *resources) {
-          std::cout << r.name << " (" << r.devices.size() << " devices, socket " << r.socket_name << ")\n";
-          for (const plugin::PluginDevice& d : r.devices) {
-            std::cout << "  " << d.id << "  index " << d.index
-                      << (d.numa_node ? absl::StrCat("  numa ", *d.numa_node) : std::string()) << "\n";
-          }
+    auto format = ParseOutputFormat(global.output);
+    if (!format.ok()) {
+      PrintError(format.status());
+      return kExitUsage;
+    }
+    const auto doc = ResourcesJson(*resources, *config);
+    if (*format != OutputFormat::kTable) {
+      PrintDocument(doc, *format);
+    } else {
+      for (const plugin::Resource& r : *resources) {
+        std::cout << r.name << " (" << r.devices.size() << " devices, socket " << r.socket_name << ")\n";
+        for (const plugin::PluginDevice& d : r.devices) {
+          std::cout << "  " << d.id << "  index " << d.index
+                    << (d.numa_node ? absl::StrCat("  numa ", *d.numa_node) : std::string()) << "\n";
         }
       }
-      return kExitOk;
     }
-    std::vector<std::string> control;
-    for (const DeviceNode& n : inv->kernel.device_nodes) {
-      const bool per_gpu = n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]));
-      if (n.present && !per_gpu) control.push_back(n.path);
-    }
-    auto links = std::make_shared<plugin::LinkMatrix>(plugin::BuildLinkMatrix(*inv));
-    std::vector<std::pair<unsigned, std::string>> watched;
-    for (const GpuInfo& g : inv->driver.gpus) watched.emplace_back(g.index, g.uuid);
-    size_t count = 0;
-    for (const plugin::Resource& r : *resources) count += r.devices.size();
-    if (count == 0) Log("no devices found; serving nothing until a signal (the node has no usable GPU)");
-
-    // MPS sharing: one control daemon per shared resource, started before the resource is served
-    // (stopped at the end of this round: a reload starts the daemons its config asks for).
-    plugin::MpsManager mps((*session)->fs(), {}, Log);
-    mps.Start();
-    if (Status mst = mps.Apply(*config, *resources); !mst.ok()) {
-      PrintError(mst);
-      return absl::IsNotFound(mst) || absl::IsFailedPrecondition(mst) ? kExitUsage : kExitFailed;
-    }
-
-    plugin::ManagerOptions mo;
-    mo.plugin_dir = flags.kubelet_dir;
-    mo.kubelet_socket = flags.kubelet_socket;
-    plugin::PluginManager manager(*std::move(resources), *config, control, links, mo, Log);
-    std::unique_ptr<NvmlLibrary> nvml;
-    std::unique_ptr<plugin::HealthMonitor> monitor;
-    if (!watched.empty()) {
-      auto lib = NvmlLibrary::Open((*session)->probe_options().nvml_library);
-      if (lib.ok()) {
-        nvml = *std::move(lib);
-        monitor = std::make_unique<plugin::HealthMonitor>(
-            *nvml, watched, *health,
-            [&manager](const plugin::HealthEvent& e) { manager.SetHealth(e.uuid, e.healthy, e.reason); });
-        monitor->Start();
-      } else {
-        Log(absl::StrCat("health checks disabled: ", lib.status().message()));
-      }
-    }
-    Log(absl::StrCat("starting: ", count, " devices, MIG strategy ", plugin::MigStrategyName(config->mig_strategy),
-                     ", sharing ", plugin::SharingStrategyName(config->sharing.strategy), ", kubelet dir ",
-                     flags.kubelet_dir));
-    Status st = manager.Run(g_stop);
-    if (monitor) monitor->Stop();
-    mps.Stop();
-    if (!st.ok()) {
-      PrintError(st);
-      return kExitFailed;
-    }
-    if (!g_reload) break;
-    g_reload = false;
-    g_stop = false;
-    Log("SIGHUP: reloading the configuration and the devices");
-    auto again = LoadConfig(flags, Environment());
-    if (!again.ok()) {
-      Log(absl::StrCat("reload: ", again.status().message(), "; keeping the previous configuration"));
-    } else {
-      config = *std::move(again);
-    }
+    return kExitOk;
   }
-  Log("stopped");
-  return kExitOk;
+  // Serving: the agent's plugin component (src/agent) in its harness. The component resolves the
+  // configuration the same way (flag, environment, config file, default) at every (re)start, so
+  // SIGHUP reads the file, the environment and the devices again.
+  agent::AgentConfig c;
+  c.kubernetes.enabled = false;
+  c.validator.enabled = false;
+  c.plugin.kubelet_dir = flags.kubelet_dir;
+  c.plugin.kubelet_socket = flags.kubelet_socket;
+  c.plugin.config_file = flags.config_file.empty() && env.count("CONFIG_FILE") ? env.at("CONFIG_FILE") : flags.config_file;
+  c.plugin.mig_strategy = flags.mig_strategy;
+  c.plugin.device_list_strategy = flags.device_list_strategy;
+  c.plugin.device_id_strategy = flags.device_id_strategy;
+  c.plugin.pass_device_specs = flags.pass_device_specs;
+  c.plugin.fail_on_init_error = flags.fail_on_init_error;
+  c.plugin.health_recovery = *recovery;
+  return RunComponentCommand(global, **session, c, "plugin", "");
 }
 
 }  // namespace

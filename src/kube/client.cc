@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -430,6 +433,21 @@ Status Client::Watch(const std::string& path, const std::string& resource_versio
   Status result;
   int http_status = 0;
   bool ended_here = false;
+  // A watch with no events blocks in a read for up to timeoutSeconds: `stop` must not wait for
+  // the next event (a pod's SIGTERM has 30 s). A helper shuts the socket down when it is set.
+  std::atomic<bool> done{false};
+  std::thread stopper;
+  if (stop != nullptr) {
+    stopper = std::thread([&] {
+      while (!done.load()) {
+        if (stop->load()) {
+          http->stop();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
   auto res = http->Get(
       url.c_str(), headers,
       [&](const httplib::Response& r) {
@@ -467,7 +485,9 @@ Status Client::Watch(const std::string& path, const std::string& resource_versio
         }
         return true;
       });
-  if (ended_here) return absl::OkStatus();
+  done = true;
+  if (stopper.joinable()) stopper.join();
+  if (ended_here || (stop != nullptr && stop->load())) return absl::OkStatus();
   if (!result.ok()) return result;
   if (http_status != 0 && http_status != 200) {
     const std::string text = absl::StrCat(what, ": HTTP ", http_status);

@@ -6,9 +6,13 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "httplib.h"
 
 namespace gpunode::kube {
 namespace {
@@ -198,6 +202,48 @@ TEST(Client, GarbageCaIsRefusedBeforeAnyRequest) {
 TEST(UrlEscape, PathSegments) {
   EXPECT_EQ(UrlEscape("node-1.example"), "node-1.example");
   EXPECT_EQ(UrlEscape("a/b c"), "a%2Fb%20c");
+}
+
+}  // namespace
+}  // namespace gpunode::kube
+
+namespace gpunode::kube {
+namespace {
+
+// Regression: a watch with no events blocked in its read until the server's timeout (300 s), so
+// the agent's stop (a pod's SIGTERM, 30 s grace) waited past its grace period and was killed
+// before it could clean up at uninstall.
+TEST(Client, WatchWithoutEventsReturnsPromptlyWhenStopped) {
+  httplib::Server server;
+  std::atomic<bool> serving{true};
+  server.Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
+      // Never an event: only keep the connection open (as a quiet watch does).
+      while (serving.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      sink.done();
+      return true;
+    });
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  Connection c;
+  ASSERT_TRUE(ParseServer("http://127.0.0.1:" + std::to_string(port), &c).ok());
+  Client client(c);
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Status st = client.Watch("/api/v1/nodes", "", 300, [](const std::string&, const nlohmann::json&) { return true; },
+                           &stop);
+  const auto took = std::chrono::steady_clock::now() - start;
+  stopper.join();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_LT(took, std::chrono::seconds(3));
+  serving = false;
+  server.stop();
+  t.join();
 }
 
 }  // namespace

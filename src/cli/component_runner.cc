@@ -1,0 +1,68 @@
+// Stand-alone commands over the agent's components: `gpunode plugin` and `gpunode exporter` run
+// their component in the agent's harness (fail-fast), so the signal, stop and logging plumbing is
+// the agent's one copy.
+#include <pthread.h>
+#include <signal.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "src/agent/components.h"
+#include "src/agent/harness.h"
+#include "src/agent/node_context.h"
+#include "src/cli/common.h"
+
+namespace gpunode::cli {
+
+int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
+                        const std::string& component, const std::string& hostname) {
+  // Signals are taken here by sigwait: blocked before any thread starts (threads inherit the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  agent::Log log;
+  log.set_program("gpunode " + component);
+  agent::NodeContextOptions o{.fs = session.fs()};
+  o.probe = session.probe_options();
+  o.node_name = hostname;
+  o.gate_pending = false;  // no validator in a stand-alone command
+  o.self_args = {SelfPath(), "--host-root", session.fs().root()};
+  if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
+  agent::NodeContext ctx(std::move(o));
+  agent::RealClock clock;
+  agent::HarnessOptions ho;
+  ho.fail_fast = true;
+  agent::Harness harness(clock, log, ho);
+  if (component == "plugin") {
+    harness.Add(agent::MakePlugin(ctx, config, log));
+  } else {
+    harness.Add(agent::MakeExporter(ctx, config, log, nullptr, nullptr));
+  }
+  harness.Start();
+  while (true) {
+    timespec timeout{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log.Info(component, absl::StrCat("received ", strsignal(sig), ": stopping"));
+      break;
+    }
+    if (sig == SIGHUP) {
+      log.Info(component, "SIGHUP: reloading the configuration and the devices");
+      harness.Restart(component);
+    }
+    if (!harness.failure().ok()) break;
+  }
+  harness.Stop();
+  if (Status st = harness.failure(); !st.ok()) {
+    PrintError(st);
+    return kExitFailed;
+  }
+  log.Info(component, "stopped");
+  return kExitOk;
+}
+
+}  // namespace gpunode::cli
