@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "src/agent/components.h"
 #include "src/cli/common.h"
 #include "src/gpu/nvml.h"
 #include "src/plugin/config.h"
@@ -25,7 +26,6 @@
 #include "src/plugin/server.h"
 #include "src/plugin/topology.h"
 
-extern char** environ;
 
 namespace gpunode::cli {
 namespace {
@@ -43,68 +43,30 @@ struct PluginFlags {
 };
 
 
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
+// The plugin section of the agent's configuration that these flags describe.
+agent::PluginSection SectionOf(const PluginFlags& f, const std::map<std::string, std::string>& env) {
+  agent::PluginSection s;
+  s.kubelet_dir = f.kubelet_dir;
+  s.kubelet_socket = f.kubelet_socket;
+  s.config_file = f.config_file.empty() && env.count("CONFIG_FILE") ? env.at("CONFIG_FILE") : f.config_file;
+  s.mig_strategy = f.mig_strategy;
+  s.device_list_strategy = f.device_list_strategy;
+  s.device_id_strategy = f.device_id_strategy;
+  s.pass_device_specs = f.pass_device_specs;
+  s.fail_on_init_error = f.fail_on_init_error;
+  return s;
 }
 
-StatusOr<std::chrono::milliseconds> ParseDuration(const std::string& text) {
-  std::string t = text;
-  int64_t mult = 1000;
-  if (absl::EndsWith(t, "ms")) {
-    t.resize(t.size() - 2);
-    mult = 1;
-  } else if (absl::EndsWith(t, "s")) {
-    t.pop_back();
-  } else if (absl::EndsWith(t, "m")) {
-    t.pop_back();
-    mult = 60000;
-  } else if (absl::EndsWith(t, "h")) {
-    t.pop_back();
-    mult = 3600000;
-  }
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(t, &v) || v < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\": not a duration such as 300s, 5m or 500ms"));
-  }
-  return std::chrono::milliseconds(v * mult);
-}
-
-// Flag, then environment, then file, then default (NVIDIA's precedence).
+// Flag, then environment, then file, then default (NVIDIA's precedence): the agent's resolution,
+// with the boolean flags checked first so that errors name them as typed.
 StatusOr<plugin::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<std::string, std::string>& env) {
-  plugin::PluginConfig config;
-  std::string file = f.config_file;
-  if (file.empty() && env.count("CONFIG_FILE")) file = env.at("CONFIG_FILE");
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) return ErrnoToStatus(errno, "read config file", file);
-    std::stringstream text;
-    text << in.rdbuf();
-    GPUNODE_ASSIGN_OR_RETURN(config, plugin::ParseConfig(text.str(), file));
-  }
-  GPUNODE_RETURN_IF_ERROR(plugin::ApplyEnvironment(env, &config));
-  if (!f.mig_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.mig_strategy, plugin::ParseMigStrategy(f.mig_strategy));
-  }
-  if (!f.device_list_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.device_list, plugin::ParseDeviceListStrategy(f.device_list_strategy));
-  }
-  if (!f.device_id_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(f.device_id_strategy));
-  }
   if (!f.pass_device_specs.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, ParseGoBool("--pass-device-specs", f.pass_device_specs));
+    GPUNODE_RETURN_IF_ERROR(ParseGoBool("--pass-device-specs", f.pass_device_specs).status());
   }
   if (!f.fail_on_init_error.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, ParseGoBool("--fail-on-init-error", f.fail_on_init_error));
+    GPUNODE_RETURN_IF_ERROR(ParseGoBool("--fail-on-init-error", f.fail_on_init_error).status());
   }
-  GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
-  return config;
+  return agent::ResolvePluginConfig(SectionOf(f, env), "", env);
 }
 
 std::string ListStrategyText(const plugin::PluginConfig& c) {
@@ -146,14 +108,14 @@ nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resour
 int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
   ::mallopt(M_ARENA_MAX, 2);
-  const auto env = Environment();
+  const auto env = agent::ProcessEnvironment();
   auto config = LoadConfig(flags, env);
   if (!config.ok()) {
     PrintError(config.status());
     return config.status().code() == absl::StatusCode::kUnimplemented ? kExitFailed : kExitUsage;
   }
   // (the component logs config->warnings when it starts)
-  auto recovery = ParseDuration(flags.health_recovery);
+  auto recovery = agent::ParseDuration(flags.health_recovery);
   if (!recovery.ok()) {
     PrintError(absl::StrCat("--health-recovery: ", recovery.status().message()));
     return kExitUsage;
@@ -213,14 +175,7 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
   agent::AgentConfig c;
   c.kubernetes.enabled = false;
   c.validator.enabled = false;
-  c.plugin.kubelet_dir = flags.kubelet_dir;
-  c.plugin.kubelet_socket = flags.kubelet_socket;
-  c.plugin.config_file = flags.config_file.empty() && env.count("CONFIG_FILE") ? env.at("CONFIG_FILE") : flags.config_file;
-  c.plugin.mig_strategy = flags.mig_strategy;
-  c.plugin.device_list_strategy = flags.device_list_strategy;
-  c.plugin.device_id_strategy = flags.device_id_strategy;
-  c.plugin.pass_device_specs = flags.pass_device_specs;
-  c.plugin.fail_on_init_error = flags.fail_on_init_error;
+  c.plugin = SectionOf(flags, env);
   c.plugin.health_recovery = *recovery;
   return RunComponentCommand(global, **session, c, "plugin", "");
 }

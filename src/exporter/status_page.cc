@@ -51,21 +51,6 @@ std::string Bar(const std::optional<double>& ratio) {
 
 }  // namespace
 
-std::string HtmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptions& options) {
   std::string out = absl::StrCat(

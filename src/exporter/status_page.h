@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/base/html.h"
 #include "src/exporter/pod_mapper.h"
 #include "src/exporter/sample.h"
 
@@ -23,7 +24,7 @@ struct StatusPageOptions {
 std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptions& options);
 
 // &, <, >, ", ' escaped for HTML text and attribute values.
-std::string HtmlEscape(std::string_view text);
+using ::gpunode::HtmlEscape;  // src/base/html.h
 
 }  // namespace gpunode::exporter
 

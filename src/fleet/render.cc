@@ -134,21 +134,6 @@ const char* VerdictClass(compat::Verdict v) {
 
 }  // namespace
 
-std::string HtmlEscape(absl::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
 
 Json ToJson(const FleetReport& r) {
   const FleetSummary& s = r.summary;

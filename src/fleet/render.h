@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "src/base/html.h"
 #include "src/fleet/fleet.h"
 
 namespace gpunode::fleet {
@@ -28,7 +29,7 @@ std::string RenderHtml(const FleetReport& report, const FleetCompatReport* compa
                        const DrainPlan* plan = nullptr);
 
 // & < > " ' -> entities.
-std::string HtmlEscape(absl::string_view text);
+using ::gpunode::HtmlEscape;  // src/base/html.h
 
 }  // namespace gpunode::fleet
 
