@@ -33,7 +33,8 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
     return kExitUsage;
   }
   doctor::DoctorReport report = doctor::RunDoctor(*inv);
-  int code = doctor::ExitCode(report);
+  const int doctor_code = doctor::ExitCode(report);
+  int code = doctor_code;
   // --with-bench: the default bench, merged into the baseline card (JSON: baseline.bench).
   std::optional<StatusOr<bench::BenchReport>> bench_report;
   if (opts.with_bench) {
@@ -55,6 +56,12 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
       } else {
         std::cout << "  bench could not run: " << bench_report->status().message() << "\n";
       }
+      // One truth: when the bench changes the outcome, the last line says so (and the exit code).
+      if (code != doctor_code) {
+        std::cout << "\nOverall: " << (code >= 2 ? "FAIL" : "WARN") << " (exit " << code << "): the checks "
+                  << (doctor_code == 0 ? "passed" : "warned") << ", the bench "
+                  << (bench_report->ok() ? "missed its ceilings" : "could not run") << "\n";
+      }
     }
   } else {
     nlohmann::ordered_json doc = doctor::ToJson(report);
@@ -63,6 +70,10 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
                                      ? bench::CardSummary(**bench_report)
                                      : nlohmann::ordered_json{{"verdict", "error"},
                                                               {"error", std::string(bench_report->status().message())}};
+      // One truth: the summary carries the exit code the process returns, bench included.
+      doc["summary"]["exitCode"] = code;
+      if (code != doctor_code) doc["summary"]["status"] = code >= 2 ? "fail" : "warn";
+      doc["summary"]["checksExitCode"] = doctor_code;
     }
     PrintDocument(doc, *format);
   }

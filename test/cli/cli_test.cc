@@ -40,6 +40,24 @@ TEST(CliDoctorTest, JsonOutputIsAVersionedDoctorReport) {
   EXPECT_EQ(doc["baseline"]["gpus"].size(), 8u);
 }
 
+// Regression (#14): `doctor --with-bench` where the bench cannot run printed "Result: OK", exited 2
+// and its JSON said exitCode 0. Text, JSON and exit code now agree.
+TEST(CliDoctorTest, WithBenchThatCannotRunTheTextJsonAndExitCodeAgree) {
+  Result text = RunGpunode("--simulate dgx-h200 doctor --with-bench --color never");
+  EXPECT_EQ(text.exit_code, 2) << text.out;
+  EXPECT_THAT(text.out, ::testing::HasSubstr("bench could not run"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("Overall: FAIL (exit 2): the checks passed, the bench could not run"));
+  Result json = RunGpunode("--simulate dgx-h200 doctor --with-bench -o json");
+  EXPECT_EQ(json.exit_code, 2);
+  const std::string body = json.out.substr(json.out.find('{'));
+  auto doc = nlohmann::json::parse(body, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << json.out;
+  EXPECT_EQ(doc["summary"]["exitCode"], 2);
+  EXPECT_EQ(doc["summary"]["status"], "fail");
+  EXPECT_EQ(doc["summary"]["checksExitCode"], 0);
+  EXPECT_EQ(doc["baseline"]["bench"]["verdict"], "error");
+}
+
 TEST(CliDoctorTest, YamlOutputWorks) {
   Result r = RunGpunode("--simulate t4-cloud doctor -o yaml");
   EXPECT_EQ(r.exit_code, 0) << r.out;
