@@ -388,9 +388,24 @@ class Checker {
     const std::string driver_text =
         absl::StrCat("driver ", driver_.ToString(), " (R", branch_, ", CUDA <= ", bmax, ")");
 
-    bool paired_ok = (tk.min_driver && driver_ >= *tk.min_driver) ||
+    // A bare branch (`--driver 550`) stands for that branch's releases: it is judged as the
+    // branch, not as version 550.0 (which no driver is). R550 is the toolkit driver's branch for
+    // CUDA 12.4 (550.54.14): full compatibility on its production releases from that one.
+    const bool bare_branch = driver_.parts().size() == 1;
+    const bool branch_ok = bare_branch && tk.min_driver && static_cast<int>(tk.min_driver->major()) <= branch_;
+    bool paired_ok = (tk.min_driver && driver_ >= *tk.min_driver) || branch_ok ||
                      (!tk.min_driver && tk.paired_branch && branch_ >= *tk.paired_branch);
     if (tk.known && paired_ok) {
+      if (branch_ok && static_cast<int>(tk.min_driver->major()) == branch_) {
+        Add(Verdict::kCompatible, "paired-branch", kLayerUserDriver,
+            absl::StrCat("R", branch_, " is the branch of the toolkit driver of ", release, " (",
+                         tk.min_driver->ToString(), "): full compatibility on R", branch_,
+                         " releases from ", tk.min_driver->ToString(),
+                         " (give the full version, e.g. --driver ", tk.min_driver->ToString(),
+                         ", to check one release)"),
+            tk.provenance.source, tk.provenance.confidence);
+        return;
+      }
       std::string need = tk.min_driver ? absl::StrCat(">= ", tk.min_driver->ToString())
                                        : absl::StrCat("branch R", *tk.paired_branch, "+");
       Add(Verdict::kCompatible, tk.min_driver ? "paired-driver" : "paired-branch",

@@ -103,6 +103,13 @@ const Case kCases[] = {
      "paired-driver", ""},
     {"Cuda114RunsOnR535", "cuda:11.4", "535.104.05", {"A100 80GB"}, Verdict::kCompatible,
      "paired-driver", ""},
+    // A bare branch is that branch (regression #14: `--driver 550` was judged as 550.0 and told
+    // to upgrade to R550).
+    {"BareBranchOfTheToolkitDriverIsCompatible", "cuda:12.4", "550", {"H100"}, Verdict::kCompatible,
+     "paired-branch", "R550 is the branch of the toolkit driver"},
+    {"BareNewerBranchIsCompatible", "cuda:12.4", "570", {"H100"}, Verdict::kCompatible, "paired-driver", ""},
+    {"BareOlderBranchStaysMinorVersionCompat", "cuda:12.4", "535", {"H100"},
+     Verdict::kCompatibleWithCaveats, "minor-version-compat", ""},
     // Minor-version compatibility floors.
     {"Cuda13MinorFloorIs5806506", "cuda:13.0.2", "580.65.06", {"H100"},
      Verdict::kCompatibleWithCaveats, "minor-version-compat", "580.65.06"},
