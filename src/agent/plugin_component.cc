@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/agent/components.h"
+#include "src/base/go_bool.h"
 #include "src/plugin/devices.h"
 #include "src/plugin/health.h"
 #include "src/plugin/mps.h"
@@ -26,15 +27,6 @@ std::map<std::string, std::string> ProcessEnvironment() {
   return env;
 }
 
-namespace {
-
-StatusOr<bool> GoBool(const char* what, const std::string& v) {
-  if (v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True") return true;
-  if (v == "0" || v == "f" || v == "F" || v == "false" || v == "FALSE" || v == "False") return false;
-  return absl::InvalidArgumentError(absl::StrCat("plugin.", what, ": \"", v, "\" is not true or false"));
-}
-
-}  // namespace
 
 StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
                                                    const std::map<std::string, std::string>& env) {
@@ -72,10 +64,10 @@ StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const
     GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(s.device_id_strategy));
   }
   if (!s.pass_device_specs.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, GoBool("passDeviceSpecs", s.pass_device_specs));
+    GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, ParseGoBool("plugin.passDeviceSpecs", s.pass_device_specs));
   }
   if (!s.fail_on_init_error.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, GoBool("failOnInitError", s.fail_on_init_error));
+    GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, ParseGoBool("plugin.failOnInitError", s.fail_on_init_error));
   }
   GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
   return config;

@@ -9,8 +9,9 @@
 
 #include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
-#include "src/base/host_fs.h"
+#include "src/base/go_bool.h"  // ParseGoBool
 #include "src/agent/config.h"
+#include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/bench/report.h"
 #include "src/container/cdi.h"
@@ -121,10 +122,7 @@ std::string SelfPath();
 int RunOciRuntime(const std::vector<std::string>& args);
 // --kubeconfig, the same for every command that talks to the Kubernetes API.
 CLI::Option* AddKubeconfigOption(CLI::App* cmd, std::string* kubeconfig);
-// Go's strconv.ParseBool, as NVIDIA's Go components read boolean flags and environment variables
-// ("1", "t", "true", "TRUE", ... / "0", "f", "false", ...); the error names `--flag=text` or
-// `NAME="text"`.
-StatusOr<bool> ParseGoBool(const std::string& name, const std::string& text);
+// ParseGoBool (Go's strconv.ParseBool for NVIDIA's flags and variables) is in src/base/go_bool.h.
 // gpunode as `nvidia-container-runtime-hook` (Docker's --gpus; oci_runtime_cmd.cc).
 int RunLegacyHook(const std::vector<std::string>& args);
 void AddOciRuntimeHelp(CLI::App& app);
