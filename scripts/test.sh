@@ -18,6 +18,11 @@ elif [ "${CI:-}" = true ]; then
 else
   echo "test: Go is missing: the Kubernetes tests (label k8s) and the chart check will be skipped" >&2
 fi
+# nvcc 13.0.88 from NVIDIA's PyPI wheels (cached in ~/.cache/gpunode), so the test that the committed
+# PTX is current with kernels/*.cu runs here too (it skips, saying so, when PyPI cannot be reached).
+if nvcc_line=$(scripts/fetch-nvcc.sh 2>/dev/null); then export "$nvcc_line"; else
+  echo "test: could not fetch nvcc from PyPI: bench_ptx_current will skip" >&2
+fi
 # The gpunode image of the Kubernetes tests is built from a Release tree.
 cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUNODE_BUILD_TESTS=OFF >/dev/null
 cmake --build build-rel --target gpunode gpunode_simnvml

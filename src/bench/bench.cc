@@ -142,7 +142,38 @@ std::optional<Reference> FromValue(const std::optional<SourcedValue>& v, const c
 
 }  // namespace
 
-std::optional<Reference> GemmReference(const ModelCeilings* model, GemmDtype dtype, bool own_kernel) {
+std::string_view GemmKernelName(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::kCublasLt: return "cublasLt";
+    case GemmKernel::kWgmmaSm90: return "gpunode-wgmma-sm90";
+    case GemmKernel::kWmma: return "gpunode-wmma";
+    case GemmKernel::kSimt: return "gpunode-simt";
+  }
+  return "?";
+}
+
+double OwnKernelFraction(GemmKernel k, GemmDtype dtype, int cc_major, std::string_view reference_kind) {
+  const bool measured = reference_kind == "measured";
+  switch (k) {
+    case GemmKernel::kWgmmaSm90:
+      // H200, sustained: bf16 656-660 TFLOP/s = 0.83 of the measured 790 (0.67 of a 989 datasheet
+      // peak); fp16 619-632 = 0.63-0.64 of the 990 datasheet peak (random fp16 inputs draw more
+      // power than bf16 under the 700 W cap: cuBLASLt's fp16 is slower too).
+      if (dtype == GemmDtype::kFp16) return measured ? 0.73 : 0.58;
+      return measured ? 0.77 : 0.61;
+    case GemmKernel::kWmma:
+      // H200: 205 TFLOP/s = 0.26 of 790 (0.21 of 989). Not measured off Hopper: a floor.
+      if (cc_major == 9) return measured ? 0.24 : 0.19;
+      return 0.15;
+    case GemmKernel::kSimt:
+    case GemmKernel::kCublasLt:
+      break;
+  }
+  return 0.15;
+}
+
+std::optional<Reference> GemmReference(const ModelCeilings* model, GemmDtype dtype, GemmKernel kernel,
+                                       int cc_major) {
   if (model == nullptr) return std::nullopt;
   std::optional<Reference> ref;
   switch (dtype) {
@@ -159,7 +190,7 @@ std::optional<Reference> GemmReference(const ModelCeilings* model, GemmDtype dty
       if (!ref) ref = FromValue(model->fp32_tflops, "datasheet", kGemmFp32DatasheetFraction);
       break;
   }
-  if (ref && own_kernel) ref->fraction = kGemmOwnKernelFraction;
+  if (ref && kernel != GemmKernel::kCublasLt) ref->fraction = OwnKernelFraction(kernel, dtype, cc_major, ref->kind);
   return ref;
 }
 
@@ -223,6 +254,9 @@ std::vector<std::string> ClockEventReasonNames(uint64_t mask) {
 bool IsPerformanceLimiting(uint64_t mask) { return (mask & (0x4 | 0x8 | 0x20 | 0x40 | 0x80)) != 0; }
 
 std::optional<std::string_view> EmbeddedPtx() { return FindEmbedded("bench-ptx", "bench_kernels.ptx"); }
+std::optional<std::string_view> EmbeddedPtxSm90a() {
+  return FindEmbedded("bench-ptx-sm90a", "bench_kernels_sm90a.ptx");
+}
 
 Status KernelsAvailable(std::optional<std::string_view> ptx) {
   if (ptx && ptx->find(".entry") != std::string_view::npos) return absl::OkStatus();

@@ -22,6 +22,10 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& path) 
   if (drv->fn_.name == nullptr && missing.empty()) missing = #name;
   GPUNODE_BENCH_CUDA_FUNCTIONS(GPUNODE_BENCH_CUDA_RESOLVE)
 #undef GPUNODE_BENCH_CUDA_RESOLVE
+#define GPUNODE_BENCH_CUDA_RESOLVE_OPTIONAL(ret, name, params) \
+  drv->fn_.name = reinterpret_cast<decltype(drv->fn_.name)>(dlsym(handle, #name));
+  GPUNODE_BENCH_CUDA_OPTIONAL_FUNCTIONS(GPUNODE_BENCH_CUDA_RESOLVE_OPTIONAL)
+#undef GPUNODE_BENCH_CUDA_RESOLVE_OPTIONAL
   // CUDA 12.8+ exports cuEventElapsedTime_v2 (same signature); prefer it.
   if (void* v2 = dlsym(handle, "cuEventElapsedTime_v2")) {
     drv->fn_.cuEventElapsedTime = reinterpret_cast<decltype(drv->fn_.cuEventElapsedTime)>(v2);

@@ -31,6 +31,19 @@ inline constexpr int kCuJitErrorLogBufferSizeBytes = 6;
 inline constexpr unsigned kCuStreamNonBlocking = 1;
 inline constexpr unsigned kCuMemHostAllocPortable = 1;
 inline constexpr CUresult kCuErrorPeerAccessAlreadyEnabled = 704;
+inline constexpr int kCuFuncAttributeMaxDynamicSharedSizeBytes = 8;
+
+// A CUtensorMap (cuda.h, CUDA 12.0+): 128 opaque bytes, 64-byte aligned; the Hopper GEMM takes two
+// by value as kernel parameters.
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+inline constexpr int kCuTensorMapDataTypeFloat16 = 6;
+inline constexpr int kCuTensorMapDataTypeBfloat16 = 9;
+inline constexpr int kCuTensorMapInterleaveNone = 0;
+inline constexpr int kCuTensorMapSwizzle128B = 3;
+inline constexpr int kCuTensorMapL2Promotion256B = 3;
+inline constexpr int kCuTensorMapOobFillNone = 0;
 
 // Entry points, as X(return, symbol, params). The symbol is the ABI name the driver exports
 // (cuda.h maps cuMemAlloc -> cuMemAlloc_v2 etc.); each field of CudaDriver::Functions carries it.
@@ -79,7 +92,16 @@ inline constexpr CUresult kCuErrorPeerAccessAlreadyEnabled = 704;
   X(CUresult, cuEventDestroy_v2, (CUevent event))                                                \
   X(CUresult, cuEventRecord, (CUevent event, CUstream stream))                                   \
   X(CUresult, cuEventSynchronize, (CUevent event))                                               \
-  X(CUresult, cuEventElapsedTime, (float* ms, CUevent start, CUevent end))
+  X(CUresult, cuEventElapsedTime, (float* ms, CUevent start, CUevent end))                       \
+  X(CUresult, cuFuncSetAttribute, (CUfunction f, int attrib, int value))
+
+// Entry points that only newer drivers export (nullptr when absent): the TMA tensor maps of the
+// Hopper GEMM need a CUDA 12.0+ driver (R525); without them bench uses the portable kernel.
+#define GPUNODE_BENCH_CUDA_OPTIONAL_FUNCTIONS(X)                                                  \
+  X(CUresult, cuTensorMapEncodeTiled,                                                            \
+    (CUtensorMap * map, int data_type, unsigned rank, void* address, const unsigned long long* dims, \
+     const unsigned long long* strides, const unsigned* box, const unsigned* element_strides,     \
+     int interleave, int swizzle, int l2_promotion, int oob_fill))
 
 // A loaded CUDA driver. Thread-compatible; the process keeps the library mapped (unloading libcuda
 // after cuInit is unsafe).
@@ -88,10 +110,12 @@ class CudaDriver {
   struct Functions {
 #define GPUNODE_BENCH_CUDA_FN_PTR(ret, name, params) ret(*name) params = nullptr;
     GPUNODE_BENCH_CUDA_FUNCTIONS(GPUNODE_BENCH_CUDA_FN_PTR)
+    GPUNODE_BENCH_CUDA_OPTIONAL_FUNCTIONS(GPUNODE_BENCH_CUDA_FN_PTR)
 #undef GPUNODE_BENCH_CUDA_FN_PTR
   };
 
-  // dlopen()s `path`, resolves every entry (cuEventElapsedTime prefers _v2) and runs cuInit(0).
+  // dlopen()s `path`, resolves every entry (cuEventElapsedTime prefers _v2; the optional ones may
+  // stay null) and runs cuInit(0).
   // Errors: library missing -> kNotFound "load <path>: <dlerror>"; an entry missing -> kUnimplemented
   // naming it (e.g. the simulated library, which has only the calls doctor makes); cuInit failing
   // -> its mapped code.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -175,13 +176,15 @@ ordered_json ToJson(const BenchReport& r) {
   ordered_json tests = ordered_json::array();
   for (TestKind t : r.options.tests) tests.push_back(TestName(t));
   ordered_json gpus_opt = r.options.gpus ? ordered_json(*r.options.gpus) : ordered_json("all");
-  j["options"] = {{"tests", tests}, {"gpus", gpus_opt}, {"durationSeconds", r.options.duration_s},
+  j["options"] = {{"tests", tests}, {"gpus", gpus_opt}, {"durationSeconds", r.options.duration_s}, {"gemmLibrary", r.options.gemm_library},
                   {"force", r.options.force}};
   j["driver"] = {{"version", r.driver_version},
                  {"cudaDriverVersion", absl::StrFormat("%d.%d", r.cuda_driver_version / 1000,
                                                        (r.cuda_driver_version % 1000) / 10)},
                  {"cudaLibrary", r.cuda_library}};
-  j["kernels"] = {{"ptxTarget", kPtxTarget}, {"embedded", true}};
+  j["kernels"] = {{"ptxTarget", kPtxTarget},
+                  {"embedded", true},
+                  {"hopperGemm", KernelsAvailable(EmbeddedPtxSm90a()).ok() ? "sm_90a" : "none"}};
   j["gemmLibrary"] = r.gemm_library.empty() ? ordered_json(nullptr) : ordered_json(r.gemm_library);
   if (!r.gemm_library_note.empty()) j["gemmLibraryNote"] = r.gemm_library_note;
   j["gpus"] = ordered_json::array();
@@ -267,7 +270,9 @@ ordered_json CardSummary(const BenchReport& r) {
     for (const TestResult& t : g.tests) {
       for (const Measurement& m : t.measurements) {
         std::string key = absl::StrCat(TestName(t.test), ".", m.name);
-        if (m.backend == "gpunode-wmma" && t.test == TestKind::kGemm && !r.gemm_library.empty()) key += ".kernel";
+        if (absl::StartsWith(m.backend, "gpunode-") && t.test == TestKind::kGemm && !r.gemm_library.empty()) {
+          key += ".kernel";
+        }
         results[key] = {{"value", Round(m.value, 1)}, {"unit", m.unit}, {"verdict", VerdictName(m.verdict)}};
       }
     }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/bench/cublaslt.h"
@@ -63,7 +64,11 @@ class DeviceBuffer {
 
 class Device {
  public:
-  static StatusOr<std::unique_ptr<Device>> Open(const CudaDriver& drv, int ordinal, std::string_view ptx) {
+  // `ptx` (compute_80) must load; `ptx_sm90a`, the Hopper GEMM, is loaded on compute capability 9.0
+  // when given, and when it cannot be (no tensor-map entry point, JIT error) the reason is kept and
+  // the portable kernel is used.
+  static StatusOr<std::unique_ptr<Device>> Open(const CudaDriver& drv, int ordinal, std::string_view ptx,
+                                                std::optional<std::string_view> ptx_sm90a) {
     std::unique_ptr<Device> d(new Device(drv));
     GPUNODE_CU(drv, cuDeviceGet, &d->dev_, ordinal);
     GPUNODE_CU(drv, cuDevicePrimaryCtxRetain, &d->ctx_, d->dev_);
@@ -91,8 +96,14 @@ class Device {
       log.resize(strnlen(log.c_str(), log.size()));
       return log.empty() ? s : Annotate(s, log);
     }
+    if (d->cc_major_ == 9 && d->cc_minor_ == 0) d->LoadSm90(ptx_sm90a);
     return d;
   }
+
+  // The Hopper GEMM's module, or why it is not there (empty note when the GPU is not Hopper).
+  bool sm90() const { return sm90_module_ != nullptr; }
+  const std::string& sm90_note() const { return sm90_note_; }
+
 
   ~Device() {
     if (retained_) {
@@ -102,6 +113,7 @@ class Device {
       if (stop_) drv_.fn().cuEventDestroy_v2(stop_);
       if (stream_) drv_.fn().cuStreamDestroy_v2(stream_);
       if (module_) drv_.fn().cuModuleUnload(module_);
+      if (sm90_module_) drv_.fn().cuModuleUnload(sm90_module_);
       drv_.fn().cuDevicePrimaryCtxRelease_v2(dev_);
     }
   }
@@ -115,22 +127,26 @@ class Device {
     return DeviceBuffer(&drv_, p, bytes);
   }
 
+  // A kernel of the portable module, or of the Hopper one for names ending in "_sm90".
   StatusOr<CUfunction> Function(const char* name) {
     auto it = functions_.find(name);
     if (it != functions_.end()) return it->second;
     CUfunction f = nullptr;
-    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.fn().cuModuleGetFunction(&f, module_, name),
+    CUmodule m = absl::EndsWith(name, "_sm90") ? sm90_module_ : module_;
+    if (m == nullptr) return absl::FailedPreconditionError(absl::StrCat("kernel ", name, ": module not loaded"));
+    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.fn().cuModuleGetFunction(&f, m, name),
                                        absl::StrCat("cuModuleGetFunction ", name)));
     functions_[name] = f;
     return f;
   }
 
-  // Launches `name` with the given kernel arguments (pointers to each argument value).
+  // Launches `name` with the given kernel arguments (pointers to each argument value) and
+  // `shared_bytes` of dynamic shared memory.
   Status Launch(const char* name, unsigned grid_x, unsigned grid_y, unsigned block,
-                std::initializer_list<void*> args) {
+                std::initializer_list<void*> args, unsigned shared_bytes = 0) {
     GPUNODE_ASSIGN_OR_RETURN(CUfunction f, Function(name));
     std::vector<void*> params(args);
-    return drv_.Check(drv_.fn().cuLaunchKernel(f, grid_x, grid_y, 1, block, 1, 1, 0, stream_,
+    return drv_.Check(drv_.fn().cuLaunchKernel(f, grid_x, grid_y, 1, block, 1, 1, shared_bytes, stream_,
                                                params.data(), nullptr),
                       absl::StrCat("cuLaunchKernel ", name));
   }
@@ -178,9 +194,31 @@ class Device {
   CUevent stop_event() const { return stop_; }
   int sms() const { return sms_; }
   std::string cc() const { return absl::StrCat(cc_major_, ".", cc_minor_); }
+  int cc_major() const { return cc_major_; }
 
  private:
   explicit Device(const CudaDriver& drv) : drv_(drv) {}
+
+  void LoadSm90(std::optional<std::string_view> ptx) {
+    if (!ptx || ptx->find(".entry") == std::string_view::npos) {
+      sm90_note_ = "this gpunode was built without the sm_90a PTX (kernels/bench_kernels_sm90a.ptx)";
+      return;
+    }
+    if (drv_.fn().cuTensorMapEncodeTiled == nullptr) {
+      sm90_note_ = "the driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12.0 / R525 driver or newer)";
+      return;
+    }
+    std::string image(*ptx);
+    std::string log(8192, '\0');
+    CUjit_option opts[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes};
+    void* vals[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
+    CUresult r = drv_.fn().cuModuleLoadDataEx(&sm90_module_, image.c_str(), 2, opts, vals);
+    if (r != GPUNODE_CUDA_SUCCESS) {
+      sm90_module_ = nullptr;
+      log.resize(strnlen(log.c_str(), log.size()));
+      sm90_note_ = absl::StrCat(drv_.Check(r, "JIT of the sm_90a PTX").message(), log.empty() ? "" : ": ", log);
+    }
+  }
   const CudaDriver& drv_;
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
@@ -188,6 +226,8 @@ class Device {
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, stop_ = nullptr;
   CUmodule module_ = nullptr;
+  CUmodule sm90_module_ = nullptr;
+  std::string sm90_note_;
   std::map<std::string, CUfunction> functions_;
   int sms_ = 0, cc_major_ = 0, cc_minor_ = 0;
 };
@@ -334,13 +374,58 @@ StatusOr<GemmCheck> CheckGemmOnDevice(Device& dev, GemmDtype in, GemmDtype out, 
   return CheckGemm(gs, ToleranceFor(in, out));
 }
 
+// Which of our kernels computes `dtype` on this GPU (kCublasLt when `own` is false).
+GemmKernel OwnGemmKernel(const Device& dev, GemmDtype dtype, bool own) {
+  if (!own) return GemmKernel::kCublasLt;
+  if (dtype == GemmDtype::kFp32) return GemmKernel::kSimt;
+  return dev.sm90() ? GemmKernel::kWgmmaSm90 : GemmKernel::kWmma;
+}
+
+// Launch parameters of the Hopper GEMM (kernels/bench_kernels_sm90a.cu): 128 x 256 tiles, 384
+// threads (a TMA producer warpgroup and two wgmma consumers), 4 stages of 48 KiB in shared memory.
+struct Sm90Gemm {
+  static constexpr unsigned kThreads = 384;
+  static constexpr unsigned kSharedBytes = 4 * 48 * 1024 + 1024 + 256;
+  CUtensorMap map_a{}, map_b{};
+  unsigned blocks = 0;
+  int group_m = 16;  // tile rows per block group (L2 reuse; 16 was fastest on the H200)
+};
+
+// Tensor maps for A and B (n x n, K contiguous, 64-element boxes with 128-byte swizzle) and the
+// kernel's shared-memory limit. n must be a multiple of 256.
+StatusOr<Sm90Gemm> PrepareSm90Gemm(Device& dev, const char* kernel, GemmDtype dtype, CUdeviceptr a,
+                                   CUdeviceptr b, int n) {
+  if (n % 256 != 0) return absl::InvalidArgumentError(absl::StrCat("sm90 GEMM: n=", n, " is not a multiple of 256"));
+  Sm90Gemm g;
+  g.blocks = static_cast<unsigned>((n / 128) * (n / 256));
+  const CudaDriver& drv = dev.drv();
+  const int type = dtype == GemmDtype::kBf16 ? kCuTensorMapDataTypeBfloat16 : kCuTensorMapDataTypeFloat16;
+  auto encode = [&](CUtensorMap* map, CUdeviceptr p, unsigned box_rows) {
+    const unsigned long long dims[2] = {static_cast<unsigned long long>(n), static_cast<unsigned long long>(n)};
+    const unsigned long long strides[1] = {static_cast<unsigned long long>(n) * 2};
+    const unsigned box[2] = {64, box_rows};
+    const unsigned element_strides[2] = {1, 1};
+    return drv.Check(drv.fn().cuTensorMapEncodeTiled(map, type, 2, reinterpret_cast<void*>(p), dims, strides, box,
+                                                     element_strides, kCuTensorMapInterleaveNone,
+                                                     kCuTensorMapSwizzle128B, kCuTensorMapL2Promotion256B,
+                                                     kCuTensorMapOobFillNone),
+                     "cuTensorMapEncodeTiled");
+  };
+  GPUNODE_RETURN_IF_ERROR(encode(&g.map_a, a, 128));
+  GPUNODE_RETURN_IF_ERROR(encode(&g.map_b, b, 256));
+  GPUNODE_ASSIGN_OR_RETURN(CUfunction f, dev.Function(kernel));
+  GPUNODE_CU(drv, cuFuncSetAttribute, f, kCuFuncAttributeMaxDynamicSharedSizeBytes,
+             static_cast<int>(Sm90Gemm::kSharedBytes));
+  return g;
+}
+
 StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCeilings* model,
                                  GemmDtype dtype, bool own_kernel, int n) {
   Measurement m;
   m.name = std::string(GemmDtypeName(dtype));
   m.unit = "TFLOP/s";
-  m.backend = own_kernel ? "gpunode-wmma" : ctx.cublas_name;
-  if (own_kernel && dtype == GemmDtype::kFp32) m.backend = "gpunode-simt";
+  const GemmKernel kernel_kind = OwnGemmKernel(dev, dtype, own_kernel);
+  m.backend = own_kernel ? std::string(GemmKernelName(kernel_kind)) : ctx.cublas_name;
   const GemmDtype out = own_kernel ? GemmDtype::kFp32 : dtype;
   const size_t elems = static_cast<size_t>(n) * n;
   GPUNODE_ASSIGN_OR_RETURN(DeviceBuffer a, dev.Alloc(elems * DtypeSize(dtype)));
@@ -359,7 +444,16 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
                        : dtype == GemmDtype::kFp16 ? "gpunode_gemm_f16"
                                                    : "gpunode_gemm_f32";
   unsigned tile = dtype == GemmDtype::kFp32 ? 64 : 128;
+  Sm90Gemm sm90;
+  if (kernel_kind == GemmKernel::kWgmmaSm90) {
+    kernel = dtype == GemmDtype::kBf16 ? "gpunode_gemm_bf16_sm90" : "gpunode_gemm_f16_sm90";
+    GPUNODE_ASSIGN_OR_RETURN(sm90, PrepareSm90Gemm(dev, kernel, dtype, pa, pb, n));
+  }
   std::function<Status()> op = [&]() -> Status {
+    if (kernel_kind == GemmKernel::kWgmmaSm90) {
+      return dev.Launch(kernel, sm90.blocks, 1, Sm90Gemm::kThreads,
+                        {&sm90.map_a, &sm90.map_b, &pd, &mm, &nn, &kk, &sm90.group_m}, Sm90Gemm::kSharedBytes);
+    }
     if (own_kernel) {
       return dev.Launch(kernel, n / tile, n / tile, 256, {&pa, &pb, &pd, &mm, &nn, &kk});
     }
@@ -402,9 +496,12 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
   m.value = 2.0 * n * n * static_cast<double>(n) * t.iterations / t.seconds / 1e12;
   GPUNODE_ASSIGN_OR_RETURN(GemmCheck check, CheckGemmOnDevice(dev, dtype, out, n, pa, pb, pd));
   m.check = check;
-  m.reference = GemmReference(model, dtype, own_kernel);
+  m.reference = GemmReference(model, dtype, own_kernel ? kernel_kind : GemmKernel::kCublasLt, dev.cc_major());
   m.detail = absl::StrCat(n, "x", n, "x", n, ", ", GemmDtypeName(dtype), " in, ", GemmDtypeName(out),
                           " out, fp32 accumulate", tuned);
+  if (own_kernel && kernel_kind == GemmKernel::kWmma && !dev.sm90_note().empty()) {
+    absl::StrAppend(&m.detail, "; the Hopper kernel is not used: ", dev.sm90_note());
+  }
   m.verdict = Judge(m.value, m.reference);
   if (!check.ok()) {
     m.verdict = Verdict::kFail;
@@ -437,7 +534,7 @@ TestResult RunGemm(Device& dev, const Context& ctx, const ModelCeilings* model) 
     if (!m.ok()) {
       Measurement e;
       e.name = std::string(GemmDtypeName(v.dtype));
-      e.backend = v.own ? "gpunode-wmma" : ctx.cublas_name;
+      e.backend = v.own ? std::string(GemmKernelName(OwnGemmKernel(dev, v.dtype, true))) : ctx.cublas_name;
       e.unit = "TFLOP/s";
       e.verdict = Verdict::kError;
       e.detail = std::string(m.status().message());
@@ -786,7 +883,7 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
       continue;
     }
     ctx.Progress(absl::StrCat("GPU ", r.index, " ", r.name, ": opening (JIT of the kernels)"));
-    auto dev = Device::Open(*drv, *r.cuda_ordinal, *ptx);
+    auto dev = Device::Open(*drv, *r.cuda_ordinal, *ptx, EmbeddedPtxSm90a());
     if (!dev.ok()) {
       r.skipped = true;
       r.skip_reason = std::string(dev.status().message());
@@ -797,8 +894,14 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
     // A cuBLASLt handle belongs to the device that was current when it was made (a handle made on
     // GPU 0 fails its bf16/fp16 matmuls on GPU 1 with status 13, seen on a 2x H200): one per GPU,
     // made after this GPU's context is current.
-    if (want_gemm && ctx.cublas_name != "none") {
+    if (want_gemm && options.gemm_library == "gpunode") {
+      ctx.cublas_name = "none";
+      report.gemm_library_note = "--gemm-library gpunode: GEMM uses gpunode's own kernels";
+    } else if (want_gemm && ctx.cublas_name != "none") {
       auto lt = CublasLt::Open();
+      if (!lt.ok() && options.gemm_library == "cublaslt") {
+        return Annotate(lt.status(), "--gemm-library cublaslt");
+      }
       if (lt.ok()) {
         cublas = std::move(*lt);
         ctx.cublas = cublas.get();

@@ -23,6 +23,7 @@ struct BenchCmdOptions {
   double duration = 1.0;
   bool force = false;
   bool quiet = false;
+  std::string gemm_library = "auto";
 };
 
 std::atomic<int64_t> g_first_sigint_ns{0};
@@ -86,6 +87,7 @@ int RunBenchCommand(const GlobalOptions& global, const BenchCmdOptions& o) {
   options.tests = *tests;
   options.gpus = *gpus;
   options.duration_s = o.duration;
+  options.gemm_library = o.gemm_library;
   options.force = o.force;
   if (Status s = bench::KernelsAvailable(bench::EmbeddedPtx()); !s.ok()) {
     PrintError(s);
@@ -141,6 +143,12 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   cmd->add_option("--gpus", opts->gpus, "GPU indices as nvidia-smi numbers them, e.g. 0,2, or all (default)");
   cmd->add_option("--duration", opts->duration, "Seconds of timed work per measurement (default 1)");
   cmd->add_flag("--force", opts->force, "Also run on GPUs that have compute processes");
+  cmd->add_option("--gemm-library", opts->gemm_library,
+                  "GEMM code: auto (cuBLASLt when found, our bf16 kernel beside it), cublaslt (required),\n"
+                  "gpunode (our kernels only: what a node with only the driver gets; on Hopper the\n"
+                  "wgmma/TMA kernel)")
+      ->check(CLI::IsMember({"auto", "cublaslt", "gpunode"}))
+      ->default_str("auto");
   cmd->add_flag("-q,--quiet", opts->quiet, "No progress lines on stderr");
   cmd->footer(
       "Each measurement passes at a documented fraction of its ceiling (docs/bench.md); GPUs whose\n"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bench/bench.h"
 #include "src/cli/common.h"
 
 namespace {
@@ -39,10 +40,16 @@ std::string VersionText() {
 #else
       "unknown compiler";
 #endif
+  // What bench can run, read from the embedded files themselves.
+  const bool ptx80 = ::gpunode::bench::KernelsAvailable(::gpunode::bench::EmbeddedPtx()).ok();
+  const bool ptx90a = ::gpunode::bench::KernelsAvailable(::gpunode::bench::EmbeddedPtxSm90a()).ok();
+  std::string kernels = !ptx80 ? "no bench kernels (built without their PTX)"
+                        : ptx90a ? "bench kernels as PTX for compute_80 (Ampere and newer) and sm_90a (the Hopper "
+                                   "wgmma/TMA GEMM), JIT-compiled by the driver"
+                                 : "bench kernels as PTX for compute_80 (JIT-compiled by the driver; no sm_90a GEMM)";
   return std::string("gpunode ") + GPUNODE_VERSION + " (commit " + kGpunodeCommit + ", " + kGpunodeCommitDate +
-         ")\nbuilt with " + compiler +
-         "\nbuilt in: bench kernels as PTX (compute_80, JIT-compiled by the driver), the compat data set, "
-         "the simulated node profiles; NVML and libcuda are loaded at run time";
+         ")\nbuilt with " + compiler + "\nbuilt in: " + kernels +
+         ", the compat data set, the simulated node profiles; NVML and libcuda are loaded at run time";
 }
 
 // Edit distance, for "did you mean".

@@ -57,7 +57,16 @@ TEST(BenchCliTest, SimulatedNodeCannotBench) {
 TEST(BenchCliTest, HelpListsTheFlags) {
   Result r = RunGpunode("bench --help");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  for (const char* flag : {"--tests", "--gpus", "--duration", "--force"}) EXPECT_THAT(r.out, HasSubstr(flag));
+  for (const char* flag : {"--tests", "--gpus", "--duration", "--force", "--gemm-library"}) {
+    EXPECT_THAT(r.out, HasSubstr(flag));
+  }
+}
+
+TEST(BenchCliTest, UnknownGemmLibraryExitsThreeNamingTheChoices) {
+  Result r = RunGpunode("bench --gemm-library cublas");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--gemm-library"));
+  EXPECT_THAT(r.out, HasSubstr("gpunode"));
 }
 
 }  // namespace

@@ -29,3 +29,25 @@ for g in d["gpus"]:
     assert g["telemetry"]["samples"] > 0, g["telemetry"]
 print("ok:", d["verdict"], [(g["index"], g["verdict"]) for g in d["gpus"]])
 PY
+# Our kernels alone (a node with only the driver): every GEMM dtype result-checked, and on Hopper
+# (compute 9.0) bf16/fp16 come from the wgmma/TMA kernel.
+set +e
+"$bin" bench -q --tests gemm --gemm-library gpunode --duration 0.5 -o json > "$out"
+rc=$?
+set -e
+[ "$rc" -le 2 ] || { echo "gpunode bench --gemm-library gpunode exited $rc"; cat "$out"; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for g in d["gpus"]:
+    if "skipReason" in g:
+        continue
+    gemm = [t for t in g["tests"] if t["test"] == "gemm"][0]["results"]
+    for r in gemm:
+        assert r["backend"].startswith("gpunode-"), r
+        assert r.get("check", {}).get("ok") is True, r
+        if g.get("computeCapability") == "9.0" and r["name"] in ("bf16", "fp16"):
+            assert r["backend"] == "gpunode-wgmma-sm90", r
+print("ok: own kernels", [(r["name"], r["backend"], r["value"]) for g in d["gpus"] if "skipReason" not in g
+                          for t in g["tests"] if t["test"] == "gemm" for r in t["results"]])
+PY
