@@ -7,6 +7,7 @@
 
 #include "src/bench/bench.h"
 #include "src/cli/common.h"
+#include "src/cli/libcuda_guard.h"
 
 namespace {
 int Main(int argc, char** argv);
@@ -181,6 +182,10 @@ int Main(int argc, char** argv) {
   AddMigCommand(app, global, &exit_code);
   AddAgentCommand(app, global, &exit_code);
   AddFleetCommand(app, global, &exit_code);
+  // The long-running services need NVML but not libcuda, which NVML would map (libcuda_guard.h).
+  for (const char* service : {"plugin", "labels", "exporter", "agent"}) {
+    app.get_subcommand(service)->preparse_callback([](size_t) { KeepLibcudaOut(); });
+  }
 
   // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
   std::vector<std::string> args(argv + 1, argv + argc);
