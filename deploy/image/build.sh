@@ -58,6 +58,8 @@ strip --strip-unneeded "$root/usr/lib/gpunode/libgpunode-simnvml.so"
 ln -s gpunode "$root/usr/bin/nvidia-container-runtime"
 ln -s gpunode "$root/usr/bin/gpunode-oci-runtime"
 ln -s gpunode "$root/usr/bin/nvidia-container-runtime-hook"  # Docker offers --gpus when it finds it
+# NVIDIA's component names: their Helm charts' `command:` lines run these (docs/nvidia-flags.md)
+for n in nvidia-device-plugin gpu-feature-discovery dcgm-exporter; do ln -s gpunode "$root/usr/bin/$n"; done
 
 # Every library ldd resolves for both files, copied (links followed) to the path the loader finds
 # it under, and the loader itself. The loader's own name is /lib64/ld-linux-x86-64.so.2.

@@ -9,6 +9,8 @@
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
 #include "src/exporter/web_config.h"
+#include "src/node/probe.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::agent {
 namespace {
@@ -48,6 +50,8 @@ class ExporterComponent final : public Component {
     options.log = log_.For(name());
     options.events = ctx_.Pump();
     options.extra_metrics = extra_;
+    // A GPU lost before the first pass still gets its bus id and UUID: sysfs and /proc keep them.
+    options.bus_gpus = NvidiaGpusOnBus(ProbeHardware(ctx_.fs()), ProbeKernelDriver(ctx_.fs()));
     struct stat st {};
     if (s_.kubernetes || ::stat(s_.pod_resources_socket.c_str(), &st) == 0) {
       exporter::PodMapperOptions pods;

@@ -30,6 +30,7 @@ struct GenerateOptions {
   std::string hook_path;  // default: this executable
   std::vector<std::string> disabled_hooks;
   bool no_all_device = false;
+  bool allow_incomplete = false;  // write a spec without driver libraries
 };
 
 StatusOr<std::string> ReadExplicitFile(const std::string& path) {
@@ -90,6 +91,16 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
   const container::DriverFiles* files = &generated->files;
   for (const std::string& w : files->warnings) std::cerr << "warning: " << w << "\n";
   for (const std::string& w : built->warnings) std::cerr << "warning: " << w << "\n";
+  if (files->libraries.empty() && !opts.allow_incomplete) {
+    // A spec without the driver's libraries gives containers device nodes that no CUDA program can
+    // use: refuse it rather than write a spec that looks right.
+    PrintError(absl::StrCat("no driver library (lib*.so.", files->version.empty() ? "<version>" : files->version,
+                            ") found under driver root ", files->driver_root,
+                            ": the spec would give containers the device nodes only. Fix the driver (gpunode "
+                            "doctor says which layer is broken) or pass --driver-root; --allow-incomplete "
+                            "writes the spec anyway"));
+    return kExitFailed;
+  }
   const std::string text =
       format == "json" ? cdi::RenderSpecJson(built->spec) : cdi::RenderSpecYaml(built->spec);
   if (opts.output == "-") {
@@ -277,6 +288,8 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                 "Leave a hook out: create-symlinks, update-ldcache or all (repeatable or comma-separated, "
                 "as nvidia-ctk)");
   g->add_flag("--no-all-device", gen->no_all_device, "Leave out the \"all\" device");
+  g->add_flag("--allow-incomplete", gen->allow_incomplete,
+              "Write the spec even when no driver library is found (device nodes only); default: exit 2");
   g->callback([&global, gen, exit_code] { *exit_code = RunGenerate(global, *gen); });
 
   auto list_file = std::make_shared<std::string>();

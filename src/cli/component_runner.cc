@@ -24,7 +24,7 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  agent::Log log;
+  agent::Log log(config.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
   log.set_program("gpunode " + component);
   agent::NodeContextOptions o{.fs = session.fs()};
   o.probe = session.probe_options();

@@ -18,16 +18,21 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/agent/harness.h"
 #include "src/cli/common.h"
+#include "src/cli/nvidia_flags.h"
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
 #include "src/exporter/web_config.h"
 #include "src/gpu/nvml.h"
+#include "src/node/probe.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::cli {
 namespace {
@@ -38,11 +43,13 @@ struct ExporterFlags {
   std::string collectors;
   std::string listen = ":9400";
   std::string interval = "30000";
-  bool kubernetes = false;
+  bool kubernetes = false;     // -k/--kubernetes (NvidiaFlags, Go booleans)
+  bool kubernetes_off = false;  // --kubernetes=false: no pod attribution even where the socket exists
   std::string pod_resources_socket;
   std::string resource_names;
   std::string hostname_label = "Hostname";
-  bool no_hostname = false;
+  bool no_hostname = false;    // -n/--no-hostname (NvidiaFlags)
+  std::string log_format = "text";  // --log-format (NvidiaFlags)
   std::string web_config_file;
   bool once = false;
 };
@@ -53,13 +60,6 @@ void Log(const std::string& msg) { std::cerr << "gpunode exporter: " << msg << s
 void FromEnv(const CLI::App& cmd, const char* flag, const char* env, std::string* value) {
   if (cmd.count(flag) > 0) return;
   if (const char* v = std::getenv(env); v != nullptr && *v != '\0') *value = v;
-}
-
-bool EnvTrue(const char* env) {
-  const char* v = std::getenv(env);
-  if (v == nullptr) return false;
-  const std::string s = v;
-  return s == "1" || s == "true" || s == "TRUE" || s == "True" || s == "yes";
 }
 
 StatusOr<std::vector<exporter::Counter>> LoadCounters(const std::string& path) {
@@ -82,7 +82,117 @@ std::string Hostname(const NodeSession& session) {
 }
 
 
-int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App& cmd) {
+// dcgm-exporter's flags beyond gpunode's own options: the ones gpunode wires (booleans read as Go
+// reads them, the log format, the GPU ID type) and the ones that do not apply (noted once at
+// start). Source: NVIDIA/dcgm-exporter pkg/cmd/app.go at tag 4.5.3-4.8.2 (docs/nvidia-flags.md).
+void AddDcgmExporterFlags(CLI::App* cmd, NvidiaFlags& nv) {
+  using K = NvidiaKind;
+  const std::string no_dcgm = "gpunode reads NVML in-process; there is no DCGM library or host engine";
+  const std::string no_pod_labels =
+      "gpunode's pod attribution adds pod, namespace and container from the kubelet's pod-resources API; "
+      "it reads nothing from the API server";
+  const std::string dump = "dcgm-exporter's debug dumps of DCGM data; gpunode has no DCGM data to dump";
+  const std::string bind = "gpunode follows GPUs that are lost and come back through NVML events and polling itself";
+  nv.Add(cmd, {"-k,--kubernetes", {"DCGM_EXPORTER_KUBERNETES"}, K::kBool,
+               "label GPUs with the pod using them (kubelet pod-resources API); on by default when the socket "
+               "exists"});
+  nv.Add(cmd, {"-n,--no-hostname", {"DCGM_EXPORTER_NO_HOSTNAME"}, K::kBool, "leave the host label out"});
+  nv.Add(cmd, {"--log-format", {"DCGM_EXPORTER_LOG_FORMAT"}, K::kString, "log lines as text (default) or json"});
+  nv.Add(cmd, {"--kubernetes-gpu-id-type", {"DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE"}, K::kString,
+               "uid or device-name: how the device plugin names GPUs; gpunode matches both forms either way"});
+  nv.Add(cmd, {"-d,--devices", {"DCGM_EXPORTER_DEVICES_STR"}, K::kString,
+               "GPUs to monitor: f or g (every GPU, what gpunode does); a list is not supported"});
+  nv.Add(cmd, {"-o,--use-old-namespace", {"DCGM_EXPORTER_USE_OLD_NAMESPACE"}, K::kBool, "dcgm-exporter 1.x metric names",
+               "gpunode serves the DCGM_FI_* names of dcgm-exporter 2.x and later, not the dcgm_* names of 1.x"});
+  nv.Add(cmd, {"-p,--cpu-devices", {"DCGM_EXPORTER_CPU_DEVICES_STR"}, K::kString, "CPUs to monitor",
+               "gpunode exports GPUs through NVML; CPU metrics come from DCGM only"});
+  nv.Add(cmd, {"-s,--switch-devices", {"DCGM_EXPORTER_OTHER_DEVICES_STR"}, K::kString, "NVSwitches to monitor",
+               "gpunode exports GPUs through NVML; NVSwitch metrics come from DCGM only"});
+  nv.Add(cmd, {"-m,--configmap-data", {"DCGM_EXPORTER_CONFIGMAP_DATA"}, K::kString, "NAMESPACE:NAME of a counters ConfigMap",
+               "gpunode does not read counters through the Kubernetes API; mount the ConfigMap as a file and "
+               "pass it with -f/--collectors"});
+  nv.Add(cmd, {"-r,--remote-hostengine-info", {"DCGM_REMOTE_HOSTENGINE_INFO"}, K::kString, "DCGM host engine HOST:PORT",
+               no_dcgm});
+  nv.Add(cmd, {"--kubernetes-enable-pod-labels", {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"}, K::kBool,
+               "pod labels on metrics", no_pod_labels});
+  nv.Add(cmd, {"--kubernetes-enable-pod-uid", {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"}, K::kBool, "pod UID on metrics",
+               no_pod_labels});
+  nv.Add(cmd, {"--kubernetes-pod-label-allowlist-regex", {"DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX"},
+               K::kStringList, "pod labels to keep", no_pod_labels});
+  nv.Add(cmd, {"--fake-gpus", {"DCGM_EXPORTER_USE_FAKE_GPUS"}, K::kBool, "accept DCGM's fake GPUs",
+               "DCGM's fake GPUs do not exist in gpunode; simulate a whole node with --simulate PROFILE "
+               "(or GPUNODE_SIMULATE)"});
+  nv.Add(cmd, {"-x,--xid-count-window-size", {"DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE"}, K::kInt,
+               "window of DCGM_EXP_XID_ERRORS_COUNT, ms",
+               "gpunode has no DCGM_EXP_XID_ERRORS_COUNT; it counts XIDs since start in gpunode_xid_errors_total"});
+  nv.Add(cmd, {"--replace-blanks-in-model-name,--rbmn", {"DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME"}, K::kBool,
+               "dashes for blanks in modelName",
+               "gpunode's exporter keeps modelName as NVML reports it (dcgm-exporter's default)"});
+  nv.Add(cmd, {"--debug", {"DCGM_EXPORTER_DEBUG"}, K::kBool, "debug logging",
+               "gpunode has no debug log level; it always logs start-up, field support and GPU changes"});
+  nv.Add(cmd, {"--clock-events-count-window-size", {"DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE"}, K::kInt,
+               "window of DCGM_EXP_CLOCK_EVENTS_COUNT, ms", "gpunode has no DCGM_EXP_CLOCK_EVENTS_COUNT"});
+  nv.Add(cmd, {"--enable-dcgm-log", {"DCGM_EXPORTER_ENABLE_DCGM_LOG"}, K::kBool, "DCGM's log on stdout", no_dcgm});
+  nv.Add(cmd, {"--dcgm-log-level", {"DCGM_EXPORTER_DCGM_LOG_LEVEL"}, K::kString, "DCGM's log level", no_dcgm});
+  nv.Add(cmd, {"--hpc-job-mapping-dir", {"DCGM_HPC_JOB_MAPPING_DIR"}, K::kString, "HPC job mapping files",
+               "HPC job attribution is not implemented by gpunode"});
+  nv.Add(cmd, {"--kubernetes-virtual-gpus", {"KUBERNETES_VIRTUAL_GPUS"}, K::kBool, "one series per shared GPU replica",
+               "gpunode labels a shared (time-sliced or MPS) GPU with one of its pods"});
+  nv.Add(cmd, {"--dump-enabled", {"DCGM_EXPORTER_DUMP_ENABLED"}, K::kBool, "debug dumps", dump});
+  nv.Add(cmd, {"--dump-directory", {"DCGM_EXPORTER_DUMP_DIRECTORY"}, K::kString, "debug dump folder", dump});
+  nv.Add(cmd, {"--dump-retention", {"DCGM_EXPORTER_DUMP_RETENTION"}, K::kInt, "debug dump retention, hours", dump});
+  nv.Add(cmd, {"--dump-compression", {"DCGM_EXPORTER_DUMP_COMPRESSION"}, K::kBool, "gzip debug dumps", dump});
+  nv.Add(cmd, {"--kubernetes-enable-dra", {"KUBERNETES_ENABLE_DRA"}, K::kBool, "attribute DRA resource claims",
+               "gpunode attributes the device plugin's allocations; DRA resource claims are not read"});
+  nv.Add(cmd, {"--disable-startup-validate", {"DISABLE_STARTUP_VALIDATE"}, K::kBool, "skip DCGM start-up checks",
+               "gpunode runs no DCGM start-up validation"});
+  nv.Add(cmd, {"--enable-gpu-bind-unbind-watch", {"DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH"}, K::kBool,
+               "reload on GPU bind/unbind", bind});
+  nv.Add(cmd, {"--gpu-bind-unbind-poll-interval", {"DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL"}, K::kString,
+               "bind/unbind poll interval", bind});
+  nv.Add(cmd, {"--enable-pprof", {"DCGM_EXPORTER_ENABLE_PPROF"}, K::kBool, "Go's /debug/pprof",
+               "Go's profiler endpoints; gpunode is not a Go program"});
+  nv.Add(cmd, {"--web-systemd-socket", {"DCGM_EXPORTER_SYSTEMD_SOCKET"}, K::kBool, "systemd socket activation",
+               "gpunode opens its listening socket itself (--address)"});
+}
+
+// Resolves the settings gpunode wires into `flags`; the notes of those that do not apply.
+StatusOr<std::vector<std::string>> ResolveDcgmExporterFlags(const NvidiaFlags& nv, ExporterFlags* flags) {
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> notes, nv.Check());
+  // dcgm-exporter's `-rbmn` (Go takes any flag name after one dash) reaches CLI11 as `-r bmn`.
+  std::string r_source;
+  if (nv.Value("remote-hostengine-info", &r_source) == "bmn" && r_source == "--remote-hostengine-info") {
+    for (std::string& note : notes) {
+      if (absl::StartsWith(note, "--remote-hostengine-info=bmn ")) {
+        note = "-rbmn (--replace-blanks-in-model-name) does not apply: gpunode's exporter keeps modelName as NVML "
+               "reports it (dcgm-exporter's default); ignored";
+      }
+    }
+  }
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> k, nv.Bool("kubernetes"));
+  if (k) {
+    flags->kubernetes = *k;
+    flags->kubernetes_off = !*k;
+  }
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> n, nv.Bool("no-hostname"));
+  if (n) flags->no_hostname = *n;
+  std::string source;
+  if (auto f = nv.Value("log-format", &source)) {
+    if (*f != "text" && *f != "json") {
+      return absl::InvalidArgumentError(absl::StrCat(source, " \"", *f, "\": want text or json"));
+    }
+    flags->log_format = *f;
+  }
+  if (auto t = nv.Value("kubernetes-gpu-id-type", &source); t && *t != "uid" && *t != "device-name") {
+    return absl::InvalidArgumentError(absl::StrCat(source, " \"", *t, "\": want uid or device-name"));
+  }
+  if (auto d = nv.Value("devices"); d && *d != "f" && *d != "g") {
+    notes.push_back(nv.Note("devices", "gpunode exports every GPU NVML sees (f or g); a selection is not supported"));
+  }
+  return notes;
+}
+
+int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App& cmd, const NvidiaFlags& nv) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
   ::mallopt(M_ARENA_MAX, 2);
   // The server holds a socket per client (up to 4096 at once): raise the soft open-file limit to
@@ -100,8 +210,11 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   FromEnv(cmd, "--pod-resources-socket", "DCGM_POD_RESOURCES_KUBELET_SOCKET", &flags.pod_resources_socket);
   FromEnv(cmd, "--nvidia-resource-names", "NVIDIA_RESOURCE_NAMES", &flags.resource_names);
   FromEnv(cmd, "--web-config-file", "DCGM_EXPORTER_WEB_CONFIG_FILE", &flags.web_config_file);
-  if (cmd.count("--kubernetes") == 0 && EnvTrue("DCGM_EXPORTER_KUBERNETES")) flags.kubernetes = true;
-  if (cmd.count("--no-hostname") == 0 && EnvTrue("DCGM_EXPORTER_NO_HOSTNAME")) flags.no_hostname = true;
+  auto notes = ResolveDcgmExporterFlags(nv, &flags);
+  if (!notes.ok()) {
+    PrintError(notes.status());
+    return kExitUsage;
+  }
 
   auto counters = LoadCounters(flags.collectors);
   if (!counters.ok()) {
@@ -145,6 +258,13 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
     return kExitFailed;
   }
 
+  // Each setting that does not apply: one line at start (a SIGHUP restart does not repeat it).
+  {
+    agent::Log log(flags.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+    log.set_program("gpunode exporter");
+    for (const std::string& note : *notes) log.Warn("exporter", note);
+  }
+
   exporter::ExporterOptions options;
   options.counters = *std::move(counters);
   options.interval = std::chrono::milliseconds(flags.once ? std::min<int64_t>(interval_ms, 1000) : interval_ms);
@@ -156,7 +276,8 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   const std::string socket = flags.pod_resources_socket.empty() ? kDefaultPodResourcesSocket : flags.pod_resources_socket;
   struct stat st {};
   const bool socket_exists = ::stat(socket.c_str(), &st) == 0;
-  if (!flags.once && (flags.kubernetes || !flags.pod_resources_socket.empty() || socket_exists)) {
+  if (!flags.once && !flags.kubernetes_off &&
+      (flags.kubernetes || !flags.pod_resources_socket.empty() || socket_exists)) {
     exporter::PodMapperOptions pods;
     pods.socket_path = socket;
     for (absl::string_view r : absl::StrSplit(flags.resource_names, ',', absl::SkipWhitespace())) {
@@ -167,6 +288,8 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   }
 
   if (flags.once) {
+    // A GPU NVML cannot open keeps its bus id and name from sysfs and /proc (as when serving).
+    options.bus_gpus = NvidiaGpusOnBus(ProbeHardware((*session)->fs()), ProbeKernelDriver((*session)->fs()));
     exporter::Exporter exp(**nvml, std::move(options));
     exp.Start();
     std::this_thread::sleep_for(std::chrono::milliseconds(2 * std::min<int64_t>(interval_ms, 1000) + 200));
@@ -180,6 +303,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   agent::AgentConfig c;
   c.kubernetes.enabled = false;
   c.validator.enabled = false;
+  c.log_format = flags.log_format;
   agent::ExporterSection& e = c.exporter;
   e.listen = flags.listen;
   e.collect_interval = std::chrono::milliseconds(interval_ms);
@@ -196,6 +320,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
 
 void AddExporterCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto flags = std::make_shared<ExporterFlags>();
+  auto nv = std::make_shared<NvidiaFlags>("dcgm-exporter");
   CLI::App* cmd = app.add_subcommand(
       "exporter",
       "Prometheus exporter: dcgm-exporter's metrics (names, HELP, labels, flags) read from NVML directly");
@@ -206,7 +331,10 @@ samplers every --collect-interval; a scrape never touches NVML. The energy count
 DCGM_FI_PROF_* ratios (NVML GPM, Hopper and newer) are read by a second sampler so they never
 delay the others. Fields a GPU does not support are omitted (one log line at start).
 
-Every dcgm-exporter environment variable below is honoured when its flag is not given.
+Every flag and environment variable of dcgm-exporter 4.x is accepted with its spelling (booleans
+bare or --flag=true|false); one that gpunode has nothing to do with is logged once as "does not
+apply" and ignored (docs/nvidia-flags.md). -o is dcgm-exporter's --use-old-namespace here; give
+gpunode's global -o/--output before the command.
 
 Examples:
   gpunode exporter                                   # :9400, default counters, 30 s interval
@@ -225,9 +353,6 @@ Examples:
   cmd->add_option("-c,--collect-interval", flags->interval,
                   "sampling interval in milliseconds, 100..3600000 [env DCGM_EXPORTER_INTERVAL]")
       ->capture_default_str();
-  cmd->add_flag("-k,--kubernetes", flags->kubernetes,
-                "label GPUs with the pod using them (kubelet pod-resources API); on by default when the "
-                "socket exists [env DCGM_EXPORTER_KUBERNETES]");
   cmd->add_option("--pod-resources-socket,--pod-resources-kubelet-socket", flags->pod_resources_socket,
                   std::string("kubelet pod-resources socket (default ") + kDefaultPodResourcesSocket +
                       ") [env DCGM_POD_RESOURCES_KUBELET_SOCKET]");
@@ -238,12 +363,12 @@ Examples:
                   "name of the host label: Hostname (every released dcgm-exporter) or hostname (its main "
                   "branch)")
       ->capture_default_str();
-  cmd->add_flag("-n,--no-hostname", flags->no_hostname, "leave the host label out [env DCGM_EXPORTER_NO_HOSTNAME]");
   cmd->add_option("--web-config-file", flags->web_config_file,
                   "TLS and basic-auth settings, Prometheus exporter-toolkit format "
                   "[env DCGM_EXPORTER_WEB_CONFIG_FILE]");
   cmd->add_flag("--once", flags->once, "print one /metrics page on stdout (after one sampling round) and exit");
-  cmd->callback([&global, flags, cmd, exit_code] { *exit_code = RunExporter(global, *flags, *cmd); });
+  AddDcgmExporterFlags(cmd, *nv);
+  cmd->callback([&global, flags, nv, cmd, exit_code] { *exit_code = RunExporter(global, *flags, *cmd, *nv); });
 }
 
 }  // namespace gpunode::cli

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/common.h"
+#include "src/cli/nvidia_flags.h"
 #include "src/compat/dataset.h"
 #include "src/container/cdi.h"
 #include "src/kube/client.h"
@@ -36,9 +37,9 @@ constexpr char kDefaultOutput[] = "/etc/kubernetes/node-feature-discovery/featur
 struct LabelsFlags {
   bool print = false;
   std::string output;
-  bool oneshot = false;
+  std::string oneshot;  // Go booleans: bare, --oneshot=true|false
   std::string sleep_interval;
-  bool no_timestamp = false;
+  std::string no_timestamp;
   std::string config_file;
   std::string mig_strategy;
   std::string machine_type_file;
@@ -140,8 +141,12 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
       return absl::InvalidArgumentError(absl::StrCat("--mig-strategy: ", s.status().message()));
     config.mig_strategy = *s;
   }
-  if (flags.oneshot_opt->count() > 0) config.gfd_oneshot = flags.oneshot;
-  if (flags.no_timestamp_opt->count() > 0) config.gfd_no_timestamp = flags.no_timestamp;
+  if (flags.oneshot_opt->count() > 0) {
+    GPUNODE_ASSIGN_OR_RETURN(config.gfd_oneshot, ParseGoBool("--oneshot", flags.oneshot));
+  }
+  if (flags.no_timestamp_opt->count() > 0) {
+    GPUNODE_ASSIGN_OR_RETURN(config.gfd_no_timestamp, ParseGoBool("--no-timestamp", flags.no_timestamp));
+  }
   if (flags.sleep_opt->count() > 0) {
     auto s = plugin::ParseSleepInterval(flags.sleep_interval);
     if (!s.ok())
@@ -213,12 +218,60 @@ nlohmann::ordered_json LabelsDocument(const NodeInventory& inv, const plugin::La
           {"warnings", set.warnings}};
 }
 
+// GFD's flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.18.2,
+// cmd/gpu-feature-discovery/main.go, internal/flags; docs/nvidia-flags.md).
+void AddGfdFlags(CLI::App* cmd, NvidiaFlags& nv) {
+  using K = NvidiaKind;
+  nv.Add(cmd, {"--fail-on-init-error", {"GFD_FAIL_ON_INIT_ERROR", "FAIL_ON_INIT_ERROR"}, K::kBool,
+               "true: exit when NVML cannot start; not given or false: label the node with what can be read "
+               "(gpunode's default)"});
+  nv.Add(cmd, {"--device-discovery-strategy", {"DEVICE_DISCOVERY_STRATEGY"}, K::kString,
+               "auto, nvml, tegra or vfio; gpunode discovers GPUs through NVML"});
+  nv.Add(cmd, {"--use-node-feature-api", {"GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"}, K::kBool,
+               "publish NFD NodeFeature objects",
+               "gpunode creates no NodeFeature objects: it writes the features file, which NFD's worker reads "
+               "either way, or with --node-labels puts the labels straight onto the Node"});
+  nv.Add(cmd, {"--driver-root-ctr-path,--container-driver-root", {"DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"},
+               K::kString, "where the driver root is mounted in this container",
+               "gpunode reads the host's files through --host-root (GPUNODE_HOST_ROOT)"});
+  const std::string no_nodefeature = "it is for NFD NodeFeature objects, which gpunode does not create";
+  nv.Add(cmd, {"--namespace", {"NAMESPACE"}, K::kString, "namespace of the NodeFeature objects", no_nodefeature});
+  nv.Add(cmd, {"--kube-api-qps", {"KUBE_API_QPS"}, K::kFloat, "client rate limit",
+               "gpunode's Kubernetes client sends a few requests per relabelling and has no client-side rate limit"});
+  nv.Add(cmd, {"--kube-api-burst", {"KUBE_API_BURST"}, K::kInt, "client burst",
+               "gpunode's Kubernetes client sends a few requests per relabelling and has no client-side rate limit"});
+}
+
+// Checks GFD's flags; the notes of those that do not apply.
+StatusOr<std::vector<std::string>> ResolveGfdFlags(const NvidiaFlags& nv) {
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> notes, nv.Check());
+  std::string source;
+  if (auto d = nv.Value("device-discovery-strategy", &source)) {
+    if (*d != "auto" && *d != "nvml" && *d != "tegra" && *d != "vfio") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid ", source, " \"", *d, "\": want auto, nvml, tegra or vfio"));
+    }
+    if (*d == "tegra" || *d == "vfio") {
+      notes.push_back(nv.Note("device-discovery-strategy",
+                              "gpunode discovers GPUs through NVML only (no Tegra or VFIO pass-through GPUs)"));
+    }
+  }
+  return notes;
+}
+
 class Labeller {
  public:
-  Labeller(const GlobalOptions& global, const LabelsFlags& flags, OutputFormat format)
-      : global_(global), flags_(flags), format_(format) {}
+  Labeller(const GlobalOptions& global, const LabelsFlags& flags, OutputFormat format, const NvidiaFlags& nv)
+      : global_(global), flags_(flags), format_(format), nv_(nv) {}
 
   int Run() {
+    auto notes = ResolveGfdFlags(nv_);
+    if (!notes.ok()) {
+      PrintError(notes.status());
+      return kExitUsage;
+    }
+    for (const std::string& note : *notes) Warn(note);  // once: before the loop
+    fail_on_init_error_ = nv_.Bool("fail-on-init-error").value_or(std::nullopt).value_or(false);
     const std::map<std::string, std::string> env = Environment();
     std::vector<std::string> config_warnings;
     auto config = ResolveConfig(flags_, env, &config_warnings);
@@ -345,6 +398,11 @@ class Labeller {
         return kExitFailed;
       }
       Warn(absl::StrCat("probe failed, labels not refreshed: ", inv.status().message()));
+      return kExitFailed;
+    }
+    if (first && fail_on_init_error_ && !inv->driver.status.ok()) {
+      PrintError(absl::StrCat("NVML: ", inv->driver.status.message(),
+                              " (--fail-on-init-error: run `gpunode doctor` to see which layer is broken)"));
       return kExitFailed;
     }
     plugin::LabelOptions options;
@@ -492,6 +550,8 @@ class Labeller {
   const GlobalOptions& global_;
   const LabelsFlags& flags_;
   OutputFormat format_;
+  const NvidiaFlags& nv_;
+  bool fail_on_init_error_ = false;  // GFD's --fail-on-init-error given true
   std::optional<plugin::PluginConfig> config_;
   std::unique_ptr<NodeSession> session_;
   Sink sink_;
@@ -503,7 +563,7 @@ class Labeller {
   std::string ds_ns_, ds_name_;
 };
 
-int RunLabels(const GlobalOptions& global, const LabelsFlags& flags) {
+int RunLabels(const GlobalOptions& global, const LabelsFlags& flags, const NvidiaFlags& nv) {
   auto format = ParseOutputFormat(global.output);
   if (!format.ok()) {
     PrintError(format.status());
@@ -525,13 +585,14 @@ int RunLabels(const GlobalOptions& global, const LabelsFlags& flags) {
     PrintError("--print and --output cannot be combined: --print writes to stdout");
     return kExitUsage;
   }
-  return Labeller(global, flags, *format).Run();
+  return Labeller(global, flags, *format, nv).Run();
 }
 
 }  // namespace
 
 void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto flags = std::make_shared<LabelsFlags>();
+  auto nv = std::make_shared<NvidiaFlags>("gpu-feature-discovery");
   CLI::App* cmd = app.add_subcommand("labels",
                                      "Node labels of gpu-feature-discovery (nvidia.com/...) and "
                                      "gpunode (gpunode.io/...) (docs/labels.md)");
@@ -574,7 +635,11 @@ void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                   "File to remove at uninstall (repeatable), e.g. the CDI spec");
   cmd->add_flag("--remove", flags->remove,
                 "Remove the labels gpunode put on the Node (with --output: also that file) and exit");
+  AddGfdFlags(cmd, *nv);
   cmd->footer(
+      "Every flag and variable of gpu-feature-discovery v0.17/v0.18 is accepted; one gpunode has nothing\n"
+      "to do with is logged once as \"does not apply\" and ignored (docs/nvidia-flags.md). GFD's -o is\n"
+      "--output-file there; here -o stays gpunode's output format: write --output-file FILE.\n"
       "Examples:\n"
       "  gpunode labels --print                  the labels of this node on stdout\n"
       "  gpunode labels --node-labels --node-name gpu-1 --kubeconfig ~/.kube/config --oneshot\n"
@@ -582,7 +647,7 @@ void AddLabelsCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "  gpunode labels --oneshot                write the features file once\n"
       "  gpunode labels --sleep-interval 5m      relabel every 5 minutes; SIGTERM removes the "
       "file");
-  cmd->callback([&global, flags, exit_code] { *exit_code = RunLabels(global, *flags); });
+  cmd->callback([&global, flags, nv, exit_code] { *exit_code = RunLabels(global, *flags, *nv); });
 }
 
 }  // namespace gpunode::cli

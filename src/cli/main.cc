@@ -31,6 +31,24 @@ extern const char kGpunodeCommitDate[];
 
 namespace {
 
+// Why `path` (e.g. "cdi generate") has no report for -o to format, or "" when it has one.
+std::string NoReportReason(const std::string& path) {
+  static const std::vector<std::pair<std::string, std::string>> kNoReport = {
+      {"cdi generate", "it writes a CDI spec: its format is --format yaml|json, its file --output FILE"},
+      {"cdi hook create-symlinks", "it is a container hook"},
+      {"cdi hook update-ldcache", "it is a container hook"},
+      {"exporter", "it serves Prometheus metrics; --once prints them"},
+      {"sim hostroot", "it writes a host root folder"},
+      {"sim capture", "it writes a profile: its file is --output FILE"},
+      {"k8s uninstall", "it is the chart's pre-delete hook"},
+      {"oci-runtime", "it is an OCI runtime"},
+  };
+  for (const auto& [p, why] : kNoReport) {
+    if (path == p) return why;
+  }
+  return "";
+}
+
 // `gpunode --version`: the version, the commit and its date, the compiler, and what is built in.
 std::string VersionText() {
   std::string compiler =
@@ -134,6 +152,16 @@ int Main(int argc, char** argv) {
       return RunOciRuntime(std::vector<std::string>(argv + 2, argv + argc));
     }
   }
+  // Installed under NVIDIA's program names (the image's links; their Helm charts run
+  // `command: ["nvidia-device-plugin"]` etc.), gpunode is that component with NVIDIA's flags.
+  std::string implied_command;
+  {
+    const std::string self = argc > 0 ? argv[0] : "";
+    const std::string base = self.substr(self.rfind('/') + 1);
+    if (base == "nvidia-device-plugin") implied_command = "plugin";
+    if (base == "gpu-feature-discovery") implied_command = "labels";
+    if (base == "dcgm-exporter") implied_command = "exporter";
+  }
   CLI::App app{
       "gpunode: check, describe and serve the NVIDIA GPUs of this node.\n"
       "Every command reads the host through --host-root (default /), or a simulated node with\n"
@@ -182,6 +210,23 @@ int Main(int argc, char** argv) {
   AddMigCommand(app, global, &exit_code);
   AddAgentCommand(app, global, &exit_code);
   AddFleetCommand(app, global, &exit_code);
+  // -o/--output is the output format everywhere. A command that prints no report refuses it (exit 3)
+  // instead of ignoring it; files have their own flags. Runs after parsing, before any command.
+  CLI::Option* output_flag = app.get_option("--output");
+  app.parse_complete_callback([&app, &global, output_flag] {
+    if (output_flag->count() == 0) return;
+    std::string path;
+    const CLI::App* leaf = &app;
+    while (!leaf->get_subcommands().empty()) {
+      leaf = leaf->get_subcommands().front();
+      path += (path.empty() ? "" : " ") + leaf->get_name();
+    }
+    const std::string why = NoReportReason(path);
+    if (!why.empty()) {
+      throw CLI::ValidationError("-o/--output " + global.output,
+                                 "gpunode " + path + " prints no report to format (" + why + ")");
+    }
+  });
   // The long-running services need NVML but not libcuda, which NVML would map (libcuda_guard.h).
   for (const char* service : {"plugin", "labels", "exporter", "agent"}) {
     app.get_subcommand(service)->preparse_callback([](size_t) { KeepLibcudaOut(); });
@@ -189,6 +234,7 @@ int Main(int argc, char** argv) {
 
   // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!implied_command.empty()) args.insert(args.begin(), implied_command);
   if (!args.empty() && args[0] == "help") {
     args.erase(args.begin());
     args.push_back("--help");

@@ -17,7 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
+#include "src/agent/harness.h"
 #include "src/cli/common.h"
+#include "src/cli/nvidia_flags.h"
 #include "src/gpu/nvml.h"
 #include "src/plugin/config.h"
 #include "src/plugin/devices.h"
@@ -36,12 +38,75 @@ struct PluginFlags {
   std::string kubelet_socket;
   std::string config_file;
   std::string mig_strategy, device_list_strategy, device_id_strategy;
+  std::vector<std::string> device_list;  // --device-list-strategy, repeatable and comma-separated
   // "" = not given; a bare flag is "true"; --flag=VALUE as Go's strconv.ParseBool reads it
   std::string pass_device_specs, fail_on_init_error;
   std::string health_recovery = "5m";
   bool print = false;
 };
 
+
+// NVIDIA's plugin flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.18.2,
+// cmd/nvidia-device-plugin/main.go; docs/nvidia-flags.md). The settings NVIDIA's plugin also
+// reads from the environment are wired by exporting that variable when the flag is given: the
+// component resolves flag/environment, then config file, at every (re)start.
+void AddNvidiaPluginFlags(CLI::App* cmd, NvidiaFlags& nv) {
+  using K = NvidiaKind;
+  nv.Add(cmd, {"--driver-root,--nvidia-driver-root", {"NVIDIA_DRIVER_ROOT"}, K::kString,
+               "the driver's root on the host: / or /run/nvidia/driver (device paths, the MPS control program)"});
+  nv.Add(cmd, {"--dev-root,--nvidia-dev-root", {"NVIDIA_DEV_ROOT"}, K::kString,
+               "the root of the device nodes on the host (default: the driver root)"});
+  nv.Add(cmd, {"--cdi-annotation-prefix", {"CDI_ANNOTATION_PREFIX"}, K::kString,
+               "prefix of the CDI annotations of --device-list-strategy cdi-annotations (default cdi.k8s.io/)"});
+  nv.Add(cmd, {"--mps-root", {"MPS_ROOT"}, K::kString,
+               "host folder of the MPS daemons' pipes, logs and shm (default /run/nvidia/mps)"});
+  nv.Add(cmd, {"--device-discovery-strategy", {"DEVICE_DISCOVERY_STRATEGY"}, K::kString,
+               "auto, nvml or tegra; gpunode discovers GPUs through NVML"});
+  const std::string toolkit_env =
+      "gpunode's Allocate does not ask the container toolkit for it (NVIDIA_GDRCOPY / NVIDIA_GDS / NVIDIA_MOFED)";
+  nv.Add(cmd, {"--gdrcopy-enabled", {"GDRCOPY_ENABLED"}, K::kBool, "GDRCopy in GPU containers", toolkit_env});
+  nv.Add(cmd, {"--gds-enabled", {"GDS_ENABLED"}, K::kBool, "GPUDirect Storage in GPU containers", toolkit_env});
+  nv.Add(cmd, {"--mofed-enabled", {"MOFED_ENABLED"}, K::kBool, "MOFED in GPU containers", toolkit_env});
+  nv.Add(cmd, {"--nvidia-cdi-hook-path,--nvidia-ctk-path", {"NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH"}, K::kString,
+               "nvidia-cdi-hook in generated CDI specs",
+               "the plugin generates no CDI spec; `gpunode cdi generate` writes specs that call gpunode's own hooks"});
+  nv.Add(cmd, {"--driver-root-ctr-path,--container-driver-root", {"DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"},
+               K::kString, "where the driver root is mounted in this container",
+               "gpunode reads the host's files through --host-root (GPUNODE_HOST_ROOT)"});
+  nv.Add(cmd, {"--imex-channel-ids", {"IMEX_CHANNEL_IDS"}, K::kStringList, "IMEX channels to inject",
+               "gpunode does not inject IMEX channels"});
+  nv.Add(cmd, {"--imex-required", {"IMEX_REQUIRED"}, K::kBool, "IMEX channels are required",
+               "gpunode does not inject IMEX channels"});
+  nv.Add(cmd, {"--cdi-feature-flags", {"CDI_FEATURE_FLAGS"}, K::kStringList, "CDI spec generation features",
+               "the plugin generates no CDI spec (`gpunode cdi generate` does, with its own options)"});
+}
+
+// Checks NVIDIA's flags, exports the wired ones given on the command line as the variables the
+// component reads, and returns the notes of those that do not apply.
+StatusOr<std::vector<std::string>> ResolveNvidiaPluginFlags(const NvidiaFlags& nv) {
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> notes, nv.Check());
+  for (const auto& [key, env] : std::vector<std::pair<std::string, std::string>>{
+           {"driver-root", "NVIDIA_DRIVER_ROOT"},
+           {"dev-root", "NVIDIA_DEV_ROOT"},
+           {"cdi-annotation-prefix", "CDI_ANNOTATION_PREFIX"},
+           {"mps-root", "MPS_ROOT"}}) {
+    std::string source;
+    std::optional<std::string> v = nv.Value(key, &source);
+    if (v && source == "--" + key) ::setenv(env.c_str(), v->c_str(), 1);  // before any thread starts
+  }
+  std::string source;
+  if (auto d = nv.Value("device-discovery-strategy", &source)) {
+    if (*d != "auto" && *d != "nvml" && *d != "tegra") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid ", source, " \"", *d, "\": want auto, nvml or tegra"));
+    }
+    if (*d == "tegra") {
+      notes.push_back(nv.Note("device-discovery-strategy",
+                              "gpunode discovers GPUs through NVML only (Tegra's integrated GPUs are not supported)"));
+    }
+  }
+  return notes;
+}
 
 // The plugin section of the agent's configuration that these flags describe.
 agent::PluginSection SectionOf(const PluginFlags& f, const std::map<std::string, std::string>& env) {
@@ -105,9 +170,21 @@ nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resour
           {"resources", rs}};
 }
 
-int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
+int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags& nv) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
   ::mallopt(M_ARENA_MAX, 2);
+  if (!flags.device_list.empty()) flags.device_list_strategy = absl::StrJoin(flags.device_list, ",");
+  auto notes = ResolveNvidiaPluginFlags(nv);
+  if (!notes.ok()) {
+    PrintError(notes.status());
+    return kExitUsage;
+  }
+  {
+    // Each setting that does not apply: one line at start (a SIGHUP restart does not repeat it).
+    agent::Log log;
+    log.set_program("gpunode plugin");
+    for (const std::string& note : *notes) log.Warn("plugin", note);
+  }
   const auto env = agent::ProcessEnvironment();
   auto config = LoadConfig(flags, env);
   if (!config.ok()) {
@@ -184,6 +261,7 @@ int RunPlugin(const GlobalOptions& global, const PluginFlags& flags) {
 
 void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto f = std::make_shared<PluginFlags>();
+  auto nv = std::make_shared<NvidiaFlags>("NVIDIA's device plugin");
   CLI::App* cmd = app.add_subcommand(
       "plugin", "Kubernetes device plugin for nvidia.com/gpu: advertise, health-check and allocate GPUs (docs/plugin.md)");
   cmd->add_option("--kubelet-dir", f->kubelet_dir,
@@ -194,8 +272,8 @@ void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   cmd->add_option("--config-file", f->config_file, "NVIDIA device plugin config file, version v1 (YAML or JSON)")
       ->envname("CONFIG_FILE");
   cmd->add_option("--mig-strategy", f->mig_strategy, "none, single or mixed (env MIG_STRATEGY)");
-  cmd->add_option("--device-list-strategy", f->device_list_strategy,
-                  "envvar, volume-mounts, cdi-annotations, cdi-cri (comma list; env DEVICE_LIST_STRATEGY)");
+  cmd->add_option("--device-list-strategy", f->device_list,
+                  "envvar, volume-mounts, cdi-annotations, cdi-cri (repeatable or comma list; env DEVICE_LIST_STRATEGY)");
   cmd->add_option("--device-id-strategy", f->device_id_strategy, "uuid or index (env DEVICE_ID_STRATEGY)");
   // NVIDIA's plugin takes these as bare boolean flags (`--pass-device-specs`) or `--flag=true|false`.
   cmd->add_flag("--pass-device-specs{true}", f->pass_device_specs,
@@ -206,16 +284,19 @@ void AddPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                   "Quiet period after which an unhealthy GPU that answers normally is Healthy again")
       ->capture_default_str();
   cmd->add_flag("--print", f->print, "Print the resources and devices it would advertise, then exit (-o json|yaml)");
+  AddNvidiaPluginFlags(cmd, *nv);
   cmd->footer(
       "Environment as NVIDIA's plugin: MIG_STRATEGY, DEVICE_LIST_STRATEGY, DEVICE_ID_STRATEGY, PASS_DEVICE_SPECS,\n"
       "FAIL_ON_INIT_ERROR, NVIDIA_DRIVER_ROOT, NVIDIA_DEV_ROOT, CDI_ANNOTATION_PREFIX, CONFIG_FILE,\n"
       "DP_DISABLE_HEALTHCHECKS (all | XIDs to ignore), DP_ENABLE_HEALTHCHECKS (all | XIDs always fatal).\n"
       "Precedence: flag, environment, config file, default. SIGHUP reloads the config; SIGTERM stops.\n"
+      "Every flag and variable of NVIDIA's plugin v0.17/v0.18 is accepted; one gpunode has nothing to do\n"
+      "with is logged once as \"does not apply\" and ignored (docs/nvidia-flags.md).\n"
       "Examples:\n"
       "  gpunode plugin                                   serve and register at the kubelet\n"
       "  gpunode --simulate dgx-h200 plugin --print       what a simulated 8x H200 node advertises\n"
       "  gpunode plugin --config-file time-slicing.yaml   share each GPU (sharing.timeSlicing.replicas)");
-  cmd->callback([&global, f, exit_code] { *exit_code = RunPlugin(global, *f); });
+  cmd->callback([&global, f, nv, exit_code] { *exit_code = RunPlugin(global, *f, *nv); });
 }
 
 }  // namespace gpunode::cli

@@ -12,6 +12,7 @@
 #include "src/doctor/internal.h"
 #include "src/gpu/nvml.h"
 #include "src/node/text_parsers.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::doctor {
 namespace {
@@ -398,11 +399,15 @@ CheckResult CheckUserDriver(const NodeInventory& inv) {
                               "failures, then reset or reseat the missing GPU.",
                               {Layer::kUserDriver, Layer::kHardware}));
   }
+  const std::map<unsigned, BusGpu> on_bus = UnreadableGpusOnBus(inv);
   for (const GpuFailure& f : d.gpu_failures) {
     auto code = NvmlReturnOf(f.status).value_or(NVML_ERROR_UNKNOWN);
+    // "GPU 2 (0000:3a:00.0)": the bus id from sysfs, as nvidia-smi names a GPU it cannot open.
+    std::string gpu = absl::StrCat("GPU ", f.index);
+    if (auto it = on_bus.find(f.index); it != on_bus.end()) absl::StrAppend(&gpu, " (", it->second.pci_bus_id, ")");
     if (code == NVML_ERROR_GPU_IS_LOST) {
       c.findings.push_back(Make("driver.gpu-lost", CheckStatus::kFail,
-                                absl::StrCat("GPU ", f.index, " has fallen off the bus (GPU is lost)"),
+                                absl::StrCat(gpu, " has fallen off the bus (GPU is lost)"),
                                 std::string(f.status.message()), "the GPU answering NVML",
                                 "The GPU stopped responding on PCIe (XID 79): power, thermal, or hardware failure.",
                                 "Drain the node and reboot it; if the GPU falls off again, reseat it and check "
@@ -410,7 +415,7 @@ CheckResult CheckUserDriver(const NodeInventory& inv) {
                                 {Layer::kUserDriver, Layer::kHardware}));
     } else {
       c.findings.push_back(Make("driver.gpu-unreadable", CheckStatus::kFail,
-                                absl::StrCat("GPU ", f.index, " cannot be opened"), std::string(f.status.message()),
+                                absl::StrCat(gpu, " cannot be opened"), std::string(f.status.message()),
                                 "the GPU answering NVML", "NVML could not open this GPU.",
                                 "Run `nvidia-smi -i " + std::to_string(f.index) + " -q` and read dmesg for this GPU.",
                                 {Layer::kUserDriver}));

@@ -7,6 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/doctor/internal.h"
+#include "src/gpu/nvml.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::doctor {
 namespace {
@@ -53,12 +55,38 @@ BaselineCard MakeCard(const NodeInventory& inv) {
     c.vbios = g.vbios_version.value_or("");
     card.gpus.push_back(std::move(c));
   }
-  // GPUs NVML cannot describe still get a line from the PCI bus.
-  if (inv.driver.gpus.empty()) {
+  // GPUs NVML counts but cannot open (lost...) keep their row, with what sysfs and /proc tell.
+  const std::map<unsigned, BusGpu> on_bus = UnreadableGpusOnBus(inv);
+  for (const GpuFailure& f : inv.driver.gpu_failures) {
+    GpuCard c;
+    c.index = f.index;
+    c.state = std::string(UnreadableState(f.status));
+    c.error = UnreadableReason(f.status);
+    if (auto code = NvmlReturnOf(f.status)) c.nvml_error = std::string(NvmlReturnName(*code));
+    if (auto it = on_bus.find(f.index); it != on_bus.end()) {
+      const BusGpu& b = it->second;
+      c.bus_id = b.pci_bus_id;
+      c.uuid = b.uuid;
+      c.model = !b.model.empty()       ? b.model
+                : b.pci_device_id != 0 ? absl::StrFormat("10de:%04x", b.pci_device_id)
+                                       : "";
+      c.numa_node = b.numa_node;
+    }
+    card.gpus.push_back(std::move(c));
+  }
+  std::stable_sort(card.gpus.begin(), card.gpus.end(),
+                   [](const GpuCard& a, const GpuCard& b) { return a.index < b.index; });
+  // Without NVML, the GPUs still get a line from the PCI bus.
+  if (inv.driver.gpus.empty() && inv.driver.gpu_failures.empty()) {
     unsigned i = 0;
     for (const PciDevice& d : inv.hardware.gpus) {
       GpuCard c;
       c.index = i++;
+      c.state = "unknown";
+      if (!inv.driver.status.ok()) {
+        c.error = UnreadableReason(inv.driver.status);
+        if (auto code = NvmlReturnOf(inv.driver.status)) c.nvml_error = std::string(NvmlReturnName(*code));
+      }
       c.model = absl::StrFormat("10de:%04x", d.device);
       c.bus_id = d.bus_id;
       c.numa_node = d.numa_node;
@@ -87,6 +115,11 @@ nlohmann::ordered_json FindingJson(const Finding& f) {
   return {{"id", f.id},           {"status", StatusName(f.status)}, {"summary", f.summary},
           {"observed", f.observed}, {"expected", f.expected},       {"diagnosis", f.diagnosis},
           {"action", f.action},   {"layers", layers}};
+}
+
+size_t CountState(const BaselineCard& card, absl::string_view state) {
+  return static_cast<size_t>(
+      std::count_if(card.gpus.begin(), card.gpus.end(), [&](const GpuCard& g) { return g.state == state; }));
 }
 
 double Round2(double v) { return static_cast<double>(static_cast<long long>(v * 100 + 0.5)) / 100; }
@@ -170,7 +203,13 @@ nlohmann::ordered_json ToJson(const DoctorReport& r) {
   }
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const GpuCard& g : r.card.gpus) {
+    auto or_null = [](const std::string& v) {
+      return v.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v);
+    };
     gpus.push_back({{"index", g.index},
+                    {"state", g.state},
+                    {"error", or_null(g.error)},
+                    {"nvmlError", or_null(g.nvml_error)},
                     {"model", g.model},
                     {"uuid", g.uuid},
                     {"pciBusId", g.bus_id},
@@ -201,7 +240,9 @@ nlohmann::ordered_json ToJson(const DoctorReport& r) {
                               {"driverVersion", card.driver_version}, {"cudaVersion", card.cuda_version},
                               {"kernelModule", card.module_flavor}, {"nvcc", card.nvcc},
                               {"containerRuntimes", card.container_runtimes}, {"numaNodes", card.numa_nodes},
-                              {"gpuCount", card.gpus.size()}}},
+                              {"gpuCount", card.gpus.size()},
+                              {"readableGpuCount", CountState(card, "ok")},
+                              {"lostGpuCount", CountState(card, "lost")}}},
                     {"gpus", gpus}}},
       {"timings", {{"totalMs", Round2(r.timings.total_ms)}, {"nvmlLoadMs", Round2(r.timings.nvml_load_ms)},
                    {"nvmlInitMs", Round2(r.timings.nvml_init_ms)}, {"nvmlQueryMs", Round2(r.timings.nvml_query_ms)},
@@ -280,6 +321,16 @@ std::string RenderText(const DoctorReport& r, bool color) {
                                     "POWER", "UUID"),
                     "\n");
     for (const GpuCard& g : card.gpus) {
+      if (g.state != "ok" && g.state != "unknown") {
+        // NVML cannot open it: what the bus tells, then the state in place of the measurements
+        // (the UUID stays in its column).
+        std::string what = absl::StrCat(g.state, " (NVML: ", g.error.empty() ? g.nvml_error : g.error, ")");
+        absl::StrAppend(&out, "  ",
+                        absl::StrFormat("%-3d %-24s %-14s ", g.index, g.model.empty() ? "-" : g.model.substr(0, 24),
+                                        g.bus_id.empty() ? "-" : g.bus_id),
+                        s.Paint(absl::StrFormat("%-65s", what), "1;31"), " ", g.uuid.empty() ? "-" : g.uuid, "\n");
+        continue;
+      }
       std::string mem = g.memory_total_mib ? absl::StrCat(Or(g.memory_used_mib), "/", *g.memory_total_mib) : "-";
       std::string pcie = absl::StrCat(g.pcie_gen ? absl::StrCat("G", *g.pcie_gen) : "-", "x", Or(g.pcie_width), "/",
                                       g.pcie_gen_max ? absl::StrCat("G", *g.pcie_gen_max) : "-", "x",

@@ -40,8 +40,15 @@ struct CheckResult {
   std::vector<Finding> findings;
 };
 
+// One row of the card per GPU NVML counts, the ones it cannot open included (state lost or
+// unreadable: their bus id, model and UUID come from sysfs and /proc when those tell them).
 struct GpuCard {
   unsigned index = 0;
+  // "ok" (NVML read it), "lost" (NVML_ERROR_GPU_IS_LOST), "unreadable" (NVML counts it but cannot
+  // open it for another reason), "unknown" (NVML did not answer at all: the row is the PCI bus's).
+  std::string state = "ok";
+  std::string error;       // NVML's words when the state is not ok ("GPU is lost"), else ""
+  std::string nvml_error;  // "NVML_ERROR_GPU_IS_LOST", "" when none
   std::string model, uuid, bus_id;
   std::optional<uint64_t> memory_total_mib, memory_used_mib;
   std::optional<bool> persistence, ecc, mig;

@@ -183,18 +183,22 @@ void Exporter::FastPass() {
         ++fast_errors_total_["gpu"];
       }
       for (const auto& [field, status] : s.errors) ++fast_errors_total_[std::string(Field(field).name)];
-      // One log line when a GPU stops answering and when it is back.
-      auto seen = last_healthy_.find(i);
+      snap.gpus.push_back(std::move(s));
+    }
+    IdentifyUnreadableGpus(snap, options_.bus_gpus);
+    // One log line when a GPU stops answering and when it is back.
+    for (const GpuSample& s : snap.gpus) {
+      auto seen = last_healthy_.find(s.index);
       if (seen == last_healthy_.end() || seen->second != s.healthy) {
         if (!s.healthy) {
-          options_.log(absl::StrCat("GPU ", i, " (", s.uuid.empty() ? "unknown UUID" : s.uuid,
-                                    ") cannot be read: ", s.status.message()));
+          options_.log(absl::StrCat("GPU ", s.index, " (", s.uuid.empty() ? "unknown UUID" : s.uuid,
+                                    ") cannot be read", s.pci_bus_id.empty() ? "" : " at PCI ", s.pci_bus_id, ": ",
+                                    s.status.message()));
         } else if (seen != last_healthy_.end()) {
-          options_.log(absl::StrCat("GPU ", i, " (", s.uuid, ") answers again"));
+          options_.log(absl::StrCat("GPU ", s.index, " (", s.uuid, ") answers again"));
         }
-        last_healthy_[i] = s.healthy;
+        last_healthy_[s.index] = s.healthy;
       }
-      snap.gpus.push_back(std::move(s));
     }
   }
   snap.collection_errors_total = fast_errors_total_;

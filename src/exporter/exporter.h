@@ -41,6 +41,10 @@ struct ExporterOptions {
   RenderOptions render;
   // Pod attribution; nullopt = off (no pod labels, no gpunode_pod_mapping_* metrics).
   std::optional<PodMapperOptions> pods;
+  // The driver's GPUs as sysfs and /proc tell them (NvidiaGpusOnBus, read once by the caller): a
+  // GPU NVML cannot open from the start (lost) still gets its pci_bus_id, UUID and model from
+  // them (IdentifyUnreadableGpus). Empty: such a GPU has only what an earlier pass read.
+  std::vector<BusGpu> bus_gpus;
   bool watch_xids = true;
   // The process's NVML event loop (the agent's); nullptr: the XID watcher runs its own.
   NvmlEventPump* events = nullptr;

@@ -33,6 +33,12 @@ const std::vector<std::pair<std::string_view, std::vector<FieldId>>>& QueryField
   return *kMap;
 }
 
+double SecondsSinceEpoch() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 // "0000:18:00.0" (GpuInfo's sysfs form) -> "00000000:18:00.0" (what NVML and DCGM print).
 std::string DcgmBusId(const std::string& bus_id) {
   std::string id = absl::AsciiStrToUpper(bus_id);
@@ -40,11 +46,27 @@ std::string DcgmBusId(const std::string& bus_id) {
   return id;
 }
 
-double SecondsSinceEpoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& bus) {
+  if (bus.empty()) return;
+  std::vector<std::string> claimed;  // bus ids NVML told us, this pass or an earlier one
+  std::vector<unsigned> unknown;     // GPUs that never told theirs
+  for (const GpuSample& g : snapshot.gpus) {
+    if (!g.pci_bus_id.empty()) {
+      claimed.push_back(g.pci_bus_id);
+    } else if (!g.healthy) {
+      unknown.push_back(g.index);
+    }
+  }
+  if (unknown.empty()) return;
+  const std::map<unsigned, BusGpu> found = MatchUnreadableGpus(bus, claimed, unknown);
+  for (GpuSample& g : snapshot.gpus) {
+    auto it = found.find(g.index);
+    if (g.healthy || it == found.end()) continue;
+    g.pci_bus_id = DcgmBusId(it->second.pci_bus_id);
+    if (g.uuid.empty()) g.uuid = it->second.uuid;
+    if (g.model_name.empty()) g.model_name = it->second.model;
+  }
 }
-
-}  // namespace
 
 GpuSample SampleFromGpuInfo(const GpuInfo& info) {
   GpuSample s;
@@ -170,6 +192,7 @@ NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& opti
       snap.gpus.push_back(std::move(s));
     }
   }
+  IdentifyUnreadableGpus(snap, options.bus_gpus);
   snap.collection_duration_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   snap.timestamp_seconds = SecondsSinceEpoch();

@@ -12,11 +12,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/base/status.h"
 #include "src/exporter/catalogue.h"
 #include "src/gpu/gpu.h"
 #include "src/gpu/nvml.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::exporter {
 
@@ -74,8 +76,18 @@ GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* pr
 // nvmlDeviceGetTotalEnergyConsumption into `sample` (value, or an error unless unsupported).
 void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& sample);
 
+// GPUs NVML counts but cannot open (lost...) answer nothing, not even their identity. Those
+// without one from an earlier pass get it from the bus: `bus` are the driver's GPUs as sysfs and
+// /proc tell them (NvidiaGpusOnBus, read at start), matched to NVML indices by
+// MatchUnreadableGpus. Fills pci_bus_id (NVML's form), and UUID and modelName where empty.
+void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& bus);
+
+// NVML's form of a bus id, as dcgm-exporter labels it: "0000:18:00.0" -> "00000000:18:00.0".
+std::string DcgmBusId(const std::string& bus_id);
+
 struct CollectOptions {
   std::string hostname;
+  std::vector<BusGpu> bus_gpus;  // see IdentifyUnreadableGpus; empty: identities from NVML only
 };
 // One pass over every GPU NVML counts (SampleGpu plus the fast extra fields of nvml_extras.h;
 // fields that need two passes, NVLink bandwidth and the GPM ratios, are not in a one-shot pass). `previous` (the last snapshot, or nullptr) carries the

@@ -6,6 +6,8 @@
 #include <ctime>
 
 #include "absl/strings/str_cat.h"
+#include "src/gpu/nvml.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -36,6 +38,7 @@ th,td{padding:6px 12px;border-bottom:1px solid #e3e6ea;text-align:right;white-sp
 th{background:#f0f2f5;font-weight:600}
 td.l,th.l{text-align:left}
 .ok{color:#137333;font-weight:600}.bad{color:#b3261e;font-weight:600}
+td.down{background:#fdecea}.why{color:#5a6270;margin-left:6px}
 .bar{display:inline-block;width:60px;height:8px;background:#e3e6ea;margin-left:6px;vertical-align:middle}
 .bar i{display:block;height:8px;background:#4c7bd9}
 a{color:#2856b6}
@@ -49,8 +52,21 @@ std::string Bar(const std::optional<double>& ratio) {
   return buf;
 }
 
-}  // namespace
+// A text cell: escaped, a dash when empty.
+std::string Text(const std::string& v) { return v.empty() ? std::string("&ndash;") : HtmlEscape(v); }
 
+// The health cell: "healthy", or the state NVML left the GPU in ("lost" for
+// NVML_ERROR_GPU_IS_LOST, "unreadable" otherwise) and NVML's words with its code.
+std::string HealthCell(const GpuSample& g) {
+  if (g.healthy) return "<td class=\"l\"><span class=\"ok\">healthy</span></td>";
+  const char* state = UnreadableState(g.status);
+  std::string why = UnreadableReason(g.status);
+  if (std::optional<nvmlReturn_t> code = NvmlReturnOf(g.status)) absl::StrAppend(&why, " (", NvmlReturnName(*code), ")");
+  return absl::StrCat("<td class=\"l down\"><span class=\"bad\" data-state=\"", state, "\">", state,
+                      "</span><span class=\"why\">", HtmlEscape(why), "</span></td>");
+}
+
+}  // namespace
 
 std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptions& options) {
   std::string out = absl::StrCat(
@@ -79,7 +95,8 @@ std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptio
                   " &middot; <a href=\"./metrics\">metrics</a> &middot; <a href=\"./health\">health</a></div>\n");
 
   absl::StrAppend(&out,
-                  "<table id=\"gpus\"><thead><tr><th>GPU</th><th class=\"l\">Model</th><th class=\"l\">UUID</th>"
+                  "<table id=\"gpus\"><thead><tr><th>GPU</th><th class=\"l\">Model</th><th class=\"l\">PCI bus</th>"
+                  "<th class=\"l\">UUID</th>"
                   "<th>Utilization</th><th>Memory used</th><th>Temperature</th><th>Power</th>"
                   "<th class=\"l\">Health</th>",
                   options.pods != nullptr ? "<th class=\"l\">Pod</th>" : "", "</tr></thead><tbody>\n");
@@ -95,14 +112,13 @@ std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptio
                           Bar(*used / *g.memory_total_mib));
         }
       }
-      absl::StrAppend(&out, "<tr class=\"gpu\"><td>", g.index, "</td><td class=\"l\">", HtmlEscape(g.model_name),
-                      "</td><td class=\"l\">", HtmlEscape(g.uuid), "</td><td>", Num(util, "%.0f", " %"),
-                      util ? Bar(*util / 100.0) : "", "</td><td>", memory, "</td><td>",
-                      Num(g.value(FieldId::kGpuTemp), "%.0f", " &deg;C"), "</td><td>",
-                      Num(g.value(FieldId::kPowerUsage), "%.1f", " W"), "</td><td class=\"l\">",
-                      g.healthy ? "<span class=\"ok\">healthy</span>"
-                                : absl::StrCat("<span class=\"bad\">", HtmlEscape(std::string(g.status.message())), "</span>"),
-                      "</td>");
+      // Every row has the same cells: a GPU NVML cannot read shows its identity (from the bus when
+      // NVML never told it) and dashes for the values.
+      absl::StrAppend(&out, "<tr class=\"gpu\"><td>", g.index, "</td><td class=\"l\">", Text(g.model_name),
+                      "</td><td class=\"l\">", Text(g.pci_bus_id), "</td><td class=\"l\">", Text(g.uuid),
+                      "</td><td>", Num(util, "%.0f", " %"), util ? Bar(*util / 100.0) : "", "</td><td>", memory,
+                      "</td><td>", Num(g.value(FieldId::kGpuTemp), "%.0f", " &deg;C"), "</td><td>",
+                      Num(g.value(FieldId::kPowerUsage), "%.1f", " W"), "</td>", HealthCell(g));
       if (options.pods != nullptr) {
         std::string pod = "&ndash;";
         if (const std::vector<PodRef>* refs = options.pods->ok ? options.pods->ForGpu(g.uuid, g.device) : nullptr;

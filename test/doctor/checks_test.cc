@@ -190,6 +190,94 @@ TEST(DoctorTest, ALostGpuIsDiagnosedAsFallenOffTheBus) {
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.gpu-lost"));
 }
 
+// Issue #14, "a lost GPU disappears": the card and the JSON lacked the lost GPU entirely.
+// NVML tells nothing of it, so its bus id comes from sysfs and its model and UUID from /proc.
+NodeInventory NodeWithGpu0Lost() {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus.erase(inv.driver.gpus.begin());
+  inv.driver.gpu_failures.push_back(
+      GpuFailure{0, NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(0)", "GPU is lost")});
+  ProcGpu proc;
+  proc.bus_id = "0000:18:00.0";
+  proc.model = "NVIDIA H200";
+  proc.uuid = "GPU-lost-0";
+  inv.kernel.gpus.push_back(proc);
+  return inv;
+}
+
+TEST(DoctorTest, ALostGpuKeepsItsRowOnTheCardWithItsBusIdStateAndNvmlError) {
+  DoctorReport r = RunDoctor(NodeWithGpu0Lost());
+  ASSERT_EQ(r.card.gpus.size(), 2u);
+  const GpuCard& lost = r.card.gpus[0];
+  EXPECT_EQ(lost.index, 0u);
+  EXPECT_EQ(lost.state, "lost");
+  EXPECT_EQ(lost.bus_id, "0000:18:00.0");
+  EXPECT_EQ(lost.uuid, "GPU-lost-0");
+  EXPECT_EQ(lost.model, "NVIDIA H200");
+  EXPECT_EQ(lost.error, "GPU is lost");
+  EXPECT_EQ(lost.nvml_error, "NVML_ERROR_GPU_IS_LOST");
+  EXPECT_EQ(r.card.gpus[1].state, "ok");
+  EXPECT_EQ(r.card.gpus[1].bus_id, "0000:2a:00.0");
+  // The finding names the GPU as nvidia-smi does: by its bus id.
+  ASSERT_TRUE(r.first.has_value());
+  EXPECT_EQ(r.first->id, "driver.gpu-lost");
+  EXPECT_THAT(r.first->summary, ::testing::HasSubstr("GPU 0 (0000:18:00.0) has fallen off the bus"));
+
+  const std::string text = RenderText(r, false);
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n  0 +NVIDIA H200 +0000:18:00.0 +lost \\(NVML: GPU is lost\\) +GPU-lost-0\n"))
+      << text;
+}
+
+TEST(DoctorTest, TheJsonCardListsALostGpuWithItsStateAndCountsIt) {
+  nlohmann::json doc = ToJson(RunDoctor(NodeWithGpu0Lost()));
+  const nlohmann::json& node = doc["baseline"]["node"];
+  EXPECT_EQ(node["gpuCount"], 2);
+  EXPECT_EQ(node["readableGpuCount"], 1);
+  EXPECT_EQ(node["lostGpuCount"], 1);
+  ASSERT_EQ(doc["baseline"]["gpus"].size(), 2u);
+  const nlohmann::json& lost = doc["baseline"]["gpus"][0];
+  EXPECT_EQ(lost["index"], 0);
+  EXPECT_EQ(lost["state"], "lost");
+  EXPECT_EQ(lost["pciBusId"], "0000:18:00.0");
+  EXPECT_EQ(lost["uuid"], "GPU-lost-0");
+  EXPECT_EQ(lost["error"], "GPU is lost");
+  EXPECT_EQ(lost["nvmlError"], "NVML_ERROR_GPU_IS_LOST");
+  EXPECT_TRUE(lost["memoryTotalMiB"].is_null());
+  const nlohmann::json& ok = doc["baseline"]["gpus"][1];
+  EXPECT_EQ(ok["state"], "ok");
+  EXPECT_TRUE(ok["error"].is_null());
+  EXPECT_TRUE(ok["nvmlError"].is_null());
+}
+
+TEST(DoctorTest, ALostGpuWhoseBusIdCannotBeToldKeepsItsRowWithoutOne) {
+  // A second GPU on the bus that NVML does not count: which one is GPU 0 would be a guess.
+  NodeInventory inv = NodeWithGpu0Lost();
+  PciDevice extra = inv.hardware.gpus[0];
+  extra.bus_id = "0000:9a:00.0";
+  inv.hardware.gpus.push_back(extra);
+  DoctorReport r = RunDoctor(inv);
+  ASSERT_EQ(r.card.gpus.size(), 2u);
+  EXPECT_EQ(r.card.gpus[0].state, "lost");
+  EXPECT_EQ(r.card.gpus[0].bus_id, "");
+  EXPECT_THAT(RenderText(r, false), ::testing::ContainsRegex("\n  0 +- +- +lost \\(NVML: GPU is lost\\) +-\n"));
+}
+
+TEST(DoctorTest, AGpuNvmlCannotOpenForAnotherReasonIsUnreadable) {
+  NodeInventory inv = HealthyNode();
+  inv.driver.gpus.pop_back();
+  inv.driver.gpu_failures.push_back(
+      GpuFailure{1, NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetHandleByIndex_v2(1)",
+                                       "Insufficient Permissions")});
+  DoctorReport r = RunDoctor(inv);
+  ASSERT_EQ(r.card.gpus.size(), 2u);
+  EXPECT_EQ(r.card.gpus[1].state, "unreadable");
+  EXPECT_EQ(r.card.gpus[1].bus_id, "0000:2a:00.0");
+  EXPECT_EQ(r.card.gpus[1].error, "Insufficient Permissions");
+  nlohmann::json doc = ToJson(r);
+  EXPECT_EQ(doc["baseline"]["node"]["lostGpuCount"], 0);
+  EXPECT_EQ(doc["baseline"]["node"]["readableGpuCount"], 1);
+}
+
 TEST(DoctorTest, ANarrowerLinkIsDegradedButALowerIdleGenerationIsNot) {
   NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].pcie_gen_current = 1;  // idle power saving

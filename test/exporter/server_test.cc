@@ -24,6 +24,8 @@
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
 #include "src/exporter/web_config.h"
+#include "src/node/probe.h"
+#include "src/node/unreadable_gpus.h"
 #include "test/exporter/raw_http.h"
 #include "test/testing/podresources_emulator.h"
 #include "test/testing/run_gpunode.h"
@@ -213,7 +215,47 @@ TEST_F(ExporterServerTest, ALostGpuGoesToHealthZeroWhileTheOthersKeepReporting) 
   EXPECT_THAT(text, ::testing::ContainsRegex("gpunode_collection_errors_total\\{field=\"gpu\"\\} [1-9]"));
   // The exporter itself is fine: /health stays 200.
   EXPECT_TRUE(exporter_->Health().ok);
-  EXPECT_THAT(Log(), HasSubstr("GPU 3 (GPU-ba8397f6-35c6-4721-9454-6cc61818e68c) cannot be read"));
+  EXPECT_THAT(Log(), HasSubstr("GPU 3 (GPU-ba8397f6-35c6-4721-9454-6cc61818e68c) cannot be read at PCI 00000000:"));
+}
+
+// Issue #14: a GPU lost before the exporter started had an empty status-page row with NVML's raw
+// error and `UUID="",pci_bus_id=""` in /metrics; sysfs and /proc of the host still know it.
+TEST_F(ExporterServerTest, AGpuLostFromTheStartShowsItsBusIdAsALostRowAndInItsHealthSeries) {
+  UseProfile("broken-fallen-gpu");
+  auto profile = sim::ParseProfile(profile_text_, "broken-fallen-gpu");
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  const std::string root = (dir_ / "root").string();
+  ASSERT_TRUE(sim::WriteHostRoot(*profile, root).ok());
+  auto host = HostFs::Open(root);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ExporterOptions options;
+  options.bus_gpus = NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
+  StartExporter(std::move(options));
+  StartServer();
+  httplib::Client c("127.0.0.1", server_->port());
+
+  auto page = c.Get("/");
+  ASSERT_TRUE(page != nullptr);
+  std::regex row_re("<tr class=\"gpu\">.*?</tr>");
+  std::vector<std::string> rows;
+  for (auto it = std::sregex_iterator(page->body.begin(), page->body.end(), row_re); it != std::sregex_iterator(); ++it)
+    rows.push_back(it->str());
+  ASSERT_EQ(rows.size(), 4u) << page->body;
+  EXPECT_THAT(rows[2], HasSubstr("<td>2</td><td class=\"l\">NVIDIA H100 80GB HBM3</td>"
+                                 "<td class=\"l\">00000000:3A:00.0</td>"
+                                 "<td class=\"l\">GPU-f48edef6-247e-4153-9d4f-19d7905b346f</td>"));
+  EXPECT_THAT(rows[2], HasSubstr(">lost</span><span class=\"why\">GPU is lost (NVML_ERROR_GPU_IS_LOST)</span>"));
+  const std::regex td("<td");
+  auto cells = [&td](const std::string& r) {
+    return std::distance(std::sregex_iterator(r.begin(), r.end(), td), std::sregex_iterator());
+  };
+  for (const std::string& r : rows) EXPECT_EQ(cells(r), cells(rows[0])) << r;
+
+  EXPECT_THAT(Scrape(),
+              HasSubstr("gpunode_gpu_health{gpu=\"2\",UUID=\"GPU-f48edef6-247e-4153-9d4f-19d7905b346f\","
+                        "pci_bus_id=\"00000000:3A:00.0\",device=\"nvidia2\",Hostname=\"dgx-h200-01\"} 0\n"));
+  EXPECT_THAT(Log(), HasSubstr("GPU 2 (GPU-f48edef6-247e-4153-9d4f-19d7905b346f) cannot be read at PCI "
+                               "00000000:3A:00.0: nvmlDeviceGetHandleByIndex_v2(2): GPU is lost"));
 }
 
 TEST_F(ExporterServerTest, XidEventsAreCountedByCodeAndTheLastOneIsTheDcgmGauge) {

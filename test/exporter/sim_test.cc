@@ -20,6 +20,8 @@
 #include "src/exporter/exporter.h"
 #include "src/exporter/render.h"
 #include "src/exporter/sample.h"
+#include "src/node/probe.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -57,6 +59,22 @@ class SimNode {
     auto nvml = NvmlLibrary::Open(SimLibrary());
     EXPECT_TRUE(nvml.ok()) << nvml.status();
     if (nvml.ok()) nvml_ = *std::move(nvml);
+    if (source.ok()) profile_text_ = source->text;
+  }
+
+  // The driver's GPUs as the simulated host's sysfs and /proc tell them (what the exporter's
+  // caller reads at start).
+  std::vector<BusGpu> BusGpus() const {
+    auto profile = sim::ParseProfile(profile_text_, "profile");
+    EXPECT_TRUE(profile.ok()) << profile.status();
+    if (!profile.ok()) return {};
+    const std::string root = (dir_ / "root").string();
+    Status written = sim::WriteHostRoot(*profile, root);
+    EXPECT_TRUE(written.ok()) << written;
+    auto host = HostFs::Open(root);
+    EXPECT_TRUE(host.ok()) << host.status();
+    if (!host.ok()) return {};
+    return NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
   }
   ~SimNode() { fs::remove_all(dir_); }
 
@@ -64,8 +82,10 @@ class SimNode {
   bool ok() const { return nvml_ != nullptr; }
 
   // A pass with the fixed clock values of the golden file.
-  NodeSnapshot Collect(const std::string& hostname, const NodeSnapshot* previous = nullptr) const {
-    NodeSnapshot s = CollectSnapshot(*nvml_, CollectOptions{.hostname = hostname}, previous);
+  NodeSnapshot Collect(const std::string& hostname, const NodeSnapshot* previous = nullptr,
+                       std::vector<BusGpu> bus_gpus = {}) const {
+    NodeSnapshot s = CollectSnapshot(
+        *nvml_, CollectOptions{.hostname = hostname, .bus_gpus = std::move(bus_gpus)}, previous);
     s.timestamp_seconds = 1767225600.5;
     s.collection_duration_seconds = 0.0125;
     return s;
@@ -73,6 +93,7 @@ class SimNode {
 
  private:
   fs::path dir_;
+  std::string profile_text_;
   std::unique_ptr<NvmlLibrary> nvml_;
 };
 
@@ -204,6 +225,35 @@ TEST(ExporterSimTest, ALostGpuKeepsTheOtherGpusSeriesAndReportsHealthZero) {
           "gpunode_gpu_health{gpu=\"3\",UUID=\"GPU-fa1829e0-9825-4249-98c2-7e4d3297dd5f\","
           "pci_bus_id=\"00000000:5D:00.0\",device=\"nvidia3\",Hostname=\"gpu-node-fallen\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("gpunode_collection_errors_total{field=\"gpu\"} 1\n"));
+}
+
+// Issue #14: a GPU lost before the exporter started had `UUID="",pci_bus_id=""` although sysfs
+// and /proc know it; NVML itself can no longer tell either.
+TEST(ExporterSimTest, ALostGpuTakesItsBusIdUuidAndModelFromTheBus) {
+  SimNode node("broken-fallen-gpu");
+  ASSERT_TRUE(node.ok());
+  const std::vector<BusGpu> bus = node.BusGpus();
+  ASSERT_EQ(bus.size(), 4u);
+  const NodeSnapshot snap = node.Collect("gpu-node-fallen", nullptr, bus);
+  ASSERT_EQ(snap.gpus.size(), 4u);
+  const GpuSample& lost = snap.gpus[2];
+  EXPECT_FALSE(lost.healthy);
+  EXPECT_EQ(lost.pci_bus_id, "00000000:3A:00.0");
+  EXPECT_EQ(lost.uuid, "GPU-f48edef6-247e-4153-9d4f-19d7905b346f");
+  EXPECT_EQ(lost.model_name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(lost.device, "nvidia2");
+
+  const std::string text = RenderMetrics(snap, DefaultCounters(), TestOptions());
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "gpunode_gpu_health{gpu=\"2\",UUID=\"GPU-f48edef6-247e-4153-9d4f-19d7905b346f\","
+          "pci_bus_id=\"00000000:3A:00.0\",device=\"nvidia2\",Hostname=\"gpu-node-fallen\"} 0\n"));
+  // Still no DCGM series for it: it has no values.
+  EXPECT_THAT(text, Not(HasSubstr("DCGM_FI_DEV_GPU_TEMP{gpu=\"2\"")));
+  // The others keep NVML's own identity.
+  EXPECT_THAT(text, HasSubstr("gpunode_gpu_health{gpu=\"3\",UUID=\"GPU-fa1829e0-9825-4249-98c2-7e4d3297dd5f\","
+                              "pci_bus_id=\"00000000:5D:00.0\""));
 }
 
 TEST(ExporterSimTest, ALostGpuKeepsTheIdentityOfThePreviousPassAndErrorsAccumulate) {

@@ -10,6 +10,7 @@
 #include "src/doctor/doctor.h"
 #include "src/gpu/nvml.h"
 #include "src/node/probe.h"
+#include "src/node/unreadable_gpus.h"
 
 namespace gpunode {
 namespace {
@@ -111,6 +112,38 @@ TEST(ProbeSimTest, AFallenGpuIsLostAndTheOthersStillAnswer) {
   ASSERT_EQ(inv.driver.gpu_failures.size(), 1u);
   EXPECT_EQ(NvmlReturnOf(inv.driver.gpu_failures[0].status), NVML_ERROR_GPU_IS_LOST);
   EXPECT_THAT(FindingIds(inv), ::testing::Contains("driver.gpu-lost"));
+}
+
+// Issue #14: the lost GPU disappeared from the doctor's card. NVML cannot tell its bus id; the
+// simulated host's sysfs and /proc can.
+TEST(ProbeSimTest, AFallenGpuIsFoundOnTheBusAndKeepsItsRowOnTheDoctorsCard) {
+  SimNode node("broken-fallen-gpu");
+  NodeInventory inv = node.Probe();
+  const std::map<unsigned, BusGpu> on_bus = UnreadableGpusOnBus(inv);
+  ASSERT_EQ(on_bus.size(), 1u);
+  ASSERT_EQ(on_bus.count(2), 1u);
+  EXPECT_EQ(on_bus.at(2).pci_bus_id, "0000:3a:00.0");
+  EXPECT_EQ(on_bus.at(2).uuid, "GPU-f48edef6-247e-4153-9d4f-19d7905b346f");
+  EXPECT_EQ(on_bus.at(2).model, "NVIDIA H100 80GB HBM3");
+
+  const doctor::DoctorReport report = doctor::RunDoctor(inv);
+  ASSERT_EQ(report.card.gpus.size(), 4u);
+  for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(report.card.gpus[i].index, i);
+  const doctor::GpuCard& lost = report.card.gpus[2];
+  EXPECT_EQ(lost.state, "lost");
+  EXPECT_EQ(lost.bus_id, "0000:3a:00.0");
+  EXPECT_EQ(lost.uuid, "GPU-f48edef6-247e-4153-9d4f-19d7905b346f");
+  EXPECT_EQ(lost.error, "GPU is lost");
+  EXPECT_EQ(lost.nvml_error, "NVML_ERROR_GPU_IS_LOST");
+  EXPECT_THAT(doctor::RenderText(report, false),
+              ::testing::ContainsRegex("\n  2 +NVIDIA H100 80GB HBM3 +0000:3a:00.0 +lost \\(NVML: GPU is lost\\) +"
+                                       "GPU-f48edef6-247e-4153-9d4f-19d7905b346f\n"));
+  const nlohmann::json doc = doctor::ToJson(report);
+  EXPECT_EQ(doc["baseline"]["node"]["gpuCount"], 4);
+  EXPECT_EQ(doc["baseline"]["node"]["readableGpuCount"], 3);
+  EXPECT_EQ(doc["baseline"]["node"]["lostGpuCount"], 1);
+  EXPECT_EQ(doc["baseline"]["gpus"][2]["state"], "lost");
+  EXPECT_EQ(doc["baseline"]["gpus"][2]["pciBusId"], "0000:3a:00.0");
 }
 
 TEST(ProbeSimTest, ADegradedLinkIsReportedWithItsGenerationAndWidth) {
