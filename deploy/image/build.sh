@@ -82,6 +82,10 @@ fi
 # GPUNODE_SIM_PROFILE=/usr/share/gpunode/profiles/<name>.yaml and as examples.
 mkdir -p "$root/usr/share/gpunode/profiles"
 cp "$src"/data/profiles/*.yaml "$root/usr/share/gpunode/profiles/"
+# The docs that `--help` names as docs/<page>.md, where an installed gpunode's user finds them.
+mkdir -p "$root/usr/share/doc/gpunode/docs"
+cp "$src"/README.md "$root/usr/share/doc/gpunode/"
+cp "$src"/docs/*.md "$root/usr/share/doc/gpunode/docs/"
 # gpunode's own runtime: /etc/ld.so.cache is not needed (the loader's default paths are
 # /lib/x86_64-linux-gnu and /usr/lib/x86_64-linux-gnu on Debian's multiarch loader).
 

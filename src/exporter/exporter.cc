@@ -274,7 +274,7 @@ void Exporter::LogFieldSupport() {
     std::lock_guard<std::mutex> lock(slow_mu_);
     slow = slow_;
   }
-  std::vector<std::string> omitted;
+  std::vector<std::string> omitted, pending;
   for (const Counter& c : options_.counters) {
     if (c.type == MetricType::kLabel) continue;
     const FieldId id = c.field->id;
@@ -282,6 +282,13 @@ void Exporter::LogFieldSupport() {
     for (const GpuSample& g : snap->gpus) any = any || g.value(id).has_value();
     for (const auto& [i, s] : slow) any = any || s.values.value(id).has_value();
     if (any) continue;
+    // A rate read without error has no value until its second sample: not "unsupported".
+    bool answered = false;
+    for (const GpuSample& g : snap->gpus) answered = answered || (g.healthy && g.errors.count(id) == 0);
+    if (c.field->produced && answered) {
+      pending.push_back(std::string(c.field->name));
+      continue;
+    }
     if (!c.field->produced) {
       omitted.push_back(absl::StrCat(std::string(c.field->name), " (not collected by gpunode: ", std::string(c.field->nvml_source), ")"));
     } else {
@@ -292,6 +299,11 @@ void Exporter::LogFieldSupport() {
     options_.log("every selected field is supported");
   } else {
     options_.log(absl::StrCat("omitting ", omitted.size(), " field(s): ", absl::StrJoin(omitted, ", ")));
+  }
+  if (!pending.empty()) {
+    const auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval).count() / 1000.0;
+    options_.log(absl::StrCat("first values after one collection interval (", secs,
+                              " s; rates need two samples): ", absl::StrJoin(pending, ", ")));
   }
 }
 

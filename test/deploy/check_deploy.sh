@@ -192,7 +192,7 @@ for f in files:
         err.append(f"{f}: {e}")
 if err: print("\n".join(err)); sys.exit(1)
 one = lambda n: docs[n][0]
-sel = {"app.kubernetes.io/name": "gpunode", "app.kubernetes.io/component": "exporter"}
+sel = {"app.kubernetes.io/name": "gpunode"}  # the DaemonSet's pods (one agent container each)
 svc, sm, pr = one("service.yaml"), one("servicemonitor.yaml"), one("prometheusrule.yaml")
 ad, hpa = one("prometheus-adapter-values.yaml"), one("hpa-example.yaml")
 def check(cond, msg):

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -194,6 +195,44 @@ TEST(ExporterSimTest, TheRunningExporterProducesEveryProducedFieldIncludingTheTw
   EXPECT_LE(*g.value(FieldId::kProfDramActive), 1.0);
   // The profile's NVLink counters do not move: the rate is 0.
   EXPECT_EQ(g.value(FieldId::kNvlinkBandwidthTotal), 0);
+}
+
+// At a long interval the start-up log must not call a rate "unsupported" because its second sample
+// has not come yet (#14: NVLink bandwidth was "no GPU supports it", then appeared 30 s later).
+TEST(ExporterSimTest, StartupLogSaysARateWaitsForItsSecondSampleInsteadOfUnsupported) {
+  SimNode node("dgx-h200");
+  ASSERT_TRUE(node.ok());
+  ExporterOptions o;
+  o.interval = std::chrono::milliseconds(30000);
+  std::vector<Counter> all;
+  for (const FieldInfo& f : Catalogue()) {
+    if (f.produced) all.push_back(Counter{&f, f.type, std::string(f.help)});
+  }
+  o.counters = all;
+  std::mutex mu;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(line);
+  };
+  Exporter e(node.nvml(), o);
+  e.Start();
+  auto logged = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& l : lines) {
+      if (l.find(what) != std::string::npos) return l;
+    }
+    return std::string();
+  };
+  // The field-support line comes after the second GPM sample (1 s).
+  for (int i = 0; i < 100 && logged("first values after").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  e.Stop();
+  const std::string pending = logged("first values after");
+  EXPECT_NE(pending.find("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"), std::string::npos) << pending;
+  EXPECT_NE(pending.find("30 s"), std::string::npos) << pending;
+  EXPECT_EQ(logged("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (no GPU supports it)"), "");
 }
 
 TEST(ExporterSimTest, ALostGpuKeepsTheOtherGpusSeriesAndReportsHealthZero) {
