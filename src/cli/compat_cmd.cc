@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/cli/common.h"
+#include "src/compat/coverage.h"
 #include "src/compat/dataset.h"
 #include "src/compat/engine.h"
 #include "src/compat/gpu_catalog.h"
@@ -210,6 +211,26 @@ int RunDriverFor(const GlobalOptions& global, const CompatOptions& o) {
   return kExitOk;
 }
 
+int RunData(const GlobalOptions& global, const CompatOptions& o) {
+  auto format = ParseOutputFormat(global.output);
+  if (!format.ok()) {
+    PrintError(format.status());
+    return kExitUsage;
+  }
+  auto data = LoadData(o.data);
+  if (!data.ok()) {
+    PrintError(data.status());
+    return kExitUsage;
+  }
+  compat::DataCoverage coverage = compat::Coverage(*data);
+  if (*format == OutputFormat::kTable) {
+    std::cout << compat::RenderText(coverage);
+  } else {
+    PrintDocument(compat::ToJson(coverage), *format);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
@@ -218,11 +239,7 @@ void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Will this image, CUDA version or framework build run on this node (or on driver X with GPU "
       "Y)? Decides from a sourced data set of NVIDIA's rules and names the smallest fix.");
   compat->require_subcommand(1);
-  compat->footer(
-      "Subcommands:\n"
-      "  check       verdict for an image, a CUDA version or a torch wheel\n"
-      "  driver-for  the minimum driver for a CUDA version\n"
-      "Run 'gpunode compat check --help' for examples.");
+  compat->footer("Run 'gpunode compat check --help' for examples.");
 
   auto check_opts = std::make_shared<CompatOptions>();
   CLI::App* check = compat->add_subcommand(
@@ -230,8 +247,10 @@ void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Check one workload against a driver and GPU. Without --driver/--gpu it reads this node\n"
       "(or the simulated one under --simulate).");
   check->add_option("--image", check_opts->image,
-                    "Container image: nvidia/cuda, pytorch/pytorch, nvcr.io/nvidia/pytorch,\n"
-                    "nvcr.io/nvidia/tritonserver, vllm/vllm-openai, tensorflow/tensorflow tags");
+                    "Container image: nvidia/cuda, pytorch/pytorch, nvcr.io/nvidia/{pytorch,\n"
+                    "tritonserver,tensorflow,jax,nemo,sglang,tensorrt-llm/release}, vllm/vllm-openai,\n"
+                    "lmsysorg/sglang, ghcr.io/huggingface/text-generation-inference,\n"
+                    "tensorflow/tensorflow tags (gpunode compat data lists what is covered)");
   check->add_option("--cuda", check_opts->cuda, "CUDA version the workload was built with, X.Y[.Z]");
   check->add_option("--torch", check_opts->torch,
                     "PyTorch wheel, X.Y.Z+cuXYZ (also 'torch==X.Y.Z+cuXYZ')");
@@ -274,6 +293,19 @@ void AddCompatCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "  gpunode compat driver-for --cuda 13.0 --gpu V100     # warns: CUDA 13 dropped Volta\n"
       "  gpunode compat driver-for --cuda 12.8 --gpu K80 -o json");
   driver_for->callback([&global, df_opts, exit_code] { *exit_code = RunDriverFor(global, *df_opts); });
+
+  auto data_opts = std::make_shared<CompatOptions>();
+  CLI::App* data_cmd = compat->add_subcommand(
+      "data",
+      "What the compat data set covers: its date, and per family (CUDA toolkits, drivers,\n"
+      "PyTorch wheels, NGC containers, vLLM, SGLang, TGI) the number of entries and the range.");
+  data_cmd->add_option("--data", data_opts->data, "Describe this compat data set instead of the built-in one");
+  data_cmd->footer(
+      "Exit codes: 0 ok, 3 bad input (unreadable or invalid --data file).\n"
+      "Examples:\n"
+      "  gpunode compat data\n"
+      "  gpunode compat data -o json     # kind: CompatDataCoverage");
+  data_cmd->callback([&global, data_opts, exit_code] { *exit_code = RunData(global, *data_opts); });
 }
 
 }  // namespace gpunode::cli

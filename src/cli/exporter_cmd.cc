@@ -291,10 +291,9 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
     // A GPU NVML cannot open keeps its bus id and name from sysfs and /proc (as when serving).
     options.bus_gpus = NvidiaGpusOnBus(ProbeHardware((*session)->fs()), ProbeKernelDriver((*session)->fs()));
     exporter::Exporter exp(**nvml, std::move(options));
-    exp.Start();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2 * std::min<int64_t>(interval_ms, 1000) + 200));
+    // Two sampling rounds one interval apart (at most 1 s): rates and GPM need two samples.
+    exp.CollectOnce(std::chrono::milliseconds(std::min<int64_t>(interval_ms, 1000)));
     std::cout << *exp.Metrics();
-    exp.Stop();
     return kExitOk;
   }
   nvml->reset();  // the component opens the node's one NVML session itself

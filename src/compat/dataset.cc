@@ -83,6 +83,21 @@ const FcPackage* CompatData::FindFcPackage(const Version& cuda) const {
   return nullptr;
 }
 
+const ImageFamily* CompatData::FindFamily(absl::string_view family) const {
+  for (const ImageFamily& f : image_families) {
+    if (f.family == family) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<const ImageRelease*> CompatData::ReleasesOf(absl::string_view family) const {
+  std::vector<const ImageRelease*> out;
+  for (const ImageRelease& r : image_releases) {
+    if (r.family == family) out.push_back(&r);
+  }
+  return out;
+}
+
 int CompatData::FcColumn(int branch) const {
   for (size_t i = 0; i < forward_compat.columns.size(); ++i) {
     if (forward_compat.columns[i] == branch) return static_cast<int>(i);
@@ -299,6 +314,7 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
                      absl::StrCat("\"", kind, "\" is not CompatData"));
   }
   top.Node("metadata");  // free-form
+  GPUNODE_ASSIGN_OR_RETURN(d.updated, top.OptString("updated"));
 
   YAML::Node sources = top.Node("sources");
   if (!sources.IsMap()) return top.Error(sources, "sources", "expected a mapping of id: text");
@@ -514,14 +530,16 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
       GPUNODE_ASSIGN_OR_RETURN(f.family, r.String("family"));
       GPUNODE_ASSIGN_OR_RETURN(f.repositories, r.Strings("repositories"));
       GPUNODE_ASSIGN_OR_RETURN(f.parser, r.String("parser"));
-      static const std::set<std::string> kParsers = {"cuda", "pytorch", "ngc-month",
-                                                     "triton-month", "vllm", "tensorflow"};
+      static const std::set<std::string> kParsers = {
+          "cuda", "pytorch", "ngc-month", "triton-month", "vllm", "tensorflow",
+          "ngc-table", "tag-table", "sglang"};
       if (!kParsers.count(f.parser)) {
         return r.Error(r.Node("parser"), r.Path("parser"),
                        absl::StrCat("\"", f.parser, "\" is not a known tag parser (",
                                     absl::StrJoin(kParsers, ", "), ")"));
       }
       GPUNODE_ASSIGN_OR_RETURN(f.ships_cuda_compat, r.Bool("ships_cuda_compat"));
+      GPUNODE_ASSIGN_OR_RETURN(f.label, r.OptString("label"));
       GPUNODE_ASSIGN_OR_RETURN(f.provenance, r.Prov(d.sources));
       d.image_families.push_back(std::move(f));
       return absl::OkStatus();
@@ -545,6 +563,26 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
       d.tritonserver.push_back(std::move(m));
       return absl::OkStatus();
     }));
+    if (im.Has("releases")) {
+      GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "releases", origin, [&](MapReader& r) -> Status {
+        ImageRelease rel;
+        GPUNODE_ASSIGN_OR_RETURN(rel.family, r.String("family"));
+        if (!d.FindFamily(rel.family)) {
+          return r.Error(r.Node("family"), r.Path("family"),
+                         absl::StrCat("\"", rel.family,
+                                      "\" is not an images.families[].family"));
+        }
+        GPUNODE_ASSIGN_OR_RETURN(rel.variant, r.OptString("variant"));
+        GPUNODE_ASSIGN_OR_RETURN(rel.tags, r.Strings("tags"));
+        if (rel.tags.empty()) return r.Error(r.Node("tags"), r.Path("tags"), "is empty");
+        GPUNODE_ASSIGN_OR_RETURN(rel.cuda, r.Ver("cuda"));
+        GPUNODE_ASSIGN_OR_RETURN(rel.min_driver, r.OptString("min_driver"));
+        GPUNODE_ASSIGN_OR_RETURN(rel.forward_compat, r.Strings("forward_compat", false));
+        GPUNODE_ASSIGN_OR_RETURN(rel.provenance, r.Prov(d.sources));
+        d.image_releases.push_back(std::move(rel));
+        return absl::OkStatus();
+      }));
+    }
     GPUNODE_RETURN_IF_ERROR(im.Finish());
   }
   GPUNODE_RETURN_IF_ERROR(top.Finish());

@@ -142,8 +142,23 @@ struct VllmImage {
 struct ImageFamily {
   std::string family;                     // "nvidia/cuda"
   std::vector<std::string> repositories;  // "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda"
-  std::string parser;  // cuda | pytorch | ngc-month | triton-month | vllm | tensorflow
+  // cuda | pytorch | ngc-month | triton-month | vllm | tensorflow | ngc-table | tag-table | sglang
+  std::string parser;
   bool ships_cuda_compat = false;
+  std::string label;  // coverage name, "NGC PyTorch"; the family name when absent
+  Provenance provenance;
+};
+
+// One release of an image family read from `images.releases` (parsers ngc-table, tag-table,
+// sglang): the tags (an NGC month "25.08", or a version tag "3.3.7" / "v0.5.3") and the CUDA the
+// image was built with.
+struct ImageRelease {
+  std::string family;             // an images.families[].family
+  std::string variant;            // NGC tag variant ("py3", "tf2-py3"); empty = any
+  std::vector<std::string> tags;  // "25.08" or "3.3.7"
+  Version cuda;
+  std::string min_driver;         // what the release notes state ("R580"), free text, optional
+  std::vector<std::string> forward_compat;  // data-center branches the notes list, optional
   Provenance provenance;
 };
 
@@ -157,6 +172,7 @@ struct MonthCuda {
 
 struct CompatData {
   std::string origin;  // "built-in data set" or the file path
+  std::string updated;  // top-level `updated:` (when the facts were last collected), may be empty
   std::map<std::string, std::string> sources;
   std::vector<Toolkit> toolkits;
   std::vector<MinorCompat> minor_compat;
@@ -175,6 +191,7 @@ struct CompatData {
   std::vector<ImageFamily> image_families;
   std::vector<MonthCuda> ngc_pytorch;
   std::vector<MonthCuda> tritonserver;
+  std::vector<ImageRelease> image_releases;
 
   // Lookups (nullptr / empty when absent).
   const DriverBranch* FindBranch(int branch) const;
@@ -185,6 +202,9 @@ struct CompatData {
   const FcPackage* FindFcPackage(const Version& cuda) const;  // by major.minor
   // Index of `branch` in forward_compat.columns, or -1.
   int FcColumn(int branch) const;
+  const ImageFamily* FindFamily(absl::string_view family) const;
+  // Releases of one family, in file order.
+  std::vector<const ImageRelease*> ReleasesOf(absl::string_view family) const;
   // Source ids cited by a `source` field, in order, without duplicates.
   static std::vector<std::string> SourceIds(absl::string_view source_field);
 };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/compat/coverage.h"
 
 namespace gpunode::compat {
 namespace {
@@ -89,6 +90,47 @@ WorkloadSpec Unknown(WorkloadSpec spec, std::string reason, std::vector<std::str
   spec.cuda.reset();
   spec.derived_from = std::move(reason);
   spec.needed = std::move(needed);
+  return spec;
+}
+
+// "known family F, release "T" is not in the data set (data covers A–B, N releases)".
+std::string NotInDataSet(const CompatData& data, absl::string_view family, absl::string_view tag) {
+  const ImageFamily* f = data.FindFamily(family);
+  std::string label = f && !f->label.empty() ? f->label : std::string(family);
+  std::string covers = "the data set has no releases of it yet";
+  if (f) {
+    FamilyCoverage c = ImageFamilyCoverage(data, *f);
+    if (c.count > 0) covers = absl::StrCat("data covers ", CoverageSummary(c));
+  }
+  return absl::StrCat("known family ", label, ", release \"", tag, "\" not in the data set (",
+                      covers, ")");
+}
+
+std::string FrameworkOf(absl::string_view family) {
+  if (absl::StrContains(family, "tensorflow")) return "tensorflow";
+  if (absl::StrContains(family, "/jax")) return "jax";
+  if (absl::StrContains(family, "nemo")) return "nemo";
+  if (absl::StrContains(family, "tensorrt-llm")) return "tensorrt-llm";
+  if (absl::StrContains(family, "sglang")) return "sglang";
+  if (absl::StrContains(family, "text-generation-inference")) return "text-generation-inference";
+  if (absl::StrContains(family, "tritonserver")) return "tritonserver";
+  if (absl::StrContains(family, "pytorch")) return "pytorch";
+  return "";
+}
+
+WorkloadSpec FromRelease(WorkloadSpec spec, const ImageRelease& r, absl::string_view tag) {
+  spec.cuda = r.cuda;
+  spec.source = r.provenance.source;
+  spec.confidence = r.provenance.confidence;
+  spec.derived_from = absl::StrCat("CUDA ", r.cuda.ToString(), " for ", r.family, ":", tag,
+                                   " from the data set");
+  if (!r.min_driver.empty()) {
+    absl::StrAppend(&spec.derived_from, "; its release notes state driver ", r.min_driver);
+  }
+  if (!r.forward_compat.empty()) {
+    absl::StrAppend(&spec.derived_from, " (data-center forward compatibility: ",
+                    absl::StrJoin(r.forward_compat, ", "), ")");
+  }
   return spec;
 }
 
@@ -203,6 +245,11 @@ WorkloadSpec ParseNgcMonthTag(const CompatData& data, WorkloadSpec spec, absl::s
                                 "trtllm-python-py3)"),
                    {InspectHint(spec.input)});
   }
+  for (const ImageRelease* r : data.ReleasesOf(spec.family)) {
+    if (!r->variant.empty() && r->variant != variant) continue;
+    if (std::find(r->tags.begin(), r->tags.end(), month) == r->tags.end()) continue;
+    return FromRelease(std::move(spec), *r, tag);
+  }
   const std::vector<MonthCuda>& table = triton ? data.tritonserver : data.ngc_pytorch;
   for (const MonthCuda& m : table) {
     if (m.variant != lookup_variant) continue;
@@ -220,12 +267,12 @@ WorkloadSpec ParseNgcMonthTag(const CompatData& data, WorkloadSpec spec, absl::s
     }
     return spec;
   }
-  return Unknown(
-      std::move(spec),
-      absl::StrCat("the CUDA version of NGC ", product, " ", month,
-                   " is not in the data set (the tag does not carry it)"),
-      {absl::StrCat("the CUDA version of the ", month, " release: see ", notes_url, " or ",
-                    InspectHint(spec.input))});
+  // The plain -py3 Triton image of a month may be in images.releases (its own release notes).
+  std::string why =
+      absl::StrCat(NotInDataSet(data, spec.family, month), "; the tag does not carry the CUDA version");
+  std::vector<std::string> needed = {absl::StrCat(
+      "the CUDA version of the ", month, " release: see ", notes_url, " or ", InspectHint(spec.input))};
+  return Unknown(std::move(spec), std::move(why), std::move(needed));
 }
 
 WorkloadSpec ParseVllmTag(const CompatData& data, WorkloadSpec spec, absl::string_view tag) {
@@ -243,10 +290,78 @@ WorkloadSpec ParseVllmTag(const CompatData& data, WorkloadSpec spec, absl::strin
       return spec;
     }
   }
-  return Unknown(std::move(spec),
-                 absl::StrCat("the CUDA version of vllm/vllm-openai:", tag,
-                              " is not in the data set (the tag does not carry it)"),
-                 {InspectHint(spec.input)});
+  for (const ImageRelease* r : data.ReleasesOf(spec.family)) {
+    for (const std::string& t : r->tags) {
+      if (t == tag) return FromRelease(std::move(spec), *r, tag);
+    }
+  }
+  std::string why = absl::StrCat(NotInDataSet(data, spec.family, tag),
+                                 "; the tag does not carry the CUDA version");
+  std::vector<std::string> needed = {InspectHint(spec.input)};
+  return Unknown(std::move(spec), std::move(why), std::move(needed));
+}
+
+// images.releases lookup. `ngc`: the tag is YY.MM[-variant] and the month is looked up (with the
+// release's variant when it names one); otherwise the whole tag, a leading "v" optional.
+WorkloadSpec ParseTableTag(const CompatData& data, WorkloadSpec spec, absl::string_view tag,
+                           bool ngc) {
+  spec.framework = FrameworkOf(spec.family);
+  absl::string_view key = tag;
+  absl::string_view variant;
+  if (ngc) {
+    absl::string_view month = tag.substr(0, std::min<size_t>(5, tag.size()));
+    if (!IsMonth(month) || (tag.size() > 5 && tag[5] != '-')) {
+      return Unknown(std::move(spec),
+                     absl::StrCat("the tag \"", tag,
+                                  "\" does not follow NGC's YY.MM[-variant] pattern (e.g. 25.08-py3)"),
+                     {InspectHint(spec.input)});
+    }
+    key = month;
+    if (tag.size() > 6) variant = tag.substr(6);
+    spec.flavor = std::string(variant);
+  } else {
+    absl::string_view v = tag;
+    absl::ConsumePrefix(&v, "v");
+    spec.framework_version = ParseVersionOpt(v.substr(0, v.find('-')), 2, 4);
+  }
+  auto same = [&](absl::string_view a, absl::string_view b) {
+    if (ngc) return a == b;
+    absl::ConsumePrefix(&a, "v");
+    absl::ConsumePrefix(&b, "v");
+    return a == b;
+  };
+  for (const ImageRelease* r : data.ReleasesOf(spec.family)) {
+    if (ngc && !r->variant.empty() && r->variant != variant) continue;
+    for (const std::string& t : r->tags) {
+      if (same(t, key)) return FromRelease(std::move(spec), *r, tag);
+    }
+  }
+  std::string why = absl::StrCat(NotInDataSet(data, spec.family, ngc ? key : tag),
+                                 "; the tag does not carry the CUDA version");
+  std::vector<std::string> needed = {InspectHint(spec.input)};
+  return Unknown(std::move(spec), std::move(why), std::move(needed));
+}
+
+// lmsysorg/sglang: vX.Y.Z[.postN]-cuXYZ[-...] names the CUDA build; other tags via the table.
+WorkloadSpec ParseSglangTag(const CompatData& data, WorkloadSpec spec, absl::string_view tag) {
+  std::vector<absl::string_view> parts = absl::StrSplit(tag, '-');
+  for (size_t i = 1; i < parts.size(); ++i) {
+    absl::string_view p = parts[i];
+    if (!absl::StartsWith(p, "cu") || p.size() < 4 || !IsDigit(p[2])) continue;
+    auto cuda = CudaFromWheelTag(p);
+    if (!cuda.ok()) continue;
+    absl::string_view v = parts[0];
+    absl::ConsumePrefix(&v, "v");
+    spec.framework = "sglang";
+    spec.framework_version = ParseVersionOpt(v, 2, 4);
+    spec.cuda = *cuda;
+    spec.wheel = std::string(p);
+    spec.flavor = std::string(tag.substr(parts[0].size() + 1));
+    spec.derived_from = absl::StrCat("CUDA ", cuda->ToString(), " from the tag suffix -", p,
+                                     " of lmsysorg/sglang:", tag);
+    return spec;
+  }
+  return ParseTableTag(data, std::move(spec), tag, false);
 }
 
 const TensorflowBuild* FindTensorflow(const CompatData& data, const Version& tf) {
@@ -393,7 +508,9 @@ StatusOr<WorkloadSpec> WorkloadFromImage(const CompatData& data, absl::string_vi
   spec.confidence = family->provenance.confidence;
   if (ref.tag.empty()) {
     return Unknown(std::move(spec),
-                   "a digest alone does not say which CUDA the image was built with",
+                   absl::StrCat("a digest alone (", ref.digest.substr(0, 19),
+                                "...) does not say which CUDA the image was built with; pass the "
+                                "tag too (", ref.Name(), ":TAG@sha256:...)"),
                    {absl::StrCat("the tag (", ref.Name(), ":TAG@", ref.digest, ")"),
                     InspectHint(text)});
   }
@@ -410,6 +527,9 @@ StatusOr<WorkloadSpec> WorkloadFromImage(const CompatData& data, absl::string_vi
   if (p == "triton-month") return ParseNgcMonthTag(data, std::move(spec), ref.tag, true);
   if (p == "vllm") return ParseVllmTag(data, std::move(spec), ref.tag);
   if (p == "tensorflow") return ParseTensorflowTag(data, std::move(spec), ref.tag);
+  if (p == "ngc-table") return ParseTableTag(data, std::move(spec), ref.tag, true);
+  if (p == "tag-table") return ParseTableTag(data, std::move(spec), ref.tag, false);
+  if (p == "sglang") return ParseSglangTag(data, std::move(spec), ref.tag);
   return Unknown(std::move(spec), absl::StrCat("no tag parser named ", p), {InspectHint(text)});
 }
 

@@ -58,19 +58,34 @@ void Exporter::Start() {
   if (started_) return;
   started_ = true;
   if (pods_) pods_->Start();
-  if (options_.watch_xids && wanted_[static_cast<size_t>(FieldId::kXidErrors)]) {
-    std::vector<unsigned> indices;
-    if (StatusOr<unsigned> n = nvml_.DeviceCount(); n.ok()) {
-      for (unsigned i = 0; i < *n; ++i) indices.push_back(i);
-    }
-    const unsigned watched = xids_.Start(indices);
-    options_.log(absl::StrCat("XID events: watching ", watched, " of ", indices.size(), " GPUs"));
-  }
+  StartXids();
   if (want_slow_) SlowPass();  // energy now; the first GPM sample (values need a second one)
   FastPass();
   if (!want_slow_) LogFieldSupport();
   fast_thread_ = std::thread([this] { FastLoop(); });
   if (want_slow_) slow_thread_ = std::thread([this] { SlowLoop(); });
+}
+
+void Exporter::StartXids() {
+  if (!options_.watch_xids || !wanted_[static_cast<size_t>(FieldId::kXidErrors)]) return;
+  std::vector<unsigned> indices;
+  if (StatusOr<unsigned> n = nvml_.DeviceCount(); n.ok()) {
+    for (unsigned i = 0; i < *n; ++i) indices.push_back(i);
+  }
+  const unsigned watched = xids_.Start(indices);
+  options_.log(absl::StrCat("XID events: watching ", watched, " of ", indices.size(), " GPUs"));
+}
+
+void Exporter::CollectOnce(std::chrono::milliseconds gap) {
+  if (started_) return;
+  StartXids();  // XIDs during the gap count; DCGM_FI_DEV_XID_ERRORS is 0 when none came
+  if (want_slow_) SlowPass();
+  FastPass();
+  std::this_thread::sleep_for(gap);
+  if (want_slow_) SlowPass();
+  FastPass();  // merges the second slow pass
+  LogFieldSupport();
+  xids_.Stop();
 }
 
 void Exporter::Stop() {

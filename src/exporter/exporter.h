@@ -65,6 +65,9 @@ class Exporter {
 
   // Runs the first passes in the caller (so the first scrape has data), then starts the threads.
   void Start();
+  // `--once`: both passes, `gap`, both passes again (rates and GPM need two samples), all in the
+  // caller and without threads; then Metrics() has the complete page. Not with Start().
+  void CollectOnce(std::chrono::milliseconds gap);
   void Stop();
 
   // The /metrics body of the last snapshot (never nullptr after Start): Page().text.
@@ -92,6 +95,7 @@ class Exporter {
     std::string uuid;
     GpuSample values;  // only the slow fields are set
   };
+  void StartXids();
   void FastPass();
   void SlowPass();
   // Runs `pass` every interval until Stop (missed ticks are skipped, not made up).
