@@ -19,6 +19,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   # tools the tests and benchmark scripts call
   python3 python3-yaml procps
+  # shells that parse and run `gpunode completion zsh|fish` in test/cli/completion_cli_test.cc
+  zsh fish
   # real containers in the end-to-end tests (test/e2e): podman on runc, a static busybox as their root
   podman runc busybox-static
   # `docker run --gpus` on a node set up by gpunode (test/e2e/docker_gpus_test.sh): Debian's Docker

@@ -455,6 +455,10 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
     }
   }
   if (!p.driver.version.empty()) GPUNODE_RETURN_IF_ERROR(WriteDriverLibraries(w, p.driver.version));
+  // DMI, which every real machine has (GFD's nvidia.com/gpu.machine reads product_name); a profile's
+  // own host.files entry replaces it.
+  GPUNODE_RETURN_IF_ERROR(w.File("sys/class/dmi/id/sys_vendor", "gpunode\n"));
+  GPUNODE_RETURN_IF_ERROR(w.File("sys/class/dmi/id/product_name", "gpunode simulated node\n"));
   for (const auto& [path, content] : p.host.files) GPUNODE_RETURN_IF_ERROR(w.File(path, content));
   for (const auto& path : p.host.empty_files) GPUNODE_RETURN_IF_ERROR(w.File(path, ""));
   return absl::OkStatus();

@@ -31,9 +31,16 @@ struct GenerateOptions {
   std::vector<std::string> disabled_hooks;
   bool no_all_device = false;
   bool allow_incomplete = false;  // write a spec without driver libraries
+  bool quiet = false;             // no "wrote ..." note
 };
 
+// "-" is stdin (`gpunode cdi generate --output - | gpunode cdi list -`).
 StatusOr<std::string> ReadExplicitFile(const std::string& path) {
+  if (path == "-") {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    if (std::cin.bad()) return ErrnoToStatus(errno ? errno : EIO, "read", "stdin");
+    return text;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoToStatus(errno, "read", path);
   std::ostringstream text;
@@ -126,10 +133,14 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
     return absl::IsFailedPrecondition(written.status()) ? kExitUsage : kExitFailed;
   }
   const std::string path = to_host ? host->Resolve(*written) : *written;
+  if (opts.quiet) return kExitOk;
   std::cerr << "wrote " << path << ": " << built->spec.devices.size() << " devices, driver " << files->version
             << ", cdiVersion " << built->spec.cdi_version << " (names: gpunode cdi list " << path << ")\n";
   return kExitOk;
 }
+
+// How messages name a spec file ("-" is stdin).
+std::string SpecName(const std::string& path) { return path == "-" ? "<stdin>" : path; }
 
 // Reads and strictly parses a spec; prints the error and returns nullopt when it cannot.
 std::optional<cdi::Spec> LoadSpec(const std::string& path) {
@@ -138,7 +149,7 @@ std::optional<cdi::Spec> LoadSpec(const std::string& path) {
     PrintError(text.status());
     return std::nullopt;
   }
-  auto spec = cdi::ParseSpec(*text, path);
+  auto spec = cdi::ParseSpec(*text, SpecName(path));
   if (!spec.ok()) {
     PrintError(spec.status());
     return std::nullopt;
@@ -168,7 +179,7 @@ int RunList(const GlobalOptions& global, std::string path) {
   } else {
     PrintDocument({{"apiVersion", "gpunode/v1"},
                    {"kind", "CdiDeviceList"},
-                   {"file", path},
+                   {"file", SpecName(path)},
                    {"cdiVersion", spec->cdi_version},
                    {"devices", names}},
                   *format);
@@ -189,7 +200,8 @@ int RunValidate(const GlobalOptions& global, const std::string& path) {
     PrintError(text.status());
     return kExitUsage;
   }
-  auto parsed = cdi::ParseSpec(*text, path);
+  const std::string name = SpecName(path);
+  auto parsed = cdi::ParseSpec(*text, name);
   if (parsed.ok()) {
     spec = *parsed;
     problems = cdi::SpecProblems(*spec);
@@ -199,7 +211,7 @@ int RunValidate(const GlobalOptions& global, const std::string& path) {
   if (*format != OutputFormat::kTable) {
     PrintDocument({{"apiVersion", "gpunode/v1"},
                    {"kind", "CdiValidation"},
-                   {"file", path},
+                   {"file", name},
                    {"valid", problems.empty()},
                    {"problems", problems}},
                   *format);
@@ -207,7 +219,7 @@ int RunValidate(const GlobalOptions& global, const std::string& path) {
   }
   if (!problems.empty()) {
     if (parsed.ok()) {
-      PrintError(absl::StrCat(path, ": invalid CDI spec (", problems.size(), " problem",
+      PrintError(absl::StrCat(name, ": invalid CDI spec (", problems.size(), " problem",
                               problems.size() == 1 ? "" : "s", "):"));
       for (const std::string& p : problems) std::cerr << "  " << p << "\n";
     } else {
@@ -215,7 +227,7 @@ int RunValidate(const GlobalOptions& global, const std::string& path) {
     }
     return kExitUsage;
   }
-  std::cout << path << ": valid (cdiVersion " << spec->cdi_version << ", kind " << spec->kind << ", "
+  std::cout << name << ": valid (cdiVersion " << spec->cdi_version << ", kind " << spec->kind << ", "
             << spec->devices.size() << " devices)\n";
   return kExitOk;
 }
@@ -268,7 +280,8 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "  gpunode cdi generate                   write /var/run/cdi/nvidia.yaml for this node\n"
       "  gpunode --simulate dgx-h200 cdi generate --output -\n"
       "  gpunode cdi list                       the names to request: nvidia.com/gpu=0, ...=all\n"
-      "  gpunode cdi validate /etc/cdi/nvidia.yaml");
+      "  gpunode cdi validate /etc/cdi/nvidia.yaml\n"
+      "  gpunode --simulate dgx-h200 cdi generate --output - | gpunode cdi list -");
 
   auto gen = std::make_shared<GenerateOptions>();
   CLI::App* g = cmd->add_subcommand("generate", "Write a CDI spec (kind nvidia.com/gpu) for this node's GPUs");
@@ -290,16 +303,18 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   g->add_flag("--no-all-device", gen->no_all_device, "Leave out the \"all\" device");
   g->add_flag("--allow-incomplete", gen->allow_incomplete,
               "Write the spec even when no driver library is found (device nodes only); default: exit 2");
+  g->add_flag("-q,--quiet", gen->quiet, kQuietHelp);
   g->callback([&global, gen, exit_code] { *exit_code = RunGenerate(global, *gen); });
 
   auto list_file = std::make_shared<std::string>();
   CLI::App* l = cmd->add_subcommand("list", "Print the fully-qualified device names a spec offers");
-  l->add_option("FILE", *list_file, "Spec file (default: /var/run/cdi/nvidia.yaml under --host-root)");
+  l->add_option("FILE", *list_file,
+                "Spec file, '-' for stdin (default: /var/run/cdi/nvidia.yaml under --host-root)");
   l->callback([&global, list_file, exit_code] { *exit_code = RunList(global, *list_file); });
 
   auto validate_file = std::make_shared<std::string>();
   CLI::App* v = cmd->add_subcommand("validate", "Check a spec: fields, names, cdiVersion, hooks (exit 3 if invalid)");
-  v->add_option("FILE", *validate_file, "Spec file (YAML or JSON)")->required();
+  v->add_option("FILE", *validate_file, "Spec file (YAML or JSON), '-' for stdin")->required();
   v->callback([&global, validate_file, exit_code] { *exit_code = RunValidate(global, *validate_file); });
 
   CLI::App* hook = cmd->add_subcommand("hook", "Hooks run by the container runtime (OCI state on stdin)");

@@ -2,9 +2,14 @@
 
 #include "src/base/json.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <filesystem>
@@ -79,6 +84,28 @@ void EmitYaml(YAML::Emitter& out, const nlohmann::ordered_json& j) {
   }
 }
 
+// Simulated host roots are <tmp>/gpunode-sim-XXXXXX, each with a file .lock that its run holds
+// locked (flock) while it lives, and its children too (the OCI runtime the shim execs). A run that
+// was killed (SIGKILL, or a signal no command handles, such as Ctrl-C during `doctor`) cannot remove
+// its own: the next --simulate run removes those whose lock nobody holds. (An flock works across
+// PID namespaces, where a pid would not.)
+void RemoveStaleSimulationDirs(const std::filesystem::path& tmp) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(tmp, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().rfind("gpunode-sim-", 0) != 0) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    const int fd = ::open((it->path() / ".lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;  // no lock: not a host root of this kind (or one still being made)
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code removed;
+      std::filesystem::remove_all(it->path(), removed);
+    }
+    ::close(fd);
+  }
+}
+
 }  // namespace
 
 NodeSession::~NodeSession() {
@@ -86,6 +113,7 @@ NodeSession::~NodeSession() {
     std::error_code ec;
     std::filesystem::remove_all(temp_dir_, ec);
   }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& options) {
@@ -102,11 +130,21 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& op
                                                                 ? source.name + " (built-in)"
                                                                 : source.file_path));
     GPUNODE_ASSIGN_OR_RETURN(std::string library, FindSimLibrary());
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gpunode-sim-XXXXXX").string();
+    std::error_code tmp_error;
+    std::filesystem::path tmp = std::filesystem::temp_directory_path(tmp_error);
+    if (tmp_error) tmp = "/tmp";  // $TMPDIR names no folder: mkdtemp below says so if /tmp fails too
+    RemoveStaleSimulationDirs(tmp);
+    std::string tmpl = (tmp / "gpunode-sim-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
       return ErrnoToStatus(errno, "create temporary directory", tmpl);
     }
     s->temp_dir_ = tmpl;
+    // Locked before it is named .lock, so no other run ever sees this folder's lock free.
+    s->lock_fd_ = ::open((tmpl + "/.lock.new").c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (s->lock_fd_ < 0 || ::flock(s->lock_fd_, LOCK_EX) != 0 ||
+        ::rename((tmpl + "/.lock.new").c_str(), (tmpl + "/.lock").c_str()) != 0) {
+      return ErrnoToStatus(errno, "lock", tmpl);
+    }
     std::string profile_path = source.file_path;
     if (profile_path.empty()) {
       // A built-in profile: the simulated library reads it from a file like any other.
@@ -135,6 +173,10 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& op
 
   if (!cuda.empty()) s->probe_options_.cuda_library = cuda;
   return s;
+}
+
+void NodeSession::KeepAcrossExec() const {
+  if (lock_fd_ >= 0) ::fcntl(lock_fd_, F_SETFD, 0);
 }
 
 StatusOr<NodeInventory> NodeSession::Inventory() const {

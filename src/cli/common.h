@@ -27,6 +27,10 @@ inline constexpr int kExitUsage = 3;   // bad flags, malformed input, unusable o
 
 enum class OutputFormat { kTable, kJson, kYaml };
 
+// The help of -q/--quiet, the same on every command that has it (cdi generate, sim hostroot,
+// sim capture, runtime configure): success notes go, errors and warnings stay.
+inline constexpr char kQuietHelp[] = "Print nothing on success (errors and warnings still go to stderr)";
+
 struct GlobalOptions {
   std::string host_root = "/";
   std::string simulate;     // profile name or file; also GPUNODE_SIMULATE
@@ -54,6 +58,9 @@ class NodeSession {
   const std::optional<std::string>& simulated() const { return simulated_; }
   // Runs every probe.
   StatusOr<NodeInventory> Inventory() const;
+  // A simulated node's host root stays locked in a program this process execs (the OCI shim's
+  // runtime mounts from it); the first --simulate run after that program ends removes it.
+  void KeepAcrossExec() const;
 
  private:
   NodeSession() = default;
@@ -61,6 +68,7 @@ class NodeSession {
   ProbeOptions probe_options_;
   std::optional<std::string> simulated_;
   std::string temp_dir_;  // removed on destruction
+  int lock_fd_ = -1;      // temp_dir_/.lock, flock'ed while the session (or a process it execs) lives
 };
 
 StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yaml = true);
@@ -126,6 +134,9 @@ CLI::Option* AddKubeconfigOption(CLI::App* cmd, std::string* kubeconfig);
 // gpunode as `nvidia-container-runtime-hook` (Docker's --gpus; oci_runtime_cmd.cc).
 int RunLegacyHook(const std::vector<std::string>& args);
 void AddOciRuntimeHelp(CLI::App& app);
+// `gpunode completion bash|zsh|fish` and `gpunode man`, generated from `app`'s command tree at run
+// time (completion_cmd.cc); registered last, so they see every command.
+void AddCompletionCommands(CLI::App& app, int* exit_code);
 
 }  // namespace gpunode::cli
 

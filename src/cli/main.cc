@@ -42,6 +42,8 @@ std::string NoReportReason(const std::string& path) {
       {"sim capture", "it writes a profile: its file is --output FILE"},
       {"k8s uninstall", "it is the chart's pre-delete hook"},
       {"oci-runtime", "it is an OCI runtime"},
+      {"completion", "it prints a shell script"},
+      {"man", "it prints a man page"},
   };
   for (const auto& [p, why] : kNoReport) {
     if (path == p) return why;
@@ -148,8 +150,20 @@ int Main(int argc, char** argv) {
     if (base == "nvidia-container-runtime-hook") {
       return RunLegacyHook(std::vector<std::string>(argv + 1, argv + argc));
     }
-    if (argc > 1 && std::string(argv[1]) == "oci-runtime") {
-      return RunOciRuntime(std::vector<std::string>(argv + 2, argv + argc));
+    // `gpunode [--simulate PROFILE] oci-runtime ...`: the shim on a simulated node takes it from
+    // GPUNODE_SIMULATE, as installed under the shim's name.
+    int first = 1;
+    std::string simulate;
+    if (argc > 2 && std::string(argv[1]) == "--simulate") {
+      simulate = argv[2];
+      first = 3;
+    } else if (argc > 1 && std::string(argv[1]).rfind("--simulate=", 0) == 0) {
+      simulate = std::string(argv[1]).substr(11);
+      first = 2;
+    }
+    if (argc > first && std::string(argv[first]) == "oci-runtime") {
+      if (!simulate.empty()) ::setenv("GPUNODE_SIMULATE", simulate.c_str(), 1);
+      return RunOciRuntime(std::vector<std::string>(argv + first + 1, argv + argc));
     }
   }
   // Installed under NVIDIA's program names (the image's links; their Helm charts run
@@ -185,15 +199,7 @@ int Main(int argc, char** argv) {
       ->envname("GPUNODE_NVML_LIBRARY");
   app.add_option("--cuda-library", global.cuda_library, "CUDA driver library (default libcuda.so.1)")
       ->envname("GPUNODE_CUDA_LIBRARY");
-  app.footer(
-      "Examples:\n"
-      "  gpunode doctor                         check every layer of this node's GPU stack\n"
-      "  gpunode --simulate dgx-h200 doctor     the same on a simulated 8x H200 node\n"
-      "  gpunode compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
-      "  gpunode bench                          measure each GPU against its model's ceilings\n"
-      "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
-      "  gpunode runtime configure --runtime containerd --cdi   add the nvidia runtime\n"
-      "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.");
+
 
   int exit_code = kExitOk;
   AddDoctorCommand(app, global, &exit_code);
@@ -210,6 +216,19 @@ int Main(int argc, char** argv) {
   AddMigCommand(app, global, &exit_code);
   AddAgentCommand(app, global, &exit_code);
   AddFleetCommand(app, global, &exit_code);
+  AddCompletionCommands(app, &exit_code);  // last: it walks the whole tree
+  // Set after the commands are added: CLI11 copies a parent's footer into subcommands made later,
+  // and these examples and exit codes are the top level's (a command has its own or none).
+  app.footer(
+      "Examples:\n"
+      "  gpunode doctor                         check every layer of this node's GPU stack\n"
+      "  gpunode --simulate dgx-h200 doctor     the same on a simulated 8x H200 node\n"
+      "  gpunode compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime\n"
+      "  gpunode bench                          measure each GPU against its model's ceilings\n"
+      "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
+      "  gpunode runtime configure --runtime containerd --cdi   add the nvidia runtime\n"
+      "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.\n"
+      "Docs named docs/<page>.md: in the source tree, and in /usr/share/doc/gpunode/ of the gpunode image.");
   // -o/--output is the output format everywhere. A command that prints no report refuses it (exit 3)
   // instead of ignoring it; files have their own flags. Runs after parsing, before any command.
   CLI::Option* output_flag = app.get_option("--output");

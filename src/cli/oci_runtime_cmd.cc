@@ -26,7 +26,10 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -63,6 +66,8 @@ constexpr char kHelp[] =
     "                        (GPUNODE_CDI_SPEC_DIRS, colon-separated; default /etc/cdi:/var/run/cdi)\n"
     "  --no-generate         never generate a spec in memory; fail when no spec file has the device\n"
     "  --debug-log FILE      append one line per decision to FILE (GPUNODE_OCI_LOG)\n"
+    "  (gpunode --simulate PROFILE oci-runtime ..., or GPUNODE_SIMULATE: the spec generated in memory is\n"
+    "  the simulated node's, its files and device nodes taken from its generated host root)\n"
     "  -h, --help            this text\n"
     "\n"
     "Examples:\n"
@@ -197,7 +202,54 @@ std::string RealPath(const std::string& p) {
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
 }
 
-Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log) {
+// The numbers the simulated driver's nodes stand for (those of `gpunode sim hostroot
+// --device-nodes`): nvidia<N> 195:N, nvidiactl 195:255, nvidia-modeset 195:254, nvidia-uvm 510:0,
+// nvidia-uvm-tools 510:1, nvidia-caps/nvidia-cap<N> 511:N.
+std::optional<std::pair<int64_t, int64_t>> SimulatedDeviceNumber(const std::string& container_path) {
+  const std::string name = container_path.substr(container_path.rfind('/') + 1);
+  auto number = [&](const std::string& prefix) -> std::optional<int64_t> {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 || name.size() > prefix.size() + 6 ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) {
+      return std::nullopt;
+    }
+    return std::stoll(name.substr(prefix.size()));
+  };
+  if (name == "nvidiactl") return std::make_pair(195, 255);
+  if (name == "nvidia-modeset") return std::make_pair(195, 254);
+  if (name == "nvidia-uvm") return std::make_pair(510, 0);
+  if (name == "nvidia-uvm-tools") return std::make_pair(510, 1);
+  if (auto n = number("nvidia-cap")) return std::make_pair(int64_t{511}, *n);
+  if (auto n = number("nvidia")) return std::make_pair(int64_t{195}, *n);
+  return std::nullopt;
+}
+
+// A spec generated for a simulated node (--simulate, GPUNODE_SIMULATE) names paths of that node;
+// on this machine they are below its generated host root, where the device nodes are plain files.
+// Points the host paths there and gives those nodes the simulated driver's numbers, so the runtime
+// mounts the simulated driver's files and creates the device nodes in the container.
+void LocalizeSimulatedSpec(cdi::Spec& spec, const std::string& root) {
+  auto local = [&](const std::string& p) { return p.empty() || p[0] != '/' ? p : root + p; };
+  auto edit = [&](cdi::ContainerEdits& e) {
+    for (cdi::DeviceNode& n : e.device_nodes) {
+      n.host_path = local(n.host_path.empty() ? n.path : n.host_path);
+      struct stat st {};
+      if (n.major || ::lstat(n.host_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (auto mm = SimulatedDeviceNumber(n.path)) {
+        n.type = "c";
+        n.major = mm->first;
+        n.minor = mm->second;
+      }
+    }
+    for (cdi::Mount& m : e.mounts) m.host_path = local(m.host_path);
+  };
+  edit(spec.edits);
+  for (cdi::Device& d : spec.devices) edit(d.edits);
+}
+
+// `keep` holds a simulated node's host root until the runtime is exec'd: the runtime mounts from
+// it (and the exec skips its removal: the next --simulate run removes it, common.cc).
+Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log,
+              std::shared_ptr<NodeSession>* keep) {
   const std::string config_path = call.bundle + "/config.json";
   // The bundle is runc's, not the host root's: a path on this machine. Read with the nesting limit
   // and in linear time (a hostile image's config must not crash or stall the shim).
@@ -239,8 +291,15 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
                                  " and none could be generated: ", generated.status().message(),
                                  " (requested by ", request.source, "; run `gpunode doctor`)"));
     }
+    if (generated->session->simulated()) {
+      LocalizeSimulatedSpec(generated->built.spec, generated->host_root);
+      generated->session->KeepAcrossExec();
+      *keep = generated->session;
+    }
     log.Info(absl::StrCat("no spec file offers ", kDefaultKind, "; generated one in memory (driver ",
-                          generated->files.version, ")"));
+                          generated->files.version,
+                          generated->session->simulated() ? ", simulated node " + *generated->session->simulated() : "",
+                          ")"));
     registry.Add(std::move(generated->built.spec), "generated in memory");
   }
   GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
@@ -365,8 +424,9 @@ int RunOciRuntime(const std::vector<std::string>& args) {
                            "\" is gpunode itself; set GPUNODE_RUNTIME_PATH to the real runc"));
     return 1;
   }
+  std::shared_ptr<NodeSession> simulated_node;
   if (call.command == "create" || call.command == "run") {
-    if (Status st = Inject(call, options, log); !st.ok()) {
+    if (Status st = Inject(call, options, log, &simulated_node); !st.ok()) {
       log.Error(std::string(st.message()));
       return 1;
     }

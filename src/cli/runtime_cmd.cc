@@ -21,7 +21,12 @@ struct ConfigureOptions {
   bool dry_run = false;
   bool restore = false;
   std::string backup_dir;  // "" = /var/lib/gpunode/backups under --host-root
+  bool quiet = false;      // table output: only the --dry-run diff
 };
+
+constexpr char kPodmanHint[] =
+    "podman needs no runtime configuration: it uses CDI directly (gpunode cdi generate, then podman run "
+    "--device nvidia.com/gpu=all ...)";
 
 // Bad input or a file we refuse to touch: 3. The write itself failed, or another program kept
 // changing the file: 2.
@@ -36,7 +41,8 @@ int ExitCodeOf(const Status& st) {
   }
 }
 
-int RunRestore(const HostFs& fs, const std::string& path, const std::string& backup_dir, OutputFormat format) {
+int RunRestore(const HostFs& fs, const std::string& path, const std::string& backup_dir, OutputFormat format,
+               bool quiet) {
   auto result = container::RestoreRuntimeConfig(fs, path, backup_dir);
   if (!result.ok()) {
     PrintError(result.status());
@@ -54,6 +60,7 @@ int RunRestore(const HostFs& fs, const std::string& path, const std::string& bac
     PrintDocument(doc, format);
     return kExitOk;
   }
+  if (quiet) return kExitOk;
   if (result->removed) {
     std::cout << "removed " << fs.Resolve(result->path) << " (it did not exist before gpunode's change of "
               << result->restored.time << ")";
@@ -105,7 +112,7 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
     }
     backup_dir = *dir;
   }
-  if (opts.restore) return RunRestore(fs, path, backup_dir, *format);
+  if (opts.restore) return RunRestore(fs, path, backup_dir, *format, opts.quiet);
   container::ApplyOptions apply;
   apply.dry_run = opts.dry_run;
   apply.backup_dir = backup_dir;
@@ -144,8 +151,10 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
     PrintDocument(doc, *format);
     return kExitOk;
   }
-  if (!hook_note.empty()) std::cout << hook_note << "\n";
+  if (opts.quiet && !opts.dry_run) return kExitOk;
+  if (!hook_note.empty() && !opts.quiet) std::cout << hook_note << "\n";
   if (!result->changed) {
+    if (opts.quiet) return kExitOk;
     std::cout << fs.Resolve(result->path) << ": already configured (" << opts.runtime_name << " runtime for "
               << opts.runtime << "); nothing changed\n";
     return kExitOk;
@@ -171,8 +180,11 @@ void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   CLI::App* configure = runtime->add_subcommand(
       "configure",
       "Add an nvidia runtime to the engine's config, keeping everything else in the file");
-  configure->add_option("--runtime", opts->runtime, "docker, containerd or crio")
+  configure->add_option("--runtime", opts->runtime,
+                        "docker, containerd or crio (podman: nothing to configure, it uses CDI directly)")
       ->required()
+      ->check(CLI::Validator(
+          [](std::string& v) { return v == "podman" ? std::string(kPodmanHint) : std::string(); }, ""))
       ->check(CLI::IsMember({"docker", "containerd", "crio"}));
   configure->add_option("--config", opts->config,
                         "Config file to edit (default: /etc/docker/daemon.json, "
@@ -194,6 +206,8 @@ void AddRuntimeCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   configure->add_option("--backup-dir", opts->backup_dir,
                         "Where backups are kept (default /var/lib/gpunode/backups under --host-root; "
                         "one file per change, never in a drop-in folder)");
+  configure->add_flag("-q,--quiet", opts->quiet,
+                      "Print nothing on success but the --dry-run diff (errors and warnings still go to stderr)");
   configure->callback([&global, opts, exit_code] { *exit_code = RunConfigure(global, *opts); });
 }
 

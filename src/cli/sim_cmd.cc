@@ -148,7 +148,8 @@ Status MakeDeviceNodes(const std::string& dir) {
   return absl::OkStatus();
 }
 
-int RunHostRoot(const std::string& ref, const std::string& dir, bool device_nodes, const std::string& profile_file) {
+int RunHostRoot(const std::string& ref, const std::string& dir, bool device_nodes, const std::string& profile_file,
+                bool quiet) {
   auto source = sim::ResolveProfile(ref);
   if (!source.ok()) {
     PrintError(source.status());
@@ -186,6 +187,7 @@ int RunHostRoot(const std::string& ref, const std::string& dir, bool device_node
       return 2;
     }
   }
+  if (quiet) return kExitOk;
   std::cout << "wrote the host root of " << source->name << " to " << dir
             << (device_nodes ? " (device nodes as character devices)" : "") << "\n";
   return kExitOk;
@@ -195,6 +197,7 @@ struct CaptureOptions {
   std::string name;
   std::string description;
   std::string output;
+  bool quiet = false;
 };
 
 int RunCapture(const GlobalOptions& global, const CaptureOptions& opts) {
@@ -235,7 +238,7 @@ int RunCapture(const GlobalOptions& global, const CaptureOptions& opts) {
     PrintError(written.status());
     return kExitUsage;
   }
-  std::cerr << "wrote " << opts.output << "\n";
+  if (!opts.quiet) std::cerr << "wrote " << opts.output << "\n";
   return kExitOk;
 }
 
@@ -264,8 +267,10 @@ void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   root->add_option("--profile-file", *profile_file,
                    "Also write the profile itself to this file: the simulated NVML reads it (set "
                    "GPUNODE_SIM_PROFILE to it) and follows edits to it live, e.g. a GPU made `lost: true`");
-  root->callback([ref, dir, device_nodes, profile_file, exit_code] {
-    *exit_code = RunHostRoot(*ref, *dir, *device_nodes, *profile_file);
+  auto quiet = std::make_shared<bool>(false);
+  root->add_flag("-q,--quiet", *quiet, kQuietHelp);
+  root->callback([ref, dir, device_nodes, profile_file, quiet, exit_code] {
+    *exit_code = RunHostRoot(*ref, *dir, *device_nodes, *profile_file, *quiet);
   });
   auto capture = std::make_shared<CaptureOptions>();
   CLI::App* cap = cmd->add_subcommand(
@@ -273,6 +278,7 @@ void AddSimCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   cap->add_option("--name", capture->name, "Profile name (default: the hostname)");
   cap->add_option("--description", capture->description, "Profile description");
   cap->add_option("--output,-f", capture->output, "File to write atomically (default: stdout)");
+  cap->add_flag("-q,--quiet", capture->quiet, kQuietHelp);
   cap->callback([&global, capture, exit_code] { *exit_code = RunCapture(global, *capture); });
 }
 

@@ -82,3 +82,20 @@ TEST(ProgramNameCliTest, NvidiaNamesAreTheirComponents) {
 }
 
 }  // namespace
+
+namespace {
+
+// The top level's examples and exit codes are its own: a command's --help does not end with them
+// (#14: `runtime --help` did).
+TEST(HelpFooterCliTest, CommandsDoNotRepeatTheTopLevelExamples) {
+  const std::string top_only = "measure each GPU against its model's ceilings";
+  auto top = ::gpunode::testing::RunGpunode("--help");
+  EXPECT_THAT(top.out, ::testing::HasSubstr(top_only));
+  for (const char* cmd : {"runtime", "runtime configure", "cdi", "sim", "mig", "k8s"}) {
+    auto r = ::gpunode::testing::RunGpunode(std::string(cmd) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr(top_only))) << cmd;
+  }
+}
+
+}  // namespace
