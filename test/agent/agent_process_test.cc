@@ -20,6 +20,8 @@
 #include "sim/support/profile.h"
 #include "test/testing/kubelet_emulator.h"
 #include "test/testing/run_gpunode.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
@@ -41,10 +43,7 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 class AgentProcessTest : public ::testing::Test {
  protected:
@@ -74,7 +73,7 @@ class AgentProcessTest : public ::testing::Test {
   // lines under `driver:`.
   void WriteProfile(const std::string& driver_extra = "") {
     auto source = sim::ResolveProfile("dgx-h200");
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     std::string text = source->text;
     if (!driver_extra.empty()) {
       const size_t at = text.find("\ndriver:\n");

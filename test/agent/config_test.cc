@@ -2,13 +2,14 @@
 
 #include "gtest/gtest.h"
 #include "src/agent/components.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::agent {
 namespace {
 
 TEST(AgentConfigTest, EmptyFileGivesNvidiasDefaults) {
   auto c = ParseAgentConfig("", "agent.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_TRUE(c->plugin.enabled);
   EXPECT_TRUE(c->labels.enabled);
   EXPECT_TRUE(c->exporter.enabled);
@@ -39,7 +40,7 @@ validator:
   cuda: false
   retry: 5s
 )", "agent.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_EQ(c->log_format, "json");
   EXPECT_FALSE(c->exporter.enabled);
   EXPECT_EQ(c->exporter.collect_interval, std::chrono::milliseconds(1000));  // bare = ms, as dcgm-exporter -c
@@ -84,15 +85,15 @@ TEST(AgentConfigTest, MissingFileIsAnErrorNamingIt) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(std::string(r.status().message()).find("/nonexistent/agent.yaml"), std::string::npos);
   auto none = LoadAgentConfig("");
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
 }
 
 TEST(AgentConfigTest, PrintedConfigParsesBackToTheSame) {
   auto c = ParseAgentConfig("exporter:\n  collectInterval: 1500ms\nvalidator:\n  interval: 10m\n", "a.yaml");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   const std::string json = ConfigToJson(*c).dump();
   auto again = ParseAgentConfig(json, "printed");
-  ASSERT_TRUE(again.ok()) << again.status() << "\n" << json;
+  ASSERT_OK(again) << again.status() << "\n" << json;
   EXPECT_EQ(ConfigToJson(*again), ConfigToJson(*c));
 }
 
@@ -114,7 +115,7 @@ TEST(ReasonTest, FindingIdsBecomeConditionReasons) {
 
 TEST(RunChildTest, CapturesOutputExitCodeAndTimesOut) {
   auto r = RunChild({"/bin/sh", "-c", "echo out; echo err >&2; exit 7"}, std::chrono::seconds(5));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->exit_code, 7);
   EXPECT_EQ(r->out, "out\n");
   EXPECT_EQ(r->err, "err\n");

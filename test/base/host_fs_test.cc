@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
@@ -36,17 +37,17 @@ class HostFsTest : public ::testing::Test {
 
 TEST_F(HostFsTest, ResolvesHostPathsBelowTheRoot) {
   auto fs = HostFs::Open(root_.string());
-  ASSERT_TRUE(fs.ok()) << fs.status();
+  ASSERT_OK(fs) << fs.status();
   EXPECT_EQ(fs->Resolve("/proc/x"), root_.string() + "/proc/x");
   auto text = fs->ReadFile("/proc/driver/nvidia/version");
-  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_OK(text) << text.status();
   EXPECT_EQ(*text, "NVRM version: test\nsecond line\n");
   EXPECT_EQ(*fs->ReadLine("/sys/bus/pci/devices/0000:18:00.0/vendor"), "0x10de");
 }
 
 TEST_F(HostFsTest, SystemRootResolvesToTheSamePath) {
   auto fs = HostFs::Open("/");
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   EXPECT_TRUE(fs->is_system_root());
   EXPECT_EQ(fs->Resolve("/proc/x"), "/proc/x");
 }
@@ -62,7 +63,7 @@ TEST_F(HostFsTest, MissingFilesAreNotFoundAndNameTheHostPath) {
 TEST_F(HostFsTest, ListsDirectoriesSortedAndReadsLinks) {
   auto fs = HostFs::Open(root_.string());
   auto entries = fs->ListDir("/sys/bus/pci/devices/0000:18:00.0");
-  ASSERT_TRUE(entries.ok());
+  ASSERT_OK(entries);
   EXPECT_EQ(*entries, (std::vector<std::string>{"driver", "vendor"}));
   EXPECT_EQ(*fs->ReadLink("/sys/bus/pci/devices/0000:18:00.0/driver"), "../../../bus/pci/drivers/nvidia");
   EXPECT_EQ(fs->Stat("/sys/bus/pci/devices/0000:18:00.0/driver")->type, FileType::kSymlink);
@@ -104,12 +105,12 @@ TEST_F(HostFsTest, AbsoluteSymlinksAreFollowedInsideTheRoot) {
   std::filesystem::create_symlink("/run", root_ / "var/run");
   std::ofstream(root_ / "run/cdi/old.yaml") << "old";
   auto fs = HostFs::Open(root_.string());
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   EXPECT_EQ(*fs->RealPath("/var/run/cdi/nvidia.yaml"), "/run/cdi/nvidia.yaml");
   EXPECT_EQ(fs->Resolve("/var/run/cdi/old.yaml"), (root_ / "run/cdi/old.yaml").string());
   EXPECT_EQ(*fs->ReadFile("/var/run/cdi/old.yaml"), "old");
   auto written = fs->WriteFileAtomically("/var/run/cdi/nvidia.yaml", "spec");
-  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_OK(written) << written.status();
   EXPECT_EQ(*written, "/run/cdi/nvidia.yaml");
   EXPECT_EQ(ReadAll(root_ / "run/cdi/nvidia.yaml"), "spec");
   EXPECT_FALSE(std::filesystem::exists("/run/cdi/nvidia.yaml") &&
@@ -125,10 +126,10 @@ TEST_F(HostFsTest, AbsoluteSymlinksAreFollowedInsideTheRoot) {
 
 TEST_F(HostFsTest, SymlinkMakesOrReplacesALinkNeverAFileAndStaysInside) {
   auto fs = HostFs::Open(root_.string());
-  ASSERT_TRUE(fs.ok());
-  ASSERT_TRUE(fs->Symlink("/usr/bin/gpunode", "/usr/bin/nvidia-container-runtime-hook").ok());
+  ASSERT_OK(fs);
+  ASSERT_OK(fs->Symlink("/usr/bin/gpunode", "/usr/bin/nvidia-container-runtime-hook"));
   EXPECT_EQ(std::filesystem::read_symlink(root_ / "usr/bin/nvidia-container-runtime-hook"), "/usr/bin/gpunode");
-  ASSERT_TRUE(fs->Symlink("/opt/gpunode", "/usr/bin/nvidia-container-runtime-hook").ok()) << "a link is replaced";
+  ASSERT_OK(fs->Symlink("/opt/gpunode", "/usr/bin/nvidia-container-runtime-hook")) << "a link is replaced";
   EXPECT_EQ(std::filesystem::read_symlink(root_ / "usr/bin/nvidia-container-runtime-hook"), "/opt/gpunode");
   std::ofstream(root_ / "usr/bin/real-hook") << "ELF";
   auto kept = fs->Symlink("/usr/bin/gpunode", "/usr/bin/real-hook");
@@ -162,7 +163,7 @@ TEST_F(HostFsTest, WriteKeepsTheLinkModeAndOwner) {
   std::filesystem::create_symlink("/etc/docker/real.json", root_ / "etc/docker/daemon.json");
   auto fs = HostFs::Open(root_.string());
   auto written = fs->WriteFileAtomically("/etc/docker/daemon.json", "{\"a\": 1}");
-  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_OK(written) << written.status();
   EXPECT_EQ(*written, "/etc/docker/real.json");
   EXPECT_TRUE(std::filesystem::is_symlink(root_ / "etc/docker/daemon.json"));
   EXPECT_EQ(ReadAll(root_ / "etc/docker/real.json"), "{\"a\": 1}");
@@ -207,7 +208,7 @@ TEST_F(HostFsTest, KillDuringWriteLeavesOldOrNewAndNothingInTheDropInFolder) {
   std::ofstream(d / "99-nvidia.toml") << old_text;
   ASSERT_EQ(::chmod((d / "99-nvidia.toml").c_str(), 0600), 0);
   auto fs = HostFs::Open(root_.string());
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   for (int round = 0; round < 40; ++round) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
@@ -227,7 +228,7 @@ TEST_F(HostFsTest, KillDuringWriteLeavesOldOrNewAndNothingInTheDropInFolder) {
     EXPECT_EQ(st.st_mode & 07777, 0600u);
     ASSERT_EQ(Entries(d), (std::vector<std::string>{"99-nvidia.toml"})) << "round " << round;
   }
-  ASSERT_TRUE(fs->WriteFileAtomically("/etc/crio/crio.conf.d/99-nvidia.toml", "final").ok());
+  ASSERT_OK(fs->WriteFileAtomically("/etc/crio/crio.conf.d/99-nvidia.toml", "final"));
   EXPECT_EQ(Entries(root_ / "etc/crio"), (std::vector<std::string>{"crio.conf.d"}));
 }
 
@@ -236,11 +237,11 @@ TEST_F(HostFsTest, SubAndMakeDirsStayInsideTheRoot) {
   std::filesystem::create_symlink("/run/nvidia/driver", root_ / "driver");
   auto fs = HostFs::Open(root_.string());
   auto sub = fs->Sub("/driver");
-  ASSERT_TRUE(sub.ok()) << sub.status();
+  ASSERT_OK(sub) << sub.status();
   EXPECT_EQ(sub->root(), (root_ / "run/nvidia/driver").string());
   std::filesystem::create_symlink("/usr/lib", root_ / "run/nvidia/driver/lib");
   EXPECT_EQ(*sub->RealPath("/lib/libcuda.so.1"), "/usr/lib/libcuda.so.1");
-  ASSERT_TRUE(fs->MakeDirs("/var/lib/gpunode/backups").ok());
+  ASSERT_OK(fs->MakeDirs("/var/lib/gpunode/backups"));
   EXPECT_TRUE(std::filesystem::is_directory(root_ / "var/lib/gpunode/backups"));
 }
 
@@ -252,7 +253,7 @@ TEST_F(HostFsTest, LocalRelativePathsAreRelativeToTheWorkingDirectory) {
   ASSERT_EQ(::chdir(root_.c_str()), 0);
   auto written = HostFs::Local().WriteFileAtomically("out/rel.json", "{}");
   ASSERT_EQ(::chdir(old_cwd), 0);
-  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_OK(written) << written.status();
   EXPECT_EQ(*written, (std::filesystem::canonical(root_) / "out/rel.json").string());
   EXPECT_EQ(ReadAll(root_ / "out/rel.json"), "{}");
 }

@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/yaml.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
@@ -13,10 +14,10 @@ using ::testing::HasSubstr;
 
 TEST(JsonTest, KeepsKeyOrderAndTheLastDuplicateWins) {
   auto doc = ParseOrderedJson(R"({"b": 1, "a": 2, "b": 3})", "t.json");
-  ASSERT_TRUE(doc.ok()) << doc.status();
+  ASSERT_OK(doc) << doc.status();
   EXPECT_EQ(DumpJson(*doc), R"({"b":3,"a":2})");
   auto plain = ParseJson(R"({"b": 1, "b": [true, null, 1.5, "x"]})", "t.json");
-  ASSERT_TRUE(plain.ok());
+  ASSERT_OK(plain);
   EXPECT_EQ(DumpJson(*plain), R"({"b":[true,null,1.5,"x"]})");
 }
 
@@ -25,7 +26,7 @@ TEST(JsonTest, LargeObjectsWithDuplicatesStayCorrect) {
   for (int i = 0; i < 1000; ++i) text += "\"k" + std::to_string(i % 500) + "\": " + std::to_string(i) + ",";
   text += "\"end\": 0}";
   auto doc = ParseOrderedJson(text, "t.json");
-  ASSERT_TRUE(doc.ok());
+  ASSERT_OK(doc);
   EXPECT_EQ(doc->size(), 501u);
   EXPECT_EQ((*doc)["k0"], 500);
   EXPECT_EQ(doc->begin().key(), "k0");
@@ -47,7 +48,7 @@ TEST(JsonTest, NestingDeeperThanTheLimitIsRefused) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(st.message(), HasSubstr("config.json: JSON nested deeper than 128 levels"));
   }
-  EXPECT_TRUE(ParseJson(std::string(128, '[') + std::string(128, ']'), "ok").ok());
+  EXPECT_OK(ParseJson(std::string(128, '[') + std::string(128, ']'), "ok"));
   EXPECT_FALSE(ParseJson(std::string(129, '[') + std::string(129, ']'), "ok").ok());
 }
 
@@ -83,7 +84,7 @@ TEST(YamlTest, NestingAndExpansionAreBounded) {
   EXPECT_THAT(bomb.status().message(), HasSubstr("aliases"));
   auto bad = LoadYaml("a: [1, 2\n", "bad.yaml");
   EXPECT_THAT(bad.status().message(), HasSubstr("bad.yaml: line 2"));
-  EXPECT_TRUE(LoadYaml("a: {b: [1, 2]}\n", "ok.yaml").ok());
+  EXPECT_OK(LoadYaml("a: {b: [1, 2]}\n", "ok.yaml"));
 }
 
 }  // namespace

@@ -1,13 +1,14 @@
 #include "src/base/version.h"
 
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
 
 TEST(VersionTest, ParsesDriverVersionsKeepingTheirText) {
   auto v = Version::Parse("580.65.06");
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v) << v.status();
   EXPECT_EQ(v->major(), 580u);
   EXPECT_EQ(v->minor(), 65u);
   EXPECT_EQ(v->patch(), 6u);

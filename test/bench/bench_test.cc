@@ -10,6 +10,7 @@
 #include "src/bench/ceilings.h"
 #include "src/bench/cuda_driver.h"
 #include "src/bench/report.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::bench {
 namespace {
@@ -18,7 +19,7 @@ using ::testing::HasSubstr;
 
 TEST(CeilingsTest, BuiltinTableLoadsAndEveryValueIsSourced) {
   auto table = BuiltinCeilings();
-  ASSERT_TRUE(table.ok()) << table.status();
+  ASSERT_OK(table) << table.status();
   EXPECT_GE(table->models.size(), 10u);
   for (const ModelCeilings& m : table->models) {
     for (const auto* v : {&m.bf16_tflops, &m.fp16_tflops, &m.fp32_tflops, &m.memory_gbps, &m.pcie_gen,
@@ -33,7 +34,7 @@ TEST(CeilingsTest, BuiltinTableLoadsAndEveryValueIsSourced) {
 
 TEST(CeilingsTest, RequiredModelsArePresent) {
   auto table = BuiltinCeilings();
-  ASSERT_TRUE(table.ok());
+  ASSERT_OK(table);
   for (const char* name : {"NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-40GB",
                            "NVIDIA A100-SXM4-80GB", "NVIDIA L40S", "NVIDIA L4", "Tesla T4", "NVIDIA B200"}) {
     EXPECT_NE(table->Find(name), nullptr) << name;
@@ -42,7 +43,7 @@ TEST(CeilingsTest, RequiredModelsArePresent) {
 
 TEST(CeilingsTest, LookupByNvmlNameIsExactButCaseInsensitive) {
   auto table = BuiltinCeilings();
-  ASSERT_TRUE(table.ok());
+  ASSERT_OK(table);
   const ModelCeilings* h200 = table->Find("NVIDIA H200");
   ASSERT_NE(h200, nullptr);
   EXPECT_EQ(h200->id, "h200-sxm");
@@ -211,10 +212,10 @@ TEST(GemmCheckTest, Fp32ToleranceIsTighterThanBf16) {
 
 TEST(OptionsTest, ParsesTests) {
   auto all = ParseTests("all");
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   EXPECT_EQ(all->size(), 5u);
   auto two = ParseTests("hbm, gemm,hbm");
-  ASSERT_TRUE(two.ok());
+  ASSERT_OK(two);
   EXPECT_EQ(*two, (std::vector<TestKind>{TestKind::kGemm, TestKind::kHbm}));  // canonical order, no dups
   auto bad = ParseTests("gemm,flops");
   ASSERT_FALSE(bad.ok());
@@ -223,10 +224,10 @@ TEST(OptionsTest, ParsesTests) {
 
 TEST(OptionsTest, ParsesGpus) {
   auto all = ParseGpus("all");
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   EXPECT_FALSE(all->has_value());
   auto some = ParseGpus("0,2,2");
-  ASSERT_TRUE(some.ok());
+  ASSERT_OK(some);
   EXPECT_EQ(**some, (std::vector<unsigned>{0, 2}));
   for (const char* bad : {"x", "-1", "0,", "1.5", "99999"}) {
     auto r = ParseGpus(bad);
@@ -236,7 +237,7 @@ TEST(OptionsTest, ParsesGpus) {
 }
 
 TEST(OptionsTest, ValidatesDuration) {
-  EXPECT_TRUE(ValidateDuration(1.5).ok());
+  EXPECT_OK(ValidateDuration(1.5));
   for (double bad : {-1.0, 0.0, 601.0, std::nan("")}) {
     Status s = ValidateDuration(bad);
     ASSERT_FALSE(s.ok());
@@ -250,7 +251,7 @@ TEST(KernelsTest, NoPtxMeansBenchIsUnavailableWithAClearMessage) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("built without its GPU kernels"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("scripts/gen-ptx.sh"));
   EXPECT_FALSE(KernelsAvailable(std::string_view("not ptx")).ok());
-  EXPECT_TRUE(KernelsAvailable(std::string_view(".visible .entry k()")).ok());
+  EXPECT_OK(KernelsAvailable(std::string_view(".visible .entry k()")));
 }
 
 TEST(KernelsTest, HopperPtxIsEmbeddedForSm90a) {
@@ -267,7 +268,7 @@ TEST(KernelsTest, HopperPtxIsEmbeddedForSm90a) {
 TEST(KernelsTest, EmbeddedPtxMatchesTheBuild) {
 #ifdef GPUNODE_TEST_EXPECT_PTX
   ASSERT_TRUE(EmbeddedPtx().has_value());
-  EXPECT_TRUE(KernelsAvailable(EmbeddedPtx()).ok());
+  EXPECT_OK(KernelsAvailable(EmbeddedPtx()));
   for (const char* k : {"gpunode_gemm_bf16", "gpunode_gemm_check", "gpunode_triad", "gpunode_memtest_verify"}) {
     EXPECT_NE(EmbeddedPtx()->find(k), std::string_view::npos) << k;
   }

@@ -40,6 +40,7 @@
 #include "src/base/yaml.h"
 #include "test/testing/run_gpunode.h"
 #include "test/testing/temp_dir_test.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
@@ -65,7 +66,7 @@ Manifest LoadManifest(const std::string& name) {
   std::stringstream text;
   text << in.rdbuf();
   auto doc = LoadYaml(text.str(), path.string());
-  EXPECT_TRUE(doc.ok()) << doc.status();
+  EXPECT_OK(doc) << doc.status();
   Manifest m;
   if (!doc.ok()) return m;
   m.component = (*doc)["component"].as<std::string>();

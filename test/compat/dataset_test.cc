@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "src/base/embedded.h"
 #include "test/compat/test_data.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::compat {
 namespace {
@@ -117,7 +118,7 @@ TEST(Dataset, DataFileOverridesTheBuiltinFacts) {
     out << Edited("driver: \"550.54.14\"", "driver: \"550.99.99\"");
   }
   auto d = LoadFile(path);
-  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_OK(d) << d.status();
   EXPECT_EQ(d->origin, path);
   bool found = false;
   for (const Toolkit& t : d->toolkits) {

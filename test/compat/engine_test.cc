@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/compat/test_data.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::compat {
 namespace {
@@ -38,7 +39,7 @@ WorkloadSpec MakeWorkload(const std::string& w) {
   if (absl::StartsWith(w, "image:")) spec = WorkloadFromImage(d, w.substr(6));
   if (absl::StartsWith(w, "cuda:")) spec = WorkloadFromCuda(w.substr(5));
   if (absl::StartsWith(w, "pip:")) spec = WorkloadFromPip(d, w.substr(4));
-  EXPECT_TRUE(spec.ok()) << spec.status();
+  EXPECT_OK(spec) << spec.status();
   return spec.ok() ? *spec : WorkloadSpec{};
 }
 
@@ -47,7 +48,7 @@ NodeTarget MakeTarget(const std::string& driver, const std::vector<std::string>&
   t.origin = "--driver/--gpu";
   if (!driver.empty()) {
     auto v = Version::Parse(driver, "--driver");
-    EXPECT_TRUE(v.ok()) << v.status();
+    EXPECT_OK(v) << v.status();
     if (v.ok()) t.driver = *v;
   }
   GpuCatalog catalog(BuiltinData());
@@ -59,7 +60,7 @@ NodeTarget MakeTarget(const std::string& driver, const std::vector<std::string>&
       continue;
     }
     auto ref = catalog.Lookup(g);
-    EXPECT_TRUE(ref.ok()) << ref.status();
+    EXPECT_OK(ref) << ref.status();
     if (ref.ok()) t.gpus.push_back(*ref);
   }
   return t;

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/compat/test_data.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::compat {
 namespace {
@@ -21,7 +22,7 @@ class WhatPeopleType : public ::testing::TestWithParam<NameCase> {};
 TEST_P(WhatPeopleType, FindsTheModel) {
   GpuCatalog catalog(BuiltinData());
   auto g = catalog.Lookup(GetParam().typed);
-  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_OK(g) << g.status();
   EXPECT_EQ(g->name, GetParam().name);
   EXPECT_TRUE(g->in_data_set);
 }
@@ -51,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GpuCatalog, A100AloneResolvesBecauseAllVariantsShareTheRules) {
   GpuCatalog catalog(BuiltinData());
   auto g = catalog.Lookup("A100");
-  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_OK(g) << g.status();
   EXPECT_EQ(g->arch, "Ampere");
   EXPECT_EQ(g->cc->ToString(), "8.0");
   EXPECT_EQ(g->segment, "datacenter");

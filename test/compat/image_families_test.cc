@@ -12,6 +12,7 @@
 #include "src/compat/gpu_catalog.h"
 #include "src/compat/image_ref.h"
 #include "test/compat/test_data.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::compat {
 namespace {
@@ -21,7 +22,7 @@ using ::testing::HasSubstr;
 
 WorkloadSpec Image(const std::string& ref) {
   auto w = WorkloadFromImage(BuiltinData(), ref);
-  EXPECT_TRUE(w.ok()) << ref << ": " << w.status();
+  EXPECT_OK(w) << ref << ": " << w.status();
   return w.ok() ? *w : WorkloadSpec();
 }
 
@@ -32,7 +33,7 @@ CompatReport CheckImage(const std::string& ref, const std::string& driver, const
   t.origin = "--driver/--gpu";
   t.driver = *Version::Parse(driver);
   auto g = GpuCatalog(BuiltinData()).Lookup(gpu);
-  EXPECT_TRUE(g.ok()) << gpu;
+  EXPECT_OK(g) << gpu;
   if (g.ok()) t.gpus.push_back(*g);
   return Check(BuiltinData(), Image(ref), t);
 }

@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/compat/test_data.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::compat {
 namespace {
@@ -12,7 +13,7 @@ using ::testing::HasSubstr;
 
 WorkloadSpec Image(const std::string& ref) {
   auto s = WorkloadFromImage(BuiltinData(), ref);
-  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_OK(s) << s.status();
   return s.ok() ? *s : WorkloadSpec{};
 }
 
@@ -20,7 +21,7 @@ std::string Cuda(const WorkloadSpec& s) { return s.cuda ? s.cuda->ToString() : "
 
 TEST(ImageRef, DefaultsToDockerHubAndLibrary) {
   auto r = ParseImageRef("ubuntu");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(r->Name(), "docker.io/library/ubuntu");
   EXPECT_EQ(r->tag, "latest");
   EXPECT_TRUE(r->tag_defaulted);
@@ -30,7 +31,7 @@ TEST(ImageRef, KeepsRegistryPortTagAndDigest) {
   auto r = ParseImageRef(
       "registry.local:5000/team/app:v1@sha256:"
       "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->registry, "registry.local:5000");
   EXPECT_EQ(r->repository, "team/app");
   EXPECT_EQ(r->tag, "v1");
@@ -133,7 +134,7 @@ TEST(PipSpecs, TorchWheelVariantsGiveTheCuda) {
   const CompatData& d = BuiltinData();
   for (const char* spec : {"torch==2.5.1+cu124", "torch 2.5.1+cu124", "2.5.1+cu124"}) {
     auto s = WorkloadFromPip(d, spec);
-    ASSERT_TRUE(s.ok()) << spec << ": " << s.status();
+    ASSERT_OK(s) << spec << ": " << s.status();
     EXPECT_EQ(Cuda(*s), "12.4") << spec;
     EXPECT_EQ(s->framework_version->ToString(), "2.5.1");
     EXPECT_EQ(s->wheel, "cu124");

@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/container/oci_inject.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::container {
 namespace {
@@ -16,7 +17,7 @@ TEST(DriverCapabilities, DefaultAllListsAndUnknownNames) {
   EXPECT_THAT(*ParseDriverCapabilities(""), UnorderedElementsAre("utility", "compute"));
   EXPECT_THAT(*ParseDriverCapabilities(" video , utility "), UnorderedElementsAre("video", "utility"));
   auto all = ParseDriverCapabilities("all");
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   EXPECT_EQ(all->size(), DriverCapabilityTable().size());
   auto bad = ParseDriverCapabilities("compute,warp");
   ASSERT_FALSE(bad.ok());
@@ -57,13 +58,13 @@ TEST(DriverCapabilities, FilterKeepsUngroupedFilesAndDropsLinksToDroppedOnes) {
 TEST(DriverCapabilities, OnlyEnvironmentRequestsCarryThem) {
   nlohmann::ordered_json c = {{"process", {{"env", {"NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"}}}}};
   auto r = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   ASSERT_TRUE(r->capabilities.has_value());
   EXPECT_THAT(*r->capabilities, ElementsAre("utility"));
   nlohmann::ordered_json cdi = {{"process", {{"env", {"NVIDIA_DRIVER_CAPABILITIES=utility"}}}},
                                 {"annotations", {{"cdi.k8s.io/x", "nvidia.com/gpu=0"}}}};
   auto a = RequestedDevices(cdi, "nvidia.com/gpu");
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a) << a.status();
   EXPECT_FALSE(a->capabilities.has_value()) << "a CDI request gets the whole spec, as NVIDIA's CDI mode";
   nlohmann::ordered_json bad = {{"process", {{"env", {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=warp"}}}}};
   EXPECT_FALSE(RequestedDevices(bad, "nvidia.com/gpu").ok());

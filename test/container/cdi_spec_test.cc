@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::cdi {
 namespace {
@@ -39,7 +40,7 @@ containerEdits:
 
 Spec Good() {
   auto spec = ParseSpec(kGood, "good.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
+  EXPECT_OK(spec) << spec.status();
   return *spec;
 }
 
@@ -70,8 +71,8 @@ TEST(CdiSpecTest, YamlAndJsonRenderingsParseBackToTheSameSpec) {
   Spec spec = Good();
   auto from_yaml = ParseSpec(RenderSpecYaml(spec), "y");
   auto from_json = ParseSpec(RenderSpecJson(spec), "j");
-  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
-  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  ASSERT_OK(from_yaml) << from_yaml.status();
+  ASSERT_OK(from_json) << from_json.status();
   EXPECT_EQ(SpecToJson(*from_yaml), SpecToJson(spec));
   EXPECT_EQ(SpecToJson(*from_json), SpecToJson(spec));
   EXPECT_EQ(RenderSpecYaml(spec).substr(0, 4), "---\n");

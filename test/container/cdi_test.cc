@@ -24,6 +24,8 @@
 #include "src/container/hooks.h"
 #include "src/container/ldcache.h"
 #include "src/node/probe.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::container {
 namespace {
@@ -34,10 +36,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -58,22 +57,22 @@ class SimNode {
  public:
   explicit SimNode(const std::string& profile_name) : dir_(TempDir(profile_name)) {
     auto source = sim::ResolveProfile(profile_name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     const std::string profile_path = (dir_ / "profile.yaml").string();
     std::ofstream(profile_path) << source->text;
     auto profile = sim::ParseProfile(source->text, profile_name);
-    EXPECT_TRUE(profile.ok()) << profile.status();
+    EXPECT_OK(profile) << profile.status();
     Status st = sim::WriteHostRoot(*profile, (dir_ / "root").string());
-    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_OK(st) << st;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open((dir_ / "root").string());
-    EXPECT_TRUE(host.ok()) << host.status();
+    EXPECT_OK(host) << host.status();
     fs_.emplace(*host);
     ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     auto inv = ProbeNode(*fs_, options);
-    EXPECT_TRUE(inv.ok()) << inv.status();
+    EXPECT_OK(inv) << inv.status();
     inv_ = *inv;
   }
   ~SimNode() { fs::remove_all(dir_); }
@@ -110,7 +109,7 @@ std::vector<std::string> NodePaths(const cdi::ContainerEdits& e) {
 TEST(CdiGenerateTest, TheSimulatedDgxH200MatchesTheGoldenSpecByteForByte) {
   SimNode node("dgx-h200");
   auto built = node.Build();
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   EXPECT_THAT(built->warnings, ::testing::IsEmpty());
   const std::string yaml = cdi::RenderSpecYaml(built->spec);
   const fs::path golden = fs::path(GPUNODE_SOURCE_DIR) / "test/fixtures/cdi/dgx-h200.yaml";
@@ -123,7 +122,7 @@ TEST(CdiGenerateTest, TheSimulatedDgxH200MatchesTheGoldenSpecByteForByte) {
 TEST(CdiGenerateTest, TheDgxH200SpecNamesEveryGpuTwiceAndMountsTheDriverOfItsVersion) {
   SimNode node("dgx-h200");
   auto built = node.Build();
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   const cdi::Spec& spec = built->spec;
   EXPECT_EQ(spec.cdi_version, "0.5.0");
   EXPECT_EQ(spec.kind, "nvidia.com/gpu");
@@ -152,7 +151,7 @@ TEST(CdiGenerateTest, TheDgxH200SpecNamesEveryGpuTwiceAndMountsTheDriverOfItsVer
 TEST(CdiGenerateTest, MigGpusAreOfferedAsTheirMigDevicesWithCapabilityNodes) {
   SimNode node("a100-mig");
   auto built = node.Build();
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   const cdi::Spec& spec = built->spec;
   EXPECT_THAT(DeviceNames(spec),
               ElementsAre("0:0", "MIG-3566fd0d-6599-4b29-a558-a0b80cee56ab", "0:1",
@@ -163,13 +162,13 @@ TEST(CdiGenerateTest, MigGpusAreOfferedAsTheirMigDevicesWithCapabilityNodes) {
               ElementsAre("/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap3", "/dev/nvidia-caps/nvidia-cap4"));
   EXPECT_THAT(NodePaths(spec.devices.back().edits), Contains("/dev/nvidia-caps/nvidia-cap8"));
   EXPECT_THAT(NodePaths(spec.devices.back().edits), Not(Contains("/dev/nvidia-caps/nvidia-cap1")));
-  EXPECT_TRUE(cdi::ValidateSpec(spec, "a100-mig").ok());
+  EXPECT_OK(cdi::ValidateSpec(spec, "a100-mig"));
 }
 
 TEST(CdiGenerateTest, TheIndexStrategyNamesDevicesByIndexOnly) {
   SimNode node("pcie-l40s-4");
   auto built = node.Build(NameStrategy::kIndex);
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   EXPECT_THAT(DeviceNames(built->spec), ElementsAre("0", "1", "2", "3", "all"));
   EXPECT_EQ(built->spec.cdi_version, "0.5.0");
 }
@@ -177,7 +176,7 @@ TEST(CdiGenerateTest, TheIndexStrategyNamesDevicesByIndexOnly) {
 TEST(CdiGenerateTest, TheUuidStrategyNeedsOnlyCdi030) {
   SimNode node("t4-cloud");
   auto built = node.Build(NameStrategy::kUuid);
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   ASSERT_EQ(built->spec.devices.size(), 2u);
   EXPECT_THAT(built->spec.devices[0].name, HasSubstr("GPU-"));
   EXPECT_EQ(built->spec.cdi_version, "0.3.0");
@@ -191,7 +190,7 @@ TEST(CdiGenerateTest, AGpuWhoseDeviceNodeIsMissingIsLeftOutWithAWarning) {
   BuildOptions options;
   options.hook_path = "/usr/bin/gpunode";
   auto built = BuildSpec(node.inventory(), files, options);
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   EXPECT_EQ(built->spec.devices.size(), 3u);  // 0, its UUID, all
   EXPECT_THAT(built->warnings, Contains(HasSubstr("/dev/nvidia1 is missing; left out")));
   // A real character device carries its numbers.
@@ -237,14 +236,14 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
       << EncodeLdCache({{"libcuda.so.1", kFlags, lib + "/libcuda.so.1", 0}}, LdCacheFormat::kCompat);
 
   auto host = HostFs::Open(dir.string());
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   NodeInventory inv;
   ProcGpu gpu;
   gpu.uuid = "GPU-11111111-2222-3333-4444-555555555555";
   gpu.minor = 0;
   inv.kernel.gpus.push_back(gpu);  // no NVML: the GPUs come from /proc
   auto files = DiscoverDriverFiles(*host, inv, {"/run/nvidia/driver"});
-  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_OK(files) << files.status();
   EXPECT_EQ(files->version, "570.10.01");  // from libcuda.so.<version>: no NVML, no /proc version
   EXPECT_THAT(files->libraries,
               ElementsAre("/usr/lib64/libcuda.so.570.10.01", "/usr/lib64/libnvidia-ml.so.570.10.01"));
@@ -254,7 +253,7 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
   BuildOptions options;
   options.hook_path = "/opt/gpunode/bin/gpunode";
   auto built = BuildSpec(inv, *files, options);
-  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_OK(built) << built.status();
   const cdi::Spec& spec = built->spec;
   EXPECT_THAT(DeviceNames(spec), ElementsAre("0", "GPU-11111111-2222-3333-4444-555555555555", "all"));
   ASSERT_GE(spec.edits.mounts.size(), 1u);
@@ -271,7 +270,7 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
 TEST(CdiGenerateTest, NoDriverAtAllIsAFailedPrecondition) {
   fs::path dir = TempDir("no-driver");
   auto host = HostFs::Open(dir.string());
-  ASSERT_TRUE(host.ok());
+  ASSERT_OK(host);
   auto files = DiscoverDriverFiles(*host, NodeInventory{}, {});
   ASSERT_FALSE(files.ok());
   EXPECT_EQ(files.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -294,7 +293,7 @@ class HookTest : public ::testing::Test {
 
 TEST_F(HookTest, TheContainerRootComesFromTheBundleOfTheOciState) {
   auto root = ContainerRootFromState(State());
-  ASSERT_TRUE(root.ok()) << root.status();
+  ASSERT_OK(root) << root.status();
   EXPECT_EQ(*root, (dir_ / "bundle/rootfs").string());
   EXPECT_FALSE(ContainerRootFromState("not json").ok());
   EXPECT_FALSE(ContainerRootFromState(R"({"bundle": "/nonexistent-bundle"})").ok());
@@ -302,9 +301,9 @@ TEST_F(HookTest, TheContainerRootComesFromTheBundleOfTheOciState) {
 
 TEST_F(HookTest, CreateSymlinksMakesTheLinksInsideTheRootAndRefusesToEscape) {
   const std::string root = (dir_ / "bundle/rootfs").string();
-  ASSERT_TRUE(CreateSymlinks(root, {"libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}).ok());
+  ASSERT_OK(CreateSymlinks(root, {"libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"}));
   EXPECT_EQ(fs::read_symlink(dir_ / "bundle/rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
-  EXPECT_TRUE(CreateSymlinks(root, {"other::/usr/lib/x86_64-linux-gnu/libcuda.so"}).ok());  // kept as is
+  EXPECT_OK(CreateSymlinks(root, {"other::/usr/lib/x86_64-linux-gnu/libcuda.so"}));  // kept as is
   EXPECT_EQ(fs::read_symlink(dir_ / "bundle/rootfs/usr/lib/x86_64-linux-gnu/libcuda.so"), "libcuda.so.1");
   EXPECT_FALSE(CreateSymlinks(root, {"x::/../../etc/evil"}).ok());
   EXPECT_FALSE(CreateSymlinks(root, {"no-separator"}).ok());
@@ -337,7 +336,7 @@ TEST_F(HookTest, AnImagesAbsoluteSymlinksAreFollowedInsideTheRootNeverIntoTheHos
   const fs::path fake = dir_ / "ldconfig";
   std::ofstream(fake) << "#!/bin/sh\nexit 0\n";
   fs::permissions(fake, fs::perms::owner_all);
-  ASSERT_TRUE(UpdateLdCache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, fake.string()).ok());
+  ASSERT_OK(UpdateLdCache(rootfs.string(), {"/usr/lib/x86_64-linux-gnu"}, fake.string()));
   EXPECT_TRUE(fs::is_empty(dir_ / "host-etc")) << "update-ldcache wrote into the host";
 }
 
@@ -346,7 +345,7 @@ TEST_F(HookTest, UpdateLdCacheListsTheFoldersAndRunsLdconfigInTheRoot) {
   const fs::path fake = dir_ / "ldconfig";
   std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << (dir_ / "args").string() << "\n";
   fs::permissions(fake, fs::perms::owner_all);
-  ASSERT_TRUE(UpdateLdCache(root, {"/usr/lib/x86_64-linux-gnu"}, fake.string()).ok());
+  ASSERT_OK(UpdateLdCache(root, {"/usr/lib/x86_64-linux-gnu"}, fake.string()));
   EXPECT_THAT(ReadAll(dir_ / "bundle/rootfs/etc/ld.so.conf.d/00-gpunode-cdi.conf"),
               HasSubstr("\n/usr/lib/x86_64-linux-gnu\n"));
   EXPECT_EQ(ReadAll(dir_ / "bundle/rootfs/etc/ld.so.conf"), "include /etc/ld.so.conf.d/*.conf\n");

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::container {
 namespace {
@@ -26,7 +27,7 @@ void SetU32(std::string* bytes, size_t off, uint32_t v) { std::memcpy(bytes->dat
 
 TEST(LdCacheTest, TheNewFormatRoundTripsThroughTheEncoder) {
   auto cache = ParseLdCache(EncodeLdCache(SampleEntries(), LdCacheFormat::kNew));
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   EXPECT_EQ(cache->format, LdCacheFormat::kNew);
   ASSERT_EQ(cache->entries.size(), 3u);
   EXPECT_EQ(cache->entries[0].name, "libcuda.so.1");
@@ -39,7 +40,7 @@ TEST(LdCacheTest, TheCompatFormatYieldsTheNewTableAppendedAfterTheOldOne) {
   std::string bytes = EncodeLdCache(SampleEntries(), LdCacheFormat::kCompat);
   ASSERT_EQ(bytes.substr(0, 11), "ld.so-1.7.0");
   auto cache = ParseLdCache(bytes);
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   EXPECT_EQ(cache->format, LdCacheFormat::kCompat);
   ASSERT_EQ(cache->entries.size(), 3u);
   EXPECT_EQ(cache->entries[1].path, "/usr/lib/i386-linux-gnu/libcuda.so.1");
@@ -48,7 +49,7 @@ TEST(LdCacheTest, TheCompatFormatYieldsTheNewTableAppendedAfterTheOldOne) {
 
 TEST(LdCacheTest, TheOldOnlyFormatIsReadToo) {
   auto cache = ParseLdCache(EncodeLdCache(SampleEntries(), LdCacheFormat::kOld));
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   EXPECT_EQ(cache->format, LdCacheFormat::kOld);
   ASSERT_EQ(cache->entries.size(), 3u);
   EXPECT_EQ(cache->entries[2].name, "libc.so.6");
@@ -57,7 +58,7 @@ TEST(LdCacheTest, TheOldOnlyFormatIsReadToo) {
 
 TEST(LdCacheTest, AnEmptyCacheHasNoEntries) {
   auto cache = ParseLdCache(EncodeLdCache({}));
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   EXPECT_TRUE(cache->entries.empty());
 }
 
@@ -125,9 +126,9 @@ TEST(LdCacheTest, ReadingGoesThroughTheHostRoot) {
   std::filesystem::create_directories(dir / "etc");
   std::ofstream(dir / "etc/ld.so.cache", std::ios::binary) << EncodeLdCache(SampleEntries());
   auto fs = HostFs::Open(dir.string());
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   auto cache = ReadLdCache(*fs);
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   EXPECT_EQ(cache->entries.size(), 3u);
   std::filesystem::remove_all(dir);
   EXPECT_THAT(ReadLdCache(*fs).status().message(), HasSubstr("/etc/ld.so.cache"));
@@ -136,9 +137,9 @@ TEST(LdCacheTest, ReadingGoesThroughTheHostRoot) {
 TEST(LdCacheTest, ThisMachinesRealCacheListsA64BitLibc) {
   if (!std::filesystem::exists("/etc/ld.so.cache")) GTEST_SKIP() << "no /etc/ld.so.cache here";
   auto fs = HostFs::Open("/");
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   auto cache = ReadLdCache(*fs);
-  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_OK(cache) << cache.status();
   bool found = false;
   for (const LdCacheEntry& e : cache->entries) {
     if (e.name == "libc.so.6" && e.Is64Bit() && e.IsElf()) {

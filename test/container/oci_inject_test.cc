@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::container {
 namespace {
@@ -65,7 +66,7 @@ StatusOr<HostNodeInfo> FakeNvidiaNodes(const std::string& path) {
 SpecRegistry GoldenRegistry() {
   const fs::path golden = fs::path(GPUNODE_SOURCE_DIR) / "test/fixtures/cdi/dgx-h200.yaml";
   auto spec = cdi::ParseSpec(ReadAll(golden), golden.string());
-  EXPECT_TRUE(spec.ok()) << spec.status();
+  EXPECT_OK(spec) << spec.status();
   SpecRegistry r;
   r.Add(*spec, golden.string());
   return r;
@@ -87,7 +88,7 @@ std::vector<std::string> Env(const Json& config) {
 TEST(RequestedDevicesTest, VisibleDevicesBecomeQualifiedNamesOfTheDefaultKind) {
   auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0, 2,GPU-7f553f48-e049-4eda-97cf-c73c16550250,0:1"}),
                             "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=0", "nvidia.com/gpu=2",
                                       "nvidia.com/gpu=GPU-7f553f48-e049-4eda-97cf-c73c16550250",
                                       "nvidia.com/gpu=0:1"));
@@ -98,7 +99,7 @@ TEST(RequestedDevicesTest, VisibleDevicesBecomeQualifiedNamesOfTheDefaultKind) {
 TEST(RequestedDevicesTest, AllAndQualifiedNamesAndDuplicates) {
   auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=all,nvidia.com/gpu=all,vendor.com/x=a"}),
                             "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=all", "vendor.com/x=a"));
 }
 
@@ -106,7 +107,7 @@ TEST(RequestedDevicesTest, VoidEmptyAndUnsetAskForNothing) {
   for (const char* env : {"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=0,void",
                           "OTHER=1"}) {
     auto r = RequestedDevices(ConfigWithEnv({env}), "nvidia.com/gpu");
-    ASSERT_TRUE(r.ok()) << env << ": " << r.status();
+    ASSERT_OK(r) << env << ": " << r.status();
     EXPECT_TRUE(r->Empty()) << env;
   }
 }
@@ -114,13 +115,13 @@ TEST(RequestedDevicesTest, VoidEmptyAndUnsetAskForNothing) {
 TEST(RequestedDevicesTest, TheLastEntryOfTheVariableWins) {
   // The spec-level edits append NVIDIA_VISIBLE_DEVICES=void, so an injected config asks for nothing.
   auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_VISIBLE_DEVICES=void"}), "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->Empty());
 }
 
 TEST(RequestedDevicesTest, NoneMeansTheDriverWithoutAGpu) {
   auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=none"}), "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_TRUE(r->driver_only);
   EXPECT_THAT(r->devices, IsEmpty());
   EXPECT_FALSE(r->Empty());
@@ -131,7 +132,7 @@ TEST(RequestedDevicesTest, CdiAnnotationsAddTheirNames) {
   c["annotations"] = {{"cdi.k8s.io/gpunode_abc", "nvidia.com/gpu=1,nvidia.com/gpu=3"},
                       {"io.kubernetes.cri.sandbox-id", "x"}};
   auto r = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=1", "nvidia.com/gpu=3"));
   EXPECT_EQ(r->source, "annotation cdi.k8s.io/gpunode_abc");
 }
@@ -159,7 +160,7 @@ TEST(ApplyEditsTest, DeviceNodesGetTheirHostNumbersAndACgroupRuleAndReplaceTheSa
   cdi::ContainerEdits edits;
   edits.device_nodes.push_back({.path = "/dev/nvidia0"});
   edits.device_nodes.push_back({.path = "/dev/nvidia-uvm", .permissions = "rw"});
-  ASSERT_TRUE(ApplyContainerEdits(c, edits, FakeNvidiaNodes).ok());
+  ASSERT_OK(ApplyContainerEdits(c, edits, FakeNvidiaNodes));
   EXPECT_THAT(DevicePaths(c), ElementsAre("/dev/nvidia0", "/dev/nvidia-uvm"));
   EXPECT_EQ(c["linux"]["devices"][0]["major"], 195);
   EXPECT_EQ(c["linux"]["devices"][0]["minor"], 0);
@@ -174,7 +175,7 @@ TEST(ApplyEditsTest, ARealHostNodeIsStatted) {
   Json c = ConfigWithEnv({});
   cdi::ContainerEdits edits;
   edits.device_nodes.push_back({.path = "/dev/gpunode-null", .host_path = "/dev/null"});
-  ASSERT_TRUE(ApplyContainerEdits(c, edits).ok());
+  ASSERT_OK(ApplyContainerEdits(c, edits));
   const Json& d = c["linux"]["devices"][0];
   EXPECT_EQ(d["path"], "/dev/gpunode-null");
   EXPECT_EQ(d["type"], "c");
@@ -205,7 +206,7 @@ TEST(ApplyEditsTest, TheProcessUserOwnsTheNodesWhenNotRoot) {
   c["process"]["user"] = {{"uid", 1000}, {"gid", 100}};
   cdi::ContainerEdits edits;
   edits.device_nodes.push_back({.path = "/dev/nvidia3"});
-  ASSERT_TRUE(ApplyContainerEdits(c, edits, FakeNvidiaNodes).ok());
+  ASSERT_OK(ApplyContainerEdits(c, edits, FakeNvidiaNodes));
   EXPECT_EQ(c["linux"]["devices"][0]["uid"], 1000);
   EXPECT_EQ(c["linux"]["devices"][0]["gid"], 100);
 }
@@ -216,7 +217,7 @@ TEST(ApplyEditsTest, MountsReplaceTheSameDestinationAndAreSortedByDepth) {
   cdi::ContainerEdits edits;
   edits.mounts.push_back({"/host/libcuda.so.580", "/usr/lib/x86_64-linux-gnu/libcuda.so.1/", {"ro", "rbind"}, ""});
   edits.mounts.push_back({"/host/bin/nvidia-smi", "/usr/bin/nvidia-smi", {"ro"}, "bind"});
-  ASSERT_TRUE(ApplyContainerEdits(c, edits).ok());
+  ASSERT_OK(ApplyContainerEdits(c, edits));
   std::vector<std::string> dests;
   for (const Json& m : c["mounts"]) dests.push_back(m["destination"].get<std::string>());
   EXPECT_THAT(dests, ElementsAre("/proc", "/dev", "/dev/pts", "/usr/bin/nvidia-smi",
@@ -233,7 +234,7 @@ TEST(ApplyEditsTest, EnvAppendsAndHooksGoToTheirListAndGidsAreAdded) {
   edits.hooks.push_back({"createContainer", "/usr/bin/gpunode", {"gpunode", "cdi", "hook", "update-ldcache"}, {}, 5});
   edits.hooks.push_back({"poststop", "/bin/true", {}, {"X=1"}, std::nullopt});
   edits.additional_gids = {44, 44, 39};
-  ASSERT_TRUE(ApplyContainerEdits(c, edits).ok());
+  ASSERT_OK(ApplyContainerEdits(c, edits));
   EXPECT_THAT(Env(c), ElementsAre("PATH=/bin", "A=1", "NVIDIA_VISIBLE_DEVICES=void"));
   ASSERT_EQ(c["hooks"]["createContainer"].size(), 2u);
   EXPECT_EQ(c["hooks"]["createContainer"][1]["timeout"], 5);
@@ -247,9 +248,9 @@ TEST(InjectDevicesTest, GpuOneGetsItsNodeAndNotGpuZeros) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=1"});
   auto request = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_TRUE(request.ok());
+  ASSERT_OK(request);
   auto result = InjectDevices(c, registry, *request, "nvidia.com/gpu", FakeNvidiaNodes);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result) << result.status();
   EXPECT_THAT(result->devices, ElementsAre("nvidia.com/gpu=1"));
   const auto paths = DevicePaths(c);
   EXPECT_THAT(paths, ::testing::Contains("/dev/nvidia1"));
@@ -268,10 +269,10 @@ TEST(InjectDevicesTest, GpuOneGetsItsNodeAndNotGpuZeros) {
   // A second pass (a runtime calling the shim twice) changes nothing: every edit is there once.
   const Json before = c;
   auto again = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE(again->Empty());  // the spec's NVIDIA_VISIBLE_DEVICES=void comes last now
   auto second = InjectDevices(c, registry, *request, "nvidia.com/gpu", FakeNvidiaNodes);
-  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_OK(second) << second.status();
   EXPECT_FALSE(second->changed);
   EXPECT_EQ(c, before);
 }
@@ -283,7 +284,7 @@ TEST(InjectDevicesTest, APreexistingInjectedAnnotationIsNotTrusted) {
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0"});
   c["annotations"][kInjectedAnnotation] = "nvidia.com/gpu=0";
   auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result) << result.status();
   EXPECT_TRUE(result->changed);
   EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidia0"));
   EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidiactl"));
@@ -292,13 +293,13 @@ TEST(InjectDevicesTest, APreexistingInjectedAnnotationIsNotTrusted) {
 TEST(InjectDevicesTest, AllGivesEveryGpuAndUuidsWorkToo) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=all"});
-  ASSERT_TRUE(InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes).ok());
+  ASSERT_OK(InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes));
   int gpus = 0;
   for (const std::string& p : DevicePaths(c)) gpus += (p.size() == 12 && p.rfind("/dev/nvidia", 0) == 0);
   EXPECT_EQ(gpus, 8);
 
   Json u = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=GPU-7f553f48-e049-4eda-97cf-c73c16550250"});
-  ASSERT_TRUE(InjectDevices(u, registry, *RequestedDevices(u, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes).ok());
+  ASSERT_OK(InjectDevices(u, registry, *RequestedDevices(u, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes));
   EXPECT_THAT(DevicePaths(u), ::testing::Contains("/dev/nvidia1"));
 }
 
@@ -306,7 +307,7 @@ TEST(InjectDevicesTest, NoneGivesTheDriverButNoGpu) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=none"});
   auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
-  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_OK(result) << result.status();
   for (const std::string& p : DevicePaths(c)) EXPECT_FALSE(p.size() == 12 && std::isdigit(p.back())) << p;
   EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidiactl"));
   EXPECT_EQ(c["annotations"][kInjectedAnnotation], "none");
@@ -350,7 +351,7 @@ TEST(SpecRegistryTest, LaterDirectoriesWinAndBrokenFilesAreNamedWhenTheyMatter) 
   ASSERT_EQ(r.errors().size(), 1u);
   EXPECT_THAT(r.errors()[0], HasSubstr("broken.yaml"));
   auto zero = r.Resolve("nvidia.com/gpu=0");
-  ASSERT_TRUE(zero.ok());
+  ASSERT_OK(zero);
   EXPECT_EQ(zero->device->edits.device_nodes[0].path, "/dev/from-run");
   auto one = r.Resolve("nvidia.com/gpu=1");
   ASSERT_FALSE(one.ok());

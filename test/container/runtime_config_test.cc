@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "test/testing/status_matchers.h"
 
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
@@ -78,7 +79,7 @@ void ExpectLinesKept(const std::string& before, const std::string& after) {
 
 TEST(DockerConfigTest, EmptyFileGetsRuntime) {
   auto r = EditDockerConfig("", Opts(RuntimeKind::kDocker), "daemon.json");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   auto doc = nlohmann::json::parse(r->text);
   EXPECT_EQ(doc["runtimes"]["nvidia"]["path"], "nvidia-container-runtime");
   EXPECT_TRUE(doc["runtimes"]["nvidia"]["args"].is_array());
@@ -89,7 +90,7 @@ TEST(DockerConfigTest, EmptyFileGetsRuntime) {
 TEST(DockerConfigTest, KeepsOtherRuntimesKeysAndOrderMergesFeatures) {
   std::string in = Fixture("daemon-runtimes.json");
   auto r = EditDockerConfig(in, Opts(RuntimeKind::kDocker, true, true), "daemon.json");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   auto doc = nlohmann::ordered_json::parse(r->text);
   EXPECT_EQ(doc["runtimes"]["kata"]["path"], "/usr/bin/kata-runtime");
   EXPECT_EQ(doc["runtimes"]["nvidia"]["path"], "nvidia-container-runtime");
@@ -105,7 +106,7 @@ TEST(DockerConfigTest, KeepsOtherRuntimesKeysAndOrderMergesFeatures) {
   EXPECT_THAT(r->text, HasSubstr("\n  \"log-driver\""));
   // Idempotent.
   auto again = EditDockerConfig(r->text, Opts(RuntimeKind::kDocker, true, true), "daemon.json");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->text, r->text);
 }
 
@@ -113,7 +114,7 @@ TEST(DockerConfigTest, RuntimePathFlag) {
   RuntimeConfigOptions o = Opts(RuntimeKind::kDocker);
   o.runtime_path = "/usr/local/bin/gpunode-oci-runtime";
   auto r = EditDockerConfig("{}", o, "daemon.json");
-  ASSERT_TRUE(r.ok());
+  ASSERT_OK(r);
   EXPECT_EQ(nlohmann::json::parse(r->text)["runtimes"]["nvidia"]["path"],
             "/usr/local/bin/gpunode-oci-runtime");
 }
@@ -150,7 +151,7 @@ TEST_P(ContainerdFixtureTest, AddsRuntimeKeepsEverythingElse) {
   const ContainerdCase& c = GetParam();
   std::string in = Fixture(c.fixture);
   auto r = EditContainerdConfig(in, Opts(RuntimeKind::kContainerd, true, true), c.fixture);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   toml::table before = ParseOrDie(in);
   toml::table after = ParseOrDie(r->text);
   const toml::node* cri = &after;
@@ -171,7 +172,7 @@ TEST_P(ContainerdFixtureTest, AddsRuntimeKeepsEverythingElse) {
   ExpectLinesKept(in, r->text);
   // Idempotent: the second run returns the text unchanged.
   auto again = EditContainerdConfig(r->text, Opts(RuntimeKind::kContainerd, true, true), "x");
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again) << again.status();
   EXPECT_EQ(again->text, r->text);
 }
 
@@ -191,7 +192,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ContainerdConfigTest, V2WithoutFlagsLeavesDefaultAndCdiAlone) {
   std::string in = Fixture("containerd-v2.toml");
   auto r = EditContainerdConfig(in, Opts(RuntimeKind::kContainerd), "c");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   toml::table after = ParseOrDie(r->text);
   const toml::node* cri = At(after, {"plugins", "io.containerd.grpc.v1.cri"});
   EXPECT_EQ(At(*cri->as_table(), {"containerd", "default_runtime_name"})->value<std::string>(),
@@ -216,7 +217,7 @@ TEST(ContainerdConfigTest, V2WithoutFlagsLeavesDefaultAndCdiAlone) {
 
 TEST(ContainerdConfigTest, EmptyFileGetsVersion2AndRuntime) {
   auto r = EditContainerdConfig("", Opts(RuntimeKind::kContainerd), "c");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   toml::table t = ParseOrDie(r->text);
   EXPECT_EQ(t["version"].value<int64_t>(), 2);
   EXPECT_NE(At(t, {"plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "nvidia",
@@ -224,7 +225,7 @@ TEST(ContainerdConfigTest, EmptyFileGetsVersion2AndRuntime) {
             nullptr)
       << r->text;
   auto again = EditContainerdConfig(r->text, Opts(RuntimeKind::kContainerd), "c");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->text, r->text);
 }
 
@@ -234,7 +235,7 @@ TEST(ContainerdConfigTest, ReplacesExistingValueKeepingComment) {
       "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
       "  default_runtime_name = \"runc\"  # chosen by ops\n";
   auto r = EditContainerdConfig(in, Opts(RuntimeKind::kContainerd, true), "c");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_THAT(r->text, HasSubstr("  default_runtime_name = \"nvidia\" # chosen by ops\n"));
   EXPECT_THAT(r->text, Not(HasSubstr("\"runc\"")));
 }
@@ -245,7 +246,7 @@ TEST(ContainerdConfigTest, DottedKeysInParentTable) {
       "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
       "containerd.snapshotter = \"overlayfs\"\n";
   auto r = EditContainerdConfig(in, Opts(RuntimeKind::kContainerd, true), "c");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_THAT(r->text, HasSubstr("containerd.default_runtime_name = \"nvidia\""));
   ParseOrDie(r->text);
 }
@@ -270,7 +271,7 @@ TEST(ContainerdConfigTest, RuntimesNotATableIsRefused) {
 
 TEST(CrioConfigTest, DropInFromNothing) {
   auto r = EditCrioConfig("", Opts(RuntimeKind::kCrio, true, true), "99-nvidia.toml");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->text,
             "[crio.runtime.runtimes.nvidia]\n"
             "runtime_path = \"/usr/bin/nvidia-container-runtime\"\n"
@@ -284,7 +285,7 @@ TEST(CrioConfigTest, DropInFromNothing) {
 TEST(CrioConfigTest, MainFileKeepsComments) {
   std::string in = Fixture("crio.conf");
   auto r = EditCrioConfig(in, Opts(RuntimeKind::kCrio, true), "crio.conf");
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   toml::table t = ParseOrDie(r->text);
   EXPECT_EQ(At(t, {"crio", "runtime", "default_runtime"})->value<std::string>(), "nvidia");
   EXPECT_EQ(At(t, {"crio", "runtime", "runtimes", "nvidia", "runtime_type"})->value<std::string>(),
@@ -294,7 +295,7 @@ TEST(CrioConfigTest, MainFileKeepsComments) {
   EXPECT_THAT(r->text, HasSubstr("# default_runtime is the runtime used when none is requested"));
   EXPECT_THAT(r->text, HasSubstr("[crio.runtime.runtimes.nvidia]\n"));
   auto again = EditCrioConfig(r->text, Opts(RuntimeKind::kCrio, true), "crio.conf");
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(again->text, r->text);
 }
 
@@ -323,7 +324,7 @@ TEST(ContainerdConfigTest, NonAsciiOutsideStringsIsRefusedBeforeTomlpp) {
   const std::string ok =
       "version = 2 # caf\xc3\xa9\nroot = \"/data/\xce\x89\"\nx = '''\n\xce\x89\n'''\ny = \"\"\"\n\xce\x89\"\"\"\n";
   auto fine = EditContainerdConfig(ok, Opts(RuntimeKind::kContainerd), "config.toml");
-  ASSERT_TRUE(fine.ok()) << fine.status();
+  ASSERT_OK(fine) << fine.status();
   EXPECT_THAT(fine->text, HasSubstr("root = \"/data/\xce\x89\""));
   EXPECT_FALSE(EditContainerdConfig("x = 1e_r\xef\xbb\x95\n", Opts(RuntimeKind::kContainerd), "c.toml").ok());
   // Also found by the fuzzer: a float version was cast to an integer (undefined for 2.5e115).
@@ -379,7 +380,7 @@ TEST_F(ApplyTest, WritesBackupKeepsModeAndIsIdempotent) {
   Write(path, in);
   ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
   auto r = Apply(path, Opts(RuntimeKind::kContainerd), false);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_TRUE(r->changed);
   EXPECT_FALSE(r->created);
   EXPECT_TRUE(absl::StartsWith(r->backup_path, backups_ + path + ".")) << r->backup_path;
@@ -390,7 +391,7 @@ TEST_F(ApplyTest, WritesBackupKeepsModeAndIsIdempotent) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   std::string written = Read(path);
   auto again = Apply(path, Opts(RuntimeKind::kContainerd), false);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_FALSE(again->changed);
   EXPECT_EQ(Read(path), written);
   // No temp files left behind; the backup is not beside the file.
@@ -400,7 +401,7 @@ TEST_F(ApplyTest, WritesBackupKeepsModeAndIsIdempotent) {
 TEST_F(ApplyTest, MissingFileIsCreatedWithParentsAndItsAbsenceBackedUp) {
   std::string path = dir_ + "/etc/crio/crio.conf.d/99-nvidia.toml";
   auto r = Apply(path, Opts(RuntimeKind::kCrio), false);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_TRUE(r->created);
   EXPECT_TRUE(absl::EndsWith(r->backup_path, ".absent")) << r->backup_path;
   EXPECT_THAT(Read(path), HasSubstr("runtime_type = \"oci\""));
@@ -410,7 +411,7 @@ TEST_F(ApplyTest, DryRunChangesNothing) {
   std::string path = dir_ + "/daemon.json";
   Write(path, "{\"debug\": true}\n");
   auto r = Apply(path, Opts(RuntimeKind::kDocker, true), true);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_TRUE(r->changed);
   EXPECT_THAT(r->diff, HasSubstr("+    \"default-runtime\": \"nvidia\""));
   EXPECT_THAT(r->diff, HasSubstr("-{\"debug\": true}"));
@@ -464,11 +465,11 @@ TEST_F(ApplyTest, AbsoluteSymlinkInsideTheHostRootIsEditedWhereItPoints) {
   Write(root + "/etc/containerd/real.toml", real);
   std::filesystem::create_symlink("/etc/containerd/real.toml", root + "/etc/containerd/config.toml");
   auto fs = HostFs::Open(root);
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   ApplyOptions a;
   a.backup_dir = backups_;
   auto r = ApplyRuntimeConfig(*fs, "/etc/containerd/config.toml", Opts(RuntimeKind::kContainerd), a);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->path, "/etc/containerd/real.toml");
   EXPECT_TRUE(std::filesystem::is_symlink(root + "/etc/containerd/config.toml"));
   const std::string edited = Read(root + "/etc/containerd/real.toml");
@@ -488,11 +489,11 @@ TEST_F(ApplyTest, SymlinkOutOfTheHostRootNeverReachesThisMachinesFile) {
   std::filesystem::create_directories(root + "/etc/docker");
   std::filesystem::create_symlink(outside, root + "/etc/docker/daemon.json");
   auto fs = HostFs::Open(root);
-  ASSERT_TRUE(fs.ok());
+  ASSERT_OK(fs);
   ApplyOptions a;
   a.backup_dir = backups_;
   auto r = ApplyRuntimeConfig(*fs, "/etc/docker/daemon.json", Opts(RuntimeKind::kDocker), a);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(Read(outside), "{\"mine\": 1}\n");
   EXPECT_THAT(Read(root + outside), HasSubstr("nvidia"));
 
@@ -515,16 +516,16 @@ TEST_F(ApplyTest, DropInFolderHoldsOnlyTheDropIn) {
   Write(path + ".gpunode.bak", "# an old backup\n");
   RuntimeConfigOptions a = Opts(RuntimeKind::kCrio);
   a.runtime_path = "/usr/bin/a";
-  ASSERT_TRUE(Apply(path, a, false).ok());
+  ASSERT_OK(Apply(path, a, false));
   RuntimeConfigOptions b = a;
   b.runtime_path = "/usr/bin/b";
   auto r = Apply(path, b, false);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(Entries(d), (std::vector<std::string>{"99-nvidia.toml"}));
   EXPECT_EQ(Entries(dir_ + "/etc/crio"), (std::vector<std::string>{"crio.conf.d"}));
   EXPECT_THAT(Read(path), HasSubstr("/usr/bin/b"));
   auto backups = ListBackups(HostFs::Local(), path, backups_);
-  ASSERT_TRUE(backups.ok()) << backups.status();
+  ASSERT_OK(backups) << backups.status();
   ASSERT_EQ(backups->size(), 3u);  // the migrated old one, then one per change
   EXPECT_EQ(Read((*backups)[0].path), "# an old backup\n");
 }
@@ -534,7 +535,7 @@ TEST_F(ApplyTest, StaleTempFileOfAKilledRunIsRemovedByTheNextWrite) {
   const std::string d = dir_ + "/etc/crio/crio.conf.d";
   std::filesystem::create_directories(d);
   Write(dir_ + "/etc/crio/.gpunode-tmp.crio.conf.d.99-nvidia.toml.deadbeef0000", "partial");
-  ASSERT_TRUE(Apply(d + "/99-nvidia.toml", Opts(RuntimeKind::kCrio), false).ok());
+  ASSERT_OK(Apply(d + "/99-nvidia.toml", Opts(RuntimeKind::kCrio), false));
   EXPECT_EQ(Entries(dir_ + "/etc/crio"), (std::vector<std::string>{"crio.conf.d"}));
 }
 
@@ -551,8 +552,8 @@ TEST_F(ApplyTest, ConcurrentRunsBothLand) {
     std::thread t2([&] { r2 = Apply(path, def, false); });
     t1.join();
     t2.join();
-    ASSERT_TRUE(r1.ok()) << r1.status();
-    ASSERT_TRUE(r2.ok()) << r2.status();
+    ASSERT_OK(r1) << r1.status();
+    ASSERT_OK(r2) << r2.status();
     const std::string text = Read(path);
     EXPECT_THAT(text, HasSubstr("\"cdi\": true")) << "round " << round;
     EXPECT_THAT(text, HasSubstr("\"default-runtime\": \"nvidia\"")) << "round " << round;
@@ -570,7 +571,7 @@ TEST_F(ApplyTest, ChangeByAnotherProgramBetweenReadAndRenameIsNotLost) {
     if (step == "temp-written" && calls++ == 0) Write(path, "{\"debug\": true, \"other\": 1}\n");
     return absl::OkStatus();
   });
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->attempts, 2);
   EXPECT_THAT(Read(path), HasSubstr("\"other\": 1"));
   EXPECT_THAT(Read(path), HasSubstr("\"nvidia\""));
@@ -600,7 +601,7 @@ TEST_F(ApplyTest, HundredThousandKeysAreEditedInLinearTime) {
   const auto start = std::chrono::steady_clock::now();
   auto r = Apply(path, Opts(RuntimeKind::kDocker), false);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_LT(s, 10.0);
   EXPECT_THAT(Read(path), HasSubstr("\"k99999\": 99999"));
 }
@@ -620,20 +621,20 @@ TEST_F(ApplyTest, DeeplyNestedJsonIsRefusedNotACrash) {
 TEST_F(ApplyTest, RestorePutsBackTheFileAsItWasAndCanBeUndone) {
   const std::string path = dir_ + "/daemon.json";
   Write(path, "{\"debug\": true}\n");
-  ASSERT_TRUE(Apply(path, Opts(RuntimeKind::kDocker, true), false).ok());
+  ASSERT_OK(Apply(path, Opts(RuntimeKind::kDocker, true), false));
   const std::string configured = Read(path);
   auto restored = RestoreRuntimeConfig(HostFs::Local(), path, backups_);
-  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_OK(restored) << restored.status();
   EXPECT_EQ(Read(path), "{\"debug\": true}\n");
   EXPECT_FALSE(restored->removed);
   // The state before the restore was itself backed up: restoring again undoes the restore.
-  ASSERT_TRUE(RestoreRuntimeConfig(HostFs::Local(), path, backups_).ok());
+  ASSERT_OK(RestoreRuntimeConfig(HostFs::Local(), path, backups_));
   EXPECT_EQ(Read(path), configured);
 
   const std::string fresh = dir_ + "/new/daemon.json";
-  ASSERT_TRUE(Apply(fresh, Opts(RuntimeKind::kDocker), false).ok());
+  ASSERT_OK(Apply(fresh, Opts(RuntimeKind::kDocker), false));
   auto removed = RestoreRuntimeConfig(HostFs::Local(), fresh, backups_);
-  ASSERT_TRUE(removed.ok()) << removed.status();
+  ASSERT_OK(removed) << removed.status();
   EXPECT_TRUE(removed->removed);
   EXPECT_FALSE(std::filesystem::exists(fresh));
   EXPECT_EQ(RestoreRuntimeConfig(HostFs::Local(), dir_ + "/never.json", backups_).status().code(),

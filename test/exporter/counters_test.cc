@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/exporter/catalogue.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -85,7 +86,7 @@ TEST(CountersTest, ParsesCommentsBlankLinesSpacesTabsAndCrlf) {
       "DCGM_FI_DEV_POWER_USAGE, counter, My own help: (watts) \\ \"quoted\"\n"
       "DCGM_FI_DRIVER_VERSION, label, Driver Version\n"
       "DCGM_FI_DEV_FB_USED, gauge,\n");
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_OK(parsed) << parsed.status();
   ASSERT_EQ(parsed->size(), 4u);
   EXPECT_EQ((*parsed)[0].field->id, FieldId::kGpuTemp);
   EXPECT_EQ((*parsed)[0].type, MetricType::kGauge);
@@ -99,7 +100,7 @@ TEST(CountersTest, ParsesCommentsBlankLinesSpacesTabsAndCrlf) {
 
 TEST(CountersTest, AnEmptyFileSelectsNothing) {
   auto parsed = ParseCounters("# nothing\n\n");
-  ASSERT_TRUE(parsed.ok());
+  ASSERT_OK(parsed);
   EXPECT_TRUE(parsed->empty());
   EXPECT_TRUE(ParseCounters("")->empty());
 }

@@ -25,6 +25,8 @@
 #include "src/exporter/http_server.h"
 #include "src/exporter/web_config.h"
 #include "test/exporter/raw_http.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -35,10 +37,7 @@ using ::testing::HasSubstr;
 using testing::RawRequest;
 using Clock = std::chrono::steady_clock;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // A bcrypt hash of `password` made now ($2b$, `cost`), as htpasswd -B would.
 std::string Bcrypt(const std::string& password, int cost) {
@@ -63,7 +62,7 @@ class ExporterHostileClientTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     auto source = sim::ResolveProfile("dgx-h200");
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     std::ofstream(dir_ / "profile.yaml") << source->text;
     ::setenv("GPUNODE_SIM_PROFILE", (dir_ / "profile.yaml").c_str(), 1);
     ::setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
@@ -81,7 +80,7 @@ class ExporterHostileClientTest : public ::testing::Test {
   // test) and the server on a loopback port, with basic auth when `users` is not empty.
   void Start(std::map<std::string, std::string> users = {}) {
     auto nvml = NvmlLibrary::Open(SimLibrary());
-    ASSERT_TRUE(nvml.ok()) << nvml.status();
+    ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     ExporterOptions o;
     o.hostname = "dgx-h200-01";
@@ -97,7 +96,7 @@ class ExporterHostileClientTest : public ::testing::Test {
       so.web = web;
     }
     auto server = MetricsServer::Create(*exporter_, so);
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server) << server.status();
     server_ = *std::move(server);
     port_ = server_->port();
     serve_ = std::thread([this] { server_->Serve(); });

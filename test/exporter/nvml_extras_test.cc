@@ -14,6 +14,8 @@
 
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -26,10 +28,7 @@ static_assert(std::is_nothrow_move_constructible_v<GpuExtrasState>);
 static_assert(std::is_nothrow_move_assignable_v<GpuExtrasState>);
 static_assert(std::is_default_constructible_v<GpuExtrasState>);
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // A simulated node whose profile file the test can rewrite while NVML is open.
 class LiveNode {
@@ -44,12 +43,12 @@ class LiveNode {
     Write(text);
     ::setenv("GPUNODE_SIM_PROFILE", (dir_ / "profile.yaml").c_str(), 1);
     auto nvml = NvmlLibrary::Open(SimLibrary());
-    EXPECT_TRUE(nvml.ok()) << nvml.status();
+    EXPECT_OK(nvml) << nvml.status();
     if (nvml.ok()) nvml_ = *std::move(nvml);
   }
   static LiveNode Builtin(const std::string& name) {
     auto source = sim::ResolveProfile(name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     return LiveNode(source.ok() ? source->text : "");
   }
   ~LiveNode() {
@@ -79,7 +78,7 @@ class LiveNode {
   bool ok() const { return nvml_ != nullptr; }
   nvmlDevice_t Device(unsigned i) const {
     auto d = nvml_->DeviceHandle(i);
-    EXPECT_TRUE(d.ok()) << d.status();
+    EXPECT_OK(d) << d.status();
     return d.ok() ? *d : nullptr;
   }
 

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "podresources/v1/api.pb.h"
 #include "test/testing/podresources_emulator.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -177,7 +178,7 @@ TEST_F(PodSocketTest, PodListOnceOverUnixSocket) {
   k.SetResponse(OnePod("train-0", kGpu0));
   ASSERT_TRUE(k.Start());
   auto m = ListOnce(options_);
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m) << m.status();
   EXPECT_TRUE(m->ok);
   EXPECT_GT(m->last_success_timestamp_seconds, 1.6e9);
   EXPECT_THAT(m->by_device.at(kGpu0), ElementsAre(IsRef("ml", "train-0", "main")));
@@ -224,7 +225,7 @@ TEST_F(PodSocketTest, PodListOnceLargeResponse) {
   k.SetResponse(std::move(r));
   ASSERT_TRUE(k.Start());
   auto m = ListOnce(options_);
-  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_OK(m) << m.status();
   EXPECT_EQ(m->by_device.size(), 20000u);
   EXPECT_EQ(m->by_device.at("GPU-00012345-aaaa-bbbb-cccc-ddddeeeeffff").front().pod,
             "distributed-training-job-with-a-long-name-12345-worker");
@@ -281,7 +282,7 @@ TEST_F(PodSocketTest, PodMapperMissingSocketThenRecovers) {
   ASSERT_TRUE(k.Start());
   ASSERT_TRUE(WaitUntil([&] { return mapper.Latest()->ok; }, 5s));
   latest = mapper.Latest();
-  EXPECT_TRUE(latest->status.ok());
+  EXPECT_OK(latest->status);
   EXPECT_GT(latest->last_success_timestamp_seconds, 0);
   EXPECT_GE(latest->refresh_errors_total, 2u);  // kept across the recovery
   EXPECT_NE(latest->ForGpu(kGpu0, ""), nullptr);

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -48,7 +49,7 @@ NodeSnapshot TwoGpus() {
 
 std::vector<Counter> Select(const std::string& csv) {
   auto parsed = ParseCounters(csv);
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_OK(parsed) << parsed.status();
   return parsed.ok() ? *parsed : std::vector<Counter>{};
 }
 

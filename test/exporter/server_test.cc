@@ -29,6 +29,8 @@
 #include "test/exporter/raw_http.h"
 #include "test/testing/podresources_emulator.h"
 #include "test/testing/run_gpunode.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -41,10 +43,7 @@ using ::testing::Not;
 // "s3cret" with bcrypt cost 4 (cheap for tests; production hashes use 10-12).
 constexpr char kHash[] = "$2b$04$poPUGKew3QHMXlGSzwquB.NCuec6TvozQB.DfHFqU5dbzKw/Gah8u";
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // Polls `cond` for up to `limit`.
 template <typename F>
@@ -75,7 +74,7 @@ class ExporterServerTest : public ::testing::Test {
 
   void UseProfile(const std::string& name) {
     auto source = sim::ResolveProfile(name);
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     profile_text_ = source->text;
     profile_path_ = (dir_ / "profile.yaml").string();
     WriteProfile(profile_text_);
@@ -98,7 +97,7 @@ class ExporterServerTest : public ::testing::Test {
 
   void StartExporter(ExporterOptions options = {}) {
     auto nvml = NvmlLibrary::Open(SimLibrary());
-    ASSERT_TRUE(nvml.ok()) << nvml.status();
+    ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     options.hostname = "dgx-h200-01";
     if (options.interval == 30000ms) options.interval = 100ms;
@@ -112,7 +111,7 @@ class ExporterServerTest : public ::testing::Test {
   void StartServer(ServerOptions options = {}) {
     options.listen = "127.0.0.1:0";
     auto server = MetricsServer::Create(*exporter_, std::move(options));
-    ASSERT_TRUE(server.ok()) << server.status();
+    ASSERT_OK(server) << server.status();
     server_ = *std::move(server);
     serve_ = std::thread([this] { server_->Serve(); });
     ASSERT_TRUE(Eventually([this] {
@@ -223,11 +222,11 @@ TEST_F(ExporterServerTest, ALostGpuGoesToHealthZeroWhileTheOthersKeepReporting) 
 TEST_F(ExporterServerTest, AGpuLostFromTheStartShowsItsBusIdAsALostRowAndInItsHealthSeries) {
   UseProfile("broken-fallen-gpu");
   auto profile = sim::ParseProfile(profile_text_, "broken-fallen-gpu");
-  ASSERT_TRUE(profile.ok()) << profile.status();
+  ASSERT_OK(profile) << profile.status();
   const std::string root = (dir_ / "root").string();
-  ASSERT_TRUE(sim::WriteHostRoot(*profile, root).ok());
+  ASSERT_OK(sim::WriteHostRoot(*profile, root));
   auto host = HostFs::Open(root);
-  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_OK(host) << host.status();
   ExporterOptions options;
   options.bus_gpus = NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
   StartExporter(std::move(options));
@@ -348,7 +347,7 @@ TEST_F(ExporterServerTest, WithoutTheKubeletSocketMetricsAreServedAndPodMappingI
 
 TEST_F(ExporterServerTest, HealthIs503UntilTheFirstCollection) {
   auto nvml = NvmlLibrary::Open(SimLibrary());
-  ASSERT_TRUE(nvml.ok());
+  ASSERT_OK(nvml);
   Exporter e(**nvml, ExporterOptions{});
   EXPECT_FALSE(e.Health().ok);
   EXPECT_EQ(e.Health().reason, "no collection has finished yet");
@@ -359,7 +358,7 @@ TEST_F(ExporterServerTest, BasicAuthFromTheWebConfigGuardsEveryPath) {
   auto web = ParseWebConfig(std::string("basic_auth_users:\n  prom: ") + kHash +
                                 "\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
                             "web.yml");
-  ASSERT_TRUE(web.ok()) << web.status();
+  ASSERT_OK(web) << web.status();
   ServerOptions so;
   so.web = *web;
   StartServer(so);
@@ -401,13 +400,13 @@ TEST_F(ExporterServerTest, ServesHttpsAndRequiresAClientCertificateWhenConfigure
   std::ofstream(dir_ / "web.yml") << "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
                                      "  client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n";
   auto web = LoadWebConfig((dir_ / "web.yml").string());
-  ASSERT_TRUE(web.ok()) << web.status();
+  ASSERT_OK(web) << web.status();
   StartExporter();
   ServerOptions so;
   so.web = *web;
   so.listen = "127.0.0.1:0";
   auto server = MetricsServer::Create(*exporter_, so);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server) << server.status();
   server_ = *std::move(server);
   EXPECT_TRUE(server_->tls());
   serve_ = std::thread([this] { server_->Serve(); });
@@ -468,7 +467,7 @@ TEST_F(ExporterServerTest, ListensOnIpv4AndIpv6WithOneSocketForAnEmptyHost) {
   ServerOptions so;
   so.listen = ":0";
   auto server = MetricsServer::Create(*exporter_, so);
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server) << server.status();
   server_ = *std::move(server);
   serve_ = std::thread([this] { server_->Serve(); });
   httplib::Client v4("127.0.0.1", server_->port());
@@ -532,7 +531,7 @@ TEST_F(ExporterServerTest, TheRequestDeadlineLimitsAndOversizedRequestsAreAnswer
 TEST_F(ExporterServerTest, WrongCredentialsAreAnsweredLateMissingOnesAtOnce) {
   StartExporter();
   auto web = ParseWebConfig(std::string("basic_auth_users:\n  prom: ") + kHash + "\n", "web.yml");
-  ASSERT_TRUE(web.ok());
+  ASSERT_OK(web);
   ServerOptions so;
   so.web = *web;
   so.auth_failure_delay = 600ms;  // 300-900 ms
@@ -561,15 +560,15 @@ TEST_F(ExporterServerTest, WrongCredentialsAreAnsweredLateMissingOnesAtOnce) {
 
 TEST(ListenAddressTest, ParsesDcgmExporterForms) {
   auto a = ParseListenAddress(":9400");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->host, "::");
   EXPECT_EQ(a->port, 9400);
   a = ParseListenAddress("127.0.0.1:0");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->host, "127.0.0.1");
   EXPECT_EQ(a->port, 0);
   a = ParseListenAddress("[::1]:9400");
-  ASSERT_TRUE(a.ok());
+  ASSERT_OK(a);
   EXPECT_EQ(a->host, "::1");
   for (const char* bad : {"9400", "host:", ":99999", "::1:9400", "[::1]9400", ":http"}) {
     auto b = ParseListenAddress(bad);
@@ -586,7 +585,7 @@ TEST(WebConfigTest, ParsesTheExporterToolkitFormat) {
       "http_server_config:\n  http2: true\n  headers:\n    Strict-Transport-Security: max-age=31536000\n"
       "basic_auth_users:\n  alice: $2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi\n",
       "web.yml", "/etc/gpunode");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   ASSERT_TRUE(c->tls.has_value());
   EXPECT_EQ(c->tls->cert_file, "/etc/tls/tls.crt");
   EXPECT_EQ(c->tls->key_file, "/etc/gpunode/tls.key");
@@ -595,7 +594,7 @@ TEST(WebConfigTest, ParsesTheExporterToolkitFormat) {
   EXPECT_EQ(c->headers.at("Strict-Transport-Security"), "max-age=31536000");
   EXPECT_EQ(c->basic_auth_users.size(), 1u);
   auto empty = ParseWebConfig("", "web.yml");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_FALSE(empty->tls.has_value());
 }
 

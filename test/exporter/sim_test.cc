@@ -23,6 +23,8 @@
 #include "src/exporter/sample.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -31,10 +33,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -53,12 +52,12 @@ class SimNode {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     auto source = sim::ResolveProfile(profile_name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     const std::string profile_path = (dir_ / "profile.yaml").string();
     if (source.ok()) std::ofstream(profile_path) << source->text;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto nvml = NvmlLibrary::Open(SimLibrary());
-    EXPECT_TRUE(nvml.ok()) << nvml.status();
+    EXPECT_OK(nvml) << nvml.status();
     if (nvml.ok()) nvml_ = *std::move(nvml);
     if (source.ok()) profile_text_ = source->text;
   }
@@ -67,13 +66,13 @@ class SimNode {
   // caller reads at start).
   std::vector<BusGpu> BusGpus() const {
     auto profile = sim::ParseProfile(profile_text_, "profile");
-    EXPECT_TRUE(profile.ok()) << profile.status();
+    EXPECT_OK(profile) << profile.status();
     if (!profile.ok()) return {};
     const std::string root = (dir_ / "root").string();
     Status written = sim::WriteHostRoot(*profile, root);
-    EXPECT_TRUE(written.ok()) << written;
+    EXPECT_OK(written) << written;
     auto host = HostFs::Open(root);
-    EXPECT_TRUE(host.ok()) << host.status();
+    EXPECT_OK(host) << host.status();
     if (!host.ok()) return {};
     return NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
   }
@@ -119,7 +118,7 @@ TEST(ExporterSimTest, SamplesEveryDgxH200GpuWithTheFieldsNvmlGives) {
   SimNode node("dgx-h200");
   ASSERT_TRUE(node.ok());
   const NodeSnapshot snap = node.Collect("dgx-h200-01");
-  EXPECT_TRUE(snap.status.ok()) << snap.status;
+  EXPECT_OK(snap.status) << snap.status;
   EXPECT_EQ(snap.driver_version, "580.95.05");
   ASSERT_EQ(snap.gpus.size(), 8u);
   EXPECT_TRUE(snap.collection_errors_total.empty());

@@ -20,6 +20,7 @@
 #include "src/kube/client.h"
 #include "test/testing/run_gpunode.h"
 #include "test/testing/temp_dir_test.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::fleet {
 namespace {
@@ -124,10 +125,10 @@ class FleetApiTest : public ::gpunode::testing::TempDirTest {
 TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
   FakeApiServer api(Fixture("nodes-200.json"));
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
-  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_OK(conn) << conn.status();
   kube::Client client(*conn);
   auto list = ListNodes(client);
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_OK(list) << list.status();
   EXPECT_EQ((*list)["items"].size(), 200u);
   EXPECT_EQ((*list)["metadata"]["resourceVersion"], "4999999");
   const std::vector<std::string> reqs = api.requests();
@@ -136,11 +137,11 @@ TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
   EXPECT_EQ(reqs[1], "/api/v1/nodes?limit=500&continue=page-from-100");
 
   auto nodes = ParseNodeList(*list, "api");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "api");
   // The same answer as the file read in one piece.
   auto from_file = ParseNodeListText(ReadAll(Fixture("nodes-200.json")), "file");
-  ASSERT_TRUE(from_file.ok());
+  ASSERT_OK(from_file);
   FleetReport f = Analyze(std::move(*from_file), "api");
   EXPECT_EQ(ToJson(r).dump(), ToJson(f).dump());
   EXPECT_EQ(r.summary.nodes, 200);
@@ -153,10 +154,10 @@ TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
 TEST_F(FleetApiTest, SmallPagesAndAServerThatRepeatsItsToken) {
   FakeApiServer api(Fixture("nodes-200.json"), 30);
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
-  ASSERT_TRUE(conn.ok());
+  ASSERT_OK(conn);
   kube::Client client(*conn);
   auto list = ListNodes(client, 30);
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_OK(list) << list.status();
   EXPECT_EQ((*list)["items"].size(), 200u);
   EXPECT_EQ(api.requests().size(), 7u);
 
@@ -171,7 +172,7 @@ TEST_F(FleetApiTest, RefusalsNameTheRequestAndTheReason) {
   FakeApiServer api(Fixture("nodes-200.json"));
   {
     auto conn = kube::ResolveConnection(Kubeconfig(api.port(), "wrong"));
-    ASSERT_TRUE(conn.ok());
+    ASSERT_OK(conn);
     kube::Client client(*conn);
     auto list = ListNodes(client);
     ASSERT_FALSE(list.ok());
@@ -180,7 +181,7 @@ TEST_F(FleetApiTest, RefusalsNameTheRequestAndTheReason) {
   }
   api.forbid = true;
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
-  ASSERT_TRUE(conn.ok());
+  ASSERT_OK(conn);
   kube::Client client(*conn);
   auto list = ListNodes(client);
   ASSERT_FALSE(list.ok());

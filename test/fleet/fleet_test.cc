@@ -16,6 +16,7 @@
 #include "src/compat/dataset.h"
 #include "src/fleet/fleet.h"
 #include "src/fleet/render.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::fleet {
 namespace {
@@ -34,7 +35,7 @@ std::string ReadFixture(const std::string& name) {
 
 FleetReport Small() {
   auto nodes = ParseNodeListText(ReadFixture("nodes-small.json"), "nodes-small.json");
-  EXPECT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_OK(nodes) << nodes.status();
   return Analyze(std::move(*nodes), "nodes-small.json");
 }
 
@@ -116,7 +117,7 @@ TEST(FleetPools, SharedAndMigProductsPoolWithTheirGpuModel) {
      "status":{"capacity":{"nvidia.com/gpu":"4"},"allocatable":{"nvidia.com/gpu":"4"},
        "conditions":[{"type":"Ready","status":"True"}]}}]})",
                                  "t");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "t");
   ASSERT_EQ(r.pools.size(), 1u);
   EXPECT_EQ(r.pools[0].name, "l40s-570.172.08");
@@ -162,7 +163,7 @@ TEST(FleetFindings, PluginMarkedUnhealthyAndNotReadyAsCauses) {
      "status":{"capacity":{"nvidia.com/gpu":"8"},"allocatable":{"nvidia.com/gpu":"0"},
        "conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"PLEG is not healthy"}]}}]})",
                                  "t");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "t");
   auto x = Find(r, "below-capacity", "x");
   ASSERT_EQ(x.size(), 1u);
@@ -233,7 +234,7 @@ TEST(FleetFindings, ExitCodeAndOrderErrorsFirst) {
   }
   // A healthy fleet: only h100-a.
   auto nodes = ParseNodeListText(ReadFixture("nodes-small.json"), "s");
-  ASSERT_TRUE(nodes.ok());
+  ASSERT_OK(nodes);
   nodes->erase(std::remove_if(nodes->begin(), nodes->end(), [](const FleetNode& n) { return n.name != "h100-a"; }),
                nodes->end());
   FleetReport healthy = Analyze(std::move(*nodes), "s");
@@ -243,10 +244,10 @@ TEST(FleetFindings, ExitCodeAndOrderErrorsFirst) {
 
 TEST(FleetCompat, OneVerdictPerPoolWithRuleAndSmallestFix) {
   auto data = compat::LoadBuiltin();
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_OK(data) << data.status();
   FleetReport r = Small();
   auto c = CheckPools(*data, r, "nvidia/cuda:13.0.2-base-ubuntu24.04");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   ASSERT_EQ(c->pools.size(), 4u);
   std::map<std::string, const PoolCompat*> by;
   for (const PoolCompat& p : c->pools) by[p.pool] = &p;
@@ -262,7 +263,7 @@ TEST(FleetCompat, OneVerdictPerPoolWithRuleAndSmallestFix) {
   EXPECT_EQ(ExitCodeOf(*c), 1);
 
   auto ok = CheckPools(*data, r, "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime");
-  ASSERT_TRUE(ok.ok());
+  ASSERT_OK(ok);
   EXPECT_EQ(ExitCodeOf(*ok), 0);
   EXPECT_EQ(ok->worst, compat::Verdict::kCompatibleWithCaveats);
 
@@ -274,10 +275,10 @@ TEST(FleetCompat, OneVerdictPerPoolWithRuleAndSmallestFix) {
 
 TEST(FleetCompat, UnknownAndMalformedImages) {
   auto data = compat::LoadBuiltin();
-  ASSERT_TRUE(data.ok());
+  ASSERT_OK(data);
   FleetReport r = Small();
   auto unknown = CheckPools(*data, r, "registry.example.com/team/trainer:v7");
-  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  ASSERT_OK(unknown) << unknown.status();
   EXPECT_EQ(unknown->worst, compat::Verdict::kUnknown);
   EXPECT_EQ(ExitCodeOf(*unknown), 2);
   EXPECT_FALSE(unknown->pools[0].report.needed.empty());
@@ -293,7 +294,7 @@ TEST(FleetDrainPlan, WavesNeverExceedMaxUnavailableAndFailingNodesGoFirst) {
     o.to_driver = *ParseDriverTarget("580.95.05");
     o.max_unavailable = n;
     auto plan = PlanDrain(r, o);
-    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_OK(plan) << plan.status();
     EXPECT_TRUE(plan->blocked.empty()) << plan->blocked;
     EXPECT_EQ(plan->nodes_to_upgrade, 5);
     EXPECT_THAT(plan->at_target, ElementsAre("h100-a", "h100-b"));
@@ -326,7 +327,7 @@ TEST(FleetDrainPlan, UnavailableNodesOutsideThePlanHoldSlots) {
   o.to_driver = *ParseDriverTarget("535.261.03");  // a100-b (down) is at the target: it holds a slot
   o.max_unavailable = 2;
   auto plan = PlanDrain(r, o);
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK(plan);
   EXPECT_THAT(plan->held, ElementsAre("a100-b"));
   for (const Wave& w : plan->waves) {
     EXPECT_EQ(static_cast<int>(w.nodes.size()), 1) << "one slot left";
@@ -336,7 +337,7 @@ TEST(FleetDrainPlan, UnavailableNodesOutsideThePlanHoldSlots) {
 
   o.max_unavailable = 1;
   auto blocked = PlanDrain(r, o);
-  ASSERT_TRUE(blocked.ok());
+  ASSERT_OK(blocked);
   EXPECT_THAT(blocked->blocked, HasSubstr("a100-b"));
   EXPECT_EQ(ExitCodeOf(*blocked), 1);
 }
@@ -348,7 +349,7 @@ TEST(FleetDrainPlan, PoolFilterAndNothingToDo) {
   o.max_unavailable = 2;
   o.pools = {"h100-80gb-hbm3-580.95.05"};
   auto none = PlanDrain(r, o);
-  ASSERT_TRUE(none.ok());
+  ASSERT_OK(none);
   EXPECT_TRUE(none->waves.empty());
   EXPECT_EQ(none->nodes_to_upgrade, 0);
   EXPECT_THAT(RenderText(*none), HasSubstr("nothing to do"));
@@ -366,7 +367,7 @@ TEST(FleetDrainPlan, BadFlags) {
       EXPECT_THAT(v.status().message(), HasSubstr("--to-driver")) << bad;
     }
   }
-  EXPECT_TRUE(ParseDriverTarget("570.172").ok());
+  EXPECT_OK(ParseDriverTarget("570.172"));
   EXPECT_EQ(*ParseMaxUnavailable("3", 100), 3);
   EXPECT_EQ(*ParseMaxUnavailable("10%", 192), 19);
   EXPECT_EQ(*ParseMaxUnavailable("1%", 20), 1) << "at least one";
@@ -409,7 +410,7 @@ TEST(FleetInput, MissingFieldsAreAbsentNotErrors) {
      "spec":{"unschedulable":"yes"},
      "status":{"capacity":{"nvidia.com/gpu":"1k"},"conditions":[null,{"type":"Ready"}]}}]})",
                                  "x");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "x");
   EXPECT_FALSE(NodeOf(r, "bare").has_gpus);
   const FleetNode& odd = NodeOf(r, "odd");
@@ -420,7 +421,7 @@ TEST(FleetInput, MissingFieldsAreAbsentNotErrors) {
   EXPECT_EQ(Find(r, "label-malformed").size(), 3u);
   EXPECT_EQ(r.pools.at(0).name, "unknown-gpu-unknown-driver");
   auto empty = ParseNodeListText(R"({"kind":"NodeList","items":null})", "x");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_TRUE(empty->empty());
 }
 
@@ -429,7 +430,7 @@ TEST(FleetRender, JsonDocumentAndEscapedHtml) {
     "labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.product":"\"><img src=x onerror=alert(2)>"}},
     "status":{"conditions":[{"type":"Ready","status":"False","message":"<b>&'"}]}}]})",
                                  "x");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "x");
   const std::string html = RenderHtml(r);
   EXPECT_THAT(html, Not(HasSubstr("<script>")));

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::kube {
 namespace {
@@ -27,23 +28,23 @@ class ApiServer : public ::testing::Test {
     const char* kc = std::getenv("GPUNODE_TEST_KUBECONFIG");
     if (kc == nullptr || *kc == '\0') GTEST_SKIP() << "GPUNODE_TEST_KUBECONFIG is not set (test/k8s/kube_api_test.sh sets it)";
     auto c = LoadKubeconfig(kc);
-    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_OK(c) << c.status();
     admin_conn_ = *c;
     admin_ = std::make_unique<Client>(admin_conn_);
     auto nodes = admin_->Get("/api/v1/nodes");
-    ASSERT_TRUE(nodes.ok()) << nodes.status();
+    ASSERT_OK(nodes) << nodes.status();
     ASSERT_FALSE((*nodes)["items"].empty());
     node_ = (*nodes)["items"][0]["metadata"]["name"].get<std::string>();
   }
 
   nlohmann::json Labels() {
     auto n = admin_->Get("/api/v1/nodes/" + node_);
-    EXPECT_TRUE(n.ok()) << n.status();
+    EXPECT_OK(n) << n.status();
     return (*n)["metadata"].value("labels", nlohmann::json::object());
   }
   std::string Annotation() {
     auto n = admin_->Get("/api/v1/nodes/" + node_);
-    EXPECT_TRUE(n.ok()) << n.status();
+    EXPECT_OK(n) << n.status();
     return (*n)["metadata"].value("annotations", nlohmann::json::object()).value(kManagedLabelsAnnotation, "");
   }
 
@@ -53,7 +54,7 @@ class ApiServer : public ::testing::Test {
     auto made = admin_->Post(base, {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "gpunode-test-nobody"}}}});
     EXPECT_TRUE(made.ok() || absl::IsAborted(made.status())) << made.status();
     auto tr = admin_->Post(base + "/gpunode-test-nobody/token", {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", nlohmann::json::object()}});
-    EXPECT_TRUE(tr.ok()) << tr.status();
+    EXPECT_OK(tr) << tr.status();
     return tr.ok() ? (*tr)["status"]["token"].get<std::string>() : "";
   }
 
@@ -63,35 +64,35 @@ class ApiServer : public ::testing::Test {
 };
 
 TEST_F(ApiServer, NodeLabelsClaimOnlyWhatGpunodeSetAndRemoveOnlyThat) {
-  ASSERT_TRUE(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", "1"}}}}}}).ok());
+  ASSERT_OK(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", "1"}}}}}}));
   auto first = ApplyNodeLabels(*admin_, node_, {{"example.com/pre", "1"}, {"gpunode.io/test-a", "x"}, {"gpunode.io/test-b", "y"}});
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first) << first.status();
   EXPECT_TRUE(first->patched);
   EXPECT_EQ(first->set, (std::vector<std::string>{"gpunode.io/test-a", "gpunode.io/test-b"}));
   EXPECT_EQ(Annotation(), "gpunode.io/test-a,gpunode.io/test-b");  // example.com/pre was there: not claimed
   EXPECT_EQ(Labels()["gpunode.io/test-b"], "y");
 
   auto again = ApplyNodeLabels(*admin_, node_, {{"example.com/pre", "1"}, {"gpunode.io/test-a", "x"}, {"gpunode.io/test-b", "y"}});
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_OK(again) << again.status();
   EXPECT_FALSE(again->patched) << "an unchanged label set must not write the Node";
 
   auto changed = ApplyNodeLabels(*admin_, node_, {{"gpunode.io/test-a", "x2"}});
-  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_OK(changed) << changed.status();
   EXPECT_EQ(changed->set, (std::vector<std::string>{"gpunode.io/test-a"}));
   EXPECT_EQ(changed->removed, (std::vector<std::string>{"gpunode.io/test-b"}));
   EXPECT_FALSE(Labels().contains("gpunode.io/test-b"));
   EXPECT_EQ(Labels()["example.com/pre"], "1") << "a label gpunode never set is not removed";
 
   auto removed = RemoveNodeLabels(*admin_, node_);
-  ASSERT_TRUE(removed.ok()) << removed.status();
+  ASSERT_OK(removed) << removed.status();
   EXPECT_EQ(removed->removed, (std::vector<std::string>{"gpunode.io/test-a"}));
   EXPECT_FALSE(Labels().contains("gpunode.io/test-a"));
   EXPECT_EQ(Labels()["example.com/pre"], "1");
   EXPECT_EQ(Annotation(), "");
   auto nothing = RemoveNodeLabels(*admin_, node_);
-  ASSERT_TRUE(nothing.ok());
+  ASSERT_OK(nothing);
   EXPECT_FALSE(nothing->patched);
-  ASSERT_TRUE(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", nullptr}}}}}}).ok());
+  ASSERT_OK(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", nullptr}}}}}}));
 }
 
 TEST_F(ApiServer, ErrorsNameTheRequestAndTheReason) {
@@ -130,7 +131,7 @@ TEST_F(ApiServer, ErrorsNameTheRequestAndTheReason) {
   EXPECT_TRUE(absl::IsUnavailable(untrusted.status())) << untrusted.status();
   EXPECT_NE(untrusted.status().message().find("the server's certificate was not accepted"), std::string::npos)
       << untrusted.status();
-  ASSERT_TRUE(admin_->Delete("/api/v1/namespaces/default/serviceaccounts/gpunode-test-nobody").ok());
+  ASSERT_OK(admin_->Delete("/api/v1/namespaces/default/serviceaccounts/gpunode-test-nobody"));
 }
 
 TEST_F(ApiServer, ATokenFileIsReadAgainWhenItChanges) {
@@ -150,7 +151,7 @@ TEST_F(ApiServer, ATokenFileIsReadAgainWhenItChanges) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::ofstream(file) << token << "\n";
   auto after = client.Get("/api");
-  EXPECT_TRUE(after.ok()) << after.status();
+  EXPECT_OK(after) << after.status();
   std::filesystem::remove_all(dir);
   (void)admin_->Delete("/api/v1/namespaces/default/serviceaccounts/gpunode-test-nobody");
 }
@@ -159,7 +160,7 @@ TEST_F(ApiServer, ADaemonSetBeingDeletedMeansUninstall) {
   const std::string ns = "default", name = "gpunode-test-ds";
   const std::string path = "/apis/apps/v1/namespaces/default/daemonsets/" + name;
   auto gone = DaemonSetDeleting(*admin_, ns, name);
-  ASSERT_TRUE(gone.ok()) << gone.status();
+  ASSERT_OK(gone) << gone.status();
   EXPECT_TRUE(*gone) << "a DaemonSet that does not exist is an uninstall";
   nlohmann::json ds = {
       {"apiVersion", "apps/v1"},
@@ -173,42 +174,42 @@ TEST_F(ApiServer, ADaemonSetBeingDeletedMeansUninstall) {
            {{"nodeSelector", {{"gpunode.io/no-such-node", "true"}}},
             {"containers", {{{"name", "c"}, {"image", "gpunode.test/busybox:1"}}}}}}}}}}};
   auto made = admin_->Post("/apis/apps/v1/namespaces/default/daemonsets", ds);
-  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_OK(made) << made.status();
   auto running = DaemonSetDeleting(*admin_, ns, name);
-  ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_OK(running) << running.status();
   EXPECT_FALSE(*running);
-  ASSERT_TRUE(admin_->Delete(path, {{"propagationPolicy", "Foreground"}}).ok());
+  ASSERT_OK(admin_->Delete(path, {{"propagationPolicy", "Foreground"}}));
   auto deleting = DaemonSetDeleting(*admin_, ns, name);
-  ASSERT_TRUE(deleting.ok()) << deleting.status();
+  ASSERT_OK(deleting) << deleting.status();
   EXPECT_TRUE(*deleting) << "deletionTimestamp set: an uninstall";
-  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"finalizers", nullptr}}}}).ok());
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"finalizers", nullptr}}}}));
 }
 
 TEST_F(ApiServer, AConditionTransitionsOnlyWhenItsStatusChanges) {
   auto condition = [&]() {
     auto n = admin_->Get("/api/v1/nodes/" + node_);
-    EXPECT_TRUE(n.ok()) << n.status();
+    EXPECT_OK(n) << n.status();
     for (const auto& c : (*n)["status"]["conditions"]) {
       if (c["type"] == "GpuStackReady") return c;
     }
     return nlohmann::json();
   };
   auto first = SetNodeCondition(*admin_, node_, {"GpuStackReady", "False", "DriverMismatch", "first action"});
-  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_OK(first) << first.status();
   const nlohmann::json c1 = condition();
   ASSERT_FALSE(c1.is_null());
   EXPECT_EQ(c1["status"], "False");
   EXPECT_EQ(c1["reason"], "DriverMismatch");
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the times have a 1 s resolution
   auto same = SetNodeCondition(*admin_, node_, {"GpuStackReady", "False", "DriverMismatch", "still"});
-  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_OK(same) << same.status();
   EXPECT_FALSE(*same);
   const nlohmann::json c2 = condition();
   EXPECT_EQ(c2["lastTransitionTime"], c1["lastTransitionTime"]) << "no transition: the same status";
   EXPECT_NE(c2["lastHeartbeatTime"], c1["lastHeartbeatTime"]);
   EXPECT_EQ(c2["message"], "still");
   auto ready = SetNodeCondition(*admin_, node_, {"GpuStackReady", "True", "Passed", "every layer passed"});
-  ASSERT_TRUE(ready.ok()) << ready.status();
+  ASSERT_OK(ready) << ready.status();
   EXPECT_TRUE(*ready);
   EXPECT_NE(condition()["lastTransitionTime"], c1["lastTransitionTime"]);
   // The kubelet's own conditions are untouched (strategic merge by type).
@@ -219,10 +220,10 @@ TEST_F(ApiServer, AConditionTransitionsOnlyWhenItsStatusChanges) {
 }
 
 TEST_F(ApiServer, AnEventIsRecordedOnTheNode) {
-  ASSERT_TRUE(CreateNodeEvent(*admin_, node_, "Warning", "GpuStackNotReady", "kernel.module-mismatch: reboot").ok());
+  ASSERT_OK(CreateNodeEvent(*admin_, node_, "Warning", "GpuStackNotReady", "kernel.module-mismatch: reboot"));
   auto list = admin_->Get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D" + node_ +
                           ",reason%3DGpuStackNotReady");
-  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_OK(list) << list.status();
   ASSERT_FALSE((*list)["items"].empty());
   const auto& ev = (*list)["items"].back();
   EXPECT_EQ(ev["type"], "Warning");
@@ -235,12 +236,12 @@ TEST_F(ApiServer, AConflictingWriteIsReadAndAppliedAgain) {
   const std::string path = "/api/v1/nodes/" + node_;
   auto attempts = UpdateWithRetry(*admin_, path, [&](nlohmann::json& n, int attempt) {
     if (attempt == 1) {  // someone else writes between our read and our write
-      EXPECT_TRUE(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"example.com/other", "1"}}}}}}).ok());
+      EXPECT_OK(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"example.com/other", "1"}}}}}}));
     }
     n["metadata"]["annotations"]["gpunode.io/test-retry"] = std::to_string(attempt);
     return true;
   });
-  ASSERT_TRUE(attempts.ok()) << attempts.status();
+  ASSERT_OK(attempts) << attempts.status();
   EXPECT_EQ(*attempts, 2) << "the first PUT carried a stale resourceVersion: 409, read again";
   auto n = admin_->Get(path);
   EXPECT_EQ((*n)["metadata"]["annotations"]["gpunode.io/test-retry"], "2");
@@ -262,7 +263,7 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
     logs.push_back(m);
   };
   const std::string path = "/api/v1/nodes/" + node_;
-  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}).ok());
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}));
   Client watcher(admin_conn_);
   Status result;
   struct Joiner {  // an ASSERT below must not leave the watch thread running
@@ -295,7 +296,7 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
   };
   ASSERT_TRUE(wait_for("-", std::chrono::seconds(5))) << "no first read";
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "1"}}}}}}).ok());
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "1"}}}}}}));
   EXPECT_TRUE(wait_for("1", std::chrono::seconds(3))) << "the change did not arrive";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   if (const char* cluster = std::getenv("GPUNODE_TEST_CLUSTER_SH"); cluster != nullptr && *cluster != '\0') {
@@ -304,15 +305,15 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
     std::ifstream in(log);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_EQ(rc, 0) << text;
-    ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "2"}}}}}}).ok());
+    ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", "2"}}}}}}));
     EXPECT_TRUE(wait_for("2", std::chrono::seconds(20))) << "no event after the API server restart";
     std::lock_guard<std::mutex> l(mu);
     EXPECT_FALSE(logs.empty()) << "the broken watch should have been noticed and logged";
   }
   stop = true;
   if (t.joinable()) t.join();
-  EXPECT_TRUE(result.ok()) << result;
-  ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}).ok());
+  EXPECT_OK(result) << result;
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}));
 }
 
 }  // namespace

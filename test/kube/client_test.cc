@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::kube {
 namespace {
@@ -40,17 +41,17 @@ constexpr char kCa[] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-
 
 TEST(ParseServer, HostsPortsAndSchemes) {
   Connection c;
-  ASSERT_TRUE(ParseServer("https://127.0.0.1:6443", &c).ok());
+  ASSERT_OK(ParseServer("https://127.0.0.1:6443", &c));
   EXPECT_EQ(c.scheme, "https");
   EXPECT_EQ(c.host, "127.0.0.1");
   EXPECT_EQ(c.port, 6443);
-  ASSERT_TRUE(ParseServer("https://api.example.com", &c).ok());
+  ASSERT_OK(ParseServer("https://api.example.com", &c));
   EXPECT_EQ(c.host, "api.example.com");
   EXPECT_EQ(c.port, 443);
-  ASSERT_TRUE(ParseServer("https://[fd00::1]:8443/", &c).ok());
+  ASSERT_OK(ParseServer("https://[fd00::1]:8443/", &c));
   EXPECT_EQ(c.host, "fd00::1");
   EXPECT_EQ(c.port, 8443);
-  ASSERT_TRUE(ParseServer("http://localhost:8080", &c).ok());
+  ASSERT_OK(ParseServer("http://localhost:8080", &c));
   EXPECT_EQ(c.scheme, "http");
   EXPECT_EQ(c.port, 8080);
   auto bad = ParseServer("127.0.0.1:6443", &c);
@@ -81,7 +82,7 @@ users:
   user: {client-certificate: pki/admin.crt, client-key: pki/admin.key}
 )");
   auto c = LoadKubeconfig(kc);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_EQ(c->host, "10.0.0.1");
   EXPECT_EQ(c->port, 6443);
   EXPECT_EQ(c->ca_pem, kCa);
@@ -113,7 +114,7 @@ users:
   user: {token: abc}
 )");
   auto c = LoadKubeconfig(kc);
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_EQ(c->ca_pem, "hello");
   EXPECT_EQ(c->token, "abc");
   EXPECT_EQ(c->ns, "default");
@@ -169,7 +170,7 @@ TEST(InClusterConnection, ServiceAccountFilesAndEnvironment) {
   auto c = InClusterConnection(d.path() + "/sa");
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_EQ(c->host, "fd00::1");
   EXPECT_EQ(c->port, 443);
   EXPECT_EQ(c->ns, "gpunode");
@@ -179,7 +180,7 @@ TEST(InClusterConnection, ServiceAccountFilesAndEnvironment) {
 
 TEST(Client, ConnectionRefusedNamesTheServer) {
   Connection c;
-  ASSERT_TRUE(ParseServer("http://127.0.0.1:1", &c).ok());
+  ASSERT_OK(ParseServer("http://127.0.0.1:1", &c));
   Client client(c);
   client.set_timeout(std::chrono::milliseconds(500));
   auto r = client.Get("/api/v1/nodes");
@@ -190,7 +191,7 @@ TEST(Client, ConnectionRefusedNamesTheServer) {
 
 TEST(Client, GarbageCaIsRefusedBeforeAnyRequest) {
   Connection c;
-  ASSERT_TRUE(ParseServer("https://127.0.0.1:1", &c).ok());
+  ASSERT_OK(ParseServer("https://127.0.0.1:1", &c));
   c.ca_pem = "not a certificate";
   c.source = "test";
   Client client(c);
@@ -227,7 +228,7 @@ TEST(Client, WatchWithoutEventsReturnsPromptlyWhenStopped) {
   const int port = server.bind_to_any_port("127.0.0.1");
   std::thread t([&] { server.listen_after_bind(); });
   Connection c;
-  ASSERT_TRUE(ParseServer("http://127.0.0.1:" + std::to_string(port), &c).ok());
+  ASSERT_OK(ParseServer("http://127.0.0.1:" + std::to_string(port), &c));
   Client client(c);
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
@@ -239,7 +240,7 @@ TEST(Client, WatchWithoutEventsReturnsPromptlyWhenStopped) {
                            &stop);
   const auto took = std::chrono::steady_clock::now() - start;
   stopper.join();
-  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_OK(st) << st;
   EXPECT_LT(took, std::chrono::seconds(3));
   serving = false;
   server.stop();

@@ -17,6 +17,7 @@
 #include "src/mig/apply.h"
 #include "src/mig/config.h"
 #include "src/mig/plan.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::mig {
 namespace {
@@ -88,7 +89,7 @@ mig-configs:
 
 MigConfigFile Parsed() {
   auto f = ParseMigConfigFile(kConfig, "config.yaml");
-  EXPECT_TRUE(f.ok()) << f.status();
+  EXPECT_OK(f) << f.status();
   return f.ok() ? *f : MigConfigFile{};
 }
 
@@ -116,7 +117,7 @@ TEST(MigConfigParse, ReadsMigPartedFormat) {
 
 TEST(MigConfigParse, ProfileNames) {
   auto p = ParseMigProfileName("1c.3g.71gb");
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   EXPECT_EQ(p->compute_slices, 1u);
   EXPECT_EQ(p->GpuInstanceName(), "3g.71gb");
   EXPECT_EQ(ParseMigProfileName("3c.3g.71gb")->ToString(), "3g.71gb");
@@ -131,7 +132,7 @@ TEST(MigConfigParse, ReadsAConfigMap) {
                    "data:\n  config.yaml: |\n    version: v1\n    mig-configs:\n      a:\n"
                    "        - devices: all\n          mig-enabled: false\n";
   auto f = ParseMigConfigFile(cm, "cm.yaml");
-  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_OK(f) << f.status();
   EXPECT_NE(f->Find("a"), nullptr);
 }
 
@@ -224,7 +225,7 @@ std::map<StepKind, int> Kinds(const MigPlan& p) {
 
 TEST(MigPlanner, EnablesAndCreatesWithPlacementsThatFit) {
   auto plan = PlanMigConfig({H200(0, false)}, Parsed(), "all-balanced");
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan) << plan.status();
   auto k = Kinds(*plan);
   EXPECT_EQ(k[StepKind::kEnableMig], 1);
   EXPECT_EQ(k[StepKind::kCreateGi], 4);
@@ -253,11 +254,11 @@ TEST(MigPlanner, NothingToDoWhenTheLayoutIsThere) {
     g.gis.push_back(gi);
   }
   auto plan = PlanMigConfig({g}, Parsed(), "all-1g.18gb");
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan) << plan.status();
   EXPECT_TRUE(plan->empty());
   // To all-disabled: 7 CIs, 7 GIs, then MIG off, in that order.
   auto off = PlanMigConfig({g}, Parsed(), "all-disabled");
-  ASSERT_TRUE(off.ok());
+  ASSERT_OK(off);
   auto k = Kinds(*off);
   EXPECT_EQ(k[StepKind::kDestroyCi], 7);
   EXPECT_EQ(k[StepKind::kDestroyGi], 7);
@@ -277,7 +278,7 @@ TEST(MigPlanner, KeepsInstancesThatAreWanted) {
   gi.cis.push_back(CiState{0, 2, 3, "3g.71gb"});
   g.gis.push_back(gi);
   auto plan = PlanMigConfig({g}, Parsed(), "all-balanced");
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan) << plan.status();
   auto k = Kinds(*plan);
   EXPECT_EQ(k[StepKind::kDestroyGi], 0);
   EXPECT_EQ(k[StepKind::kCreateGi], 3);
@@ -304,7 +305,7 @@ TEST(MigPlanner, RefusesWhatDoesNotFit) {
 
 TEST(MigPlanner, PacksComputeInstancesIntoOneGpuInstance) {
   auto plan = PlanMigConfig({H200(0, true)}, Parsed(), "split-ci");
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan) << plan.status();
   auto k = Kinds(*plan);
   EXPECT_EQ(k[StepKind::kCreateGi], 1);
   EXPECT_EQ(k[StepKind::kCreateCi], 3);
@@ -318,7 +319,7 @@ TEST(MigPlanner, RefusesAGpuWithProcesses) {
   EXPECT_TRUE(absl::IsFailedPrecondition(plan.status()));
   EXPECT_THAT(std::string(plan.status().message()), HasSubstr("compute processes are running on it (pid 4242)"));
   // Nothing to change: no refusal.
-  EXPECT_TRUE(PlanMigConfig({g}, Parsed(), "all-disabled").ok());
+  EXPECT_OK(PlanMigConfig({g}, Parsed(), "all-disabled"));
 }
 
 // ---- applier on the simulated NVML --------------------------------------------------------------
@@ -339,7 +340,7 @@ class MigApplyTest : public ::testing::Test {
   // A private copy of a built-in profile (each test starts from the profile's own layout).
   void UseProfile(const char* name, const std::string& extra_gpu_yaml = "") {
     auto src = sim::ResolveProfile(name);
-    ASSERT_TRUE(src.ok());
+    ASSERT_OK(src);
     std::string text = src->text;
     if (!extra_gpu_yaml.empty()) {
       // Add to the first GPU line "  - {bus_id: ..." the extra keys.
@@ -352,7 +353,7 @@ class MigApplyTest : public ::testing::Test {
   }
   std::unique_ptr<NvmlLibrary> Open() {
     auto lib = NvmlLibrary::Open(SimLibrary());
-    EXPECT_TRUE(lib.ok()) << lib.status();
+    EXPECT_OK(lib) << lib.status();
     return lib.ok() ? *std::move(lib) : nullptr;
   }
   // MIG devices the existing enumeration (nvmlDeviceGetMigDeviceHandleByIndex) shows, node-wide.
@@ -383,8 +384,8 @@ TEST_F(MigApplyTest, DgxH200ThroughLayoutsAndBackIsIdempotent) {
   EXPECT_EQ(EnumeratedMigDevices(*nvml), 0u);
 
   auto r = ApplyMigConfig(*nvml, f, "all-1g.18gb", {});
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_TRUE(r->status.ok()) << r->status;
+  ASSERT_OK(r) << r.status();
+  ASSERT_OK(r->status) << r->status;
   EXPECT_TRUE(r->changed);
   EXPECT_EQ(r->plan.steps.size(), 8u * (1 + 7 + 7));
   EXPECT_EQ(EnumeratedMigDevices(*nvml), 56u);
@@ -392,14 +393,14 @@ TEST_F(MigApplyTest, DgxH200ThroughLayoutsAndBackIsIdempotent) {
   EXPECT_THAT(DeviceCounts(r->after[5]), ::testing::ElementsAre(std::make_pair(std::string("1g.18gb"), 7u)));
 
   auto again = ApplyMigConfig(*nvml, f, "all-1g.18gb", {});
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_TRUE(again->plan.empty());
   EXPECT_FALSE(again->changed);
   EXPECT_TRUE(again->done.empty());
 
   auto balanced = ApplyMigConfig(*nvml, f, "all-balanced", {});
-  ASSERT_TRUE(balanced.ok()) << balanced.status();
-  ASSERT_TRUE(balanced->status.ok()) << balanced->status;
+  ASSERT_OK(balanced) << balanced.status();
+  ASSERT_OK(balanced->status) << balanced->status;
   EXPECT_EQ(EnumeratedMigDevices(*nvml), 8u * 4);
   EXPECT_THAT(DeviceCounts(balanced->after[0]),
               ::testing::ElementsAre(std::make_pair(std::string("1g.18gb"), 2u),
@@ -421,12 +422,12 @@ TEST_F(MigApplyTest, DgxH200ThroughLayoutsAndBackIsIdempotent) {
   EXPECT_EQ(sizes["NVIDIA H200 MIG 3g.71gb"], 68096u);
 
   auto off = ApplyMigConfig(*nvml, f, "all-disabled", {});
-  ASSERT_TRUE(off.ok());
-  ASSERT_TRUE(off->status.ok()) << off->status;
+  ASSERT_OK(off);
+  ASSERT_OK(off->status) << off->status;
   EXPECT_EQ(EnumeratedMigDevices(*nvml), 0u);
   for (const auto& g : off->after) EXPECT_FALSE(g.mig_current);
   auto off_again = ApplyMigConfig(*nvml, f, "all-disabled", {});
-  ASSERT_TRUE(off_again.ok());
+  ASSERT_OK(off_again);
   EXPECT_TRUE(off_again->plan.empty());
 }
 
@@ -437,7 +438,7 @@ TEST_F(MigApplyTest, DryRunChangesNothing) {
   ApplyOptions o;
   o.dry_run = true;
   auto r = ApplyMigConfig(*nvml, Parsed(), "all-balanced", o);
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_OK(r) << r.status();
   EXPECT_EQ(r->plan.steps.size(), 8u * 9);
   EXPECT_TRUE(r->done.empty());
   EXPECT_EQ(EnumeratedMigDevices(*nvml), 0u);
@@ -451,7 +452,7 @@ TEST_F(MigApplyTest, ALayoutThatDoesNotFitChangesNothing) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("does not fit GPU 0"));
   auto state = ReadMigState(*nvml);
-  ASSERT_TRUE(state.ok());
+  ASSERT_OK(state);
   EXPECT_FALSE((*state)[0].mig_current);
 }
 
@@ -471,7 +472,7 @@ TEST_F(MigApplyTest, A100ProfileSeedsItsInstancesAndRebalances) {
   auto nvml = Open();
   ASSERT_NE(nvml, nullptr);
   auto state = ReadMigState(*nvml);
-  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_OK(state) << state.status();
   ASSERT_EQ((*state)[0].gis.size(), 3u);
   EXPECT_EQ((*state)[0].gis[0].name, "3g.40gb");
   EXPECT_EQ((*state)[0].gis[0].start, 4u);
@@ -494,7 +495,7 @@ TEST_F(MigApplyTest, OtherProcessesSeeTheLayoutThroughTheProfileFile) {
   text << in.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("# gpunode-simnvml-mig-state: "));
   // The file is still a valid profile for every reader.
-  EXPECT_TRUE(sim::LoadProfileFile(path_).ok());
+  EXPECT_OK(sim::LoadProfileFile(path_));
   // A fresh NVML session (another process reads the same file) sees the instances.
   auto nvml = Open();
   ASSERT_NE(nvml, nullptr);

@@ -10,14 +10,13 @@
 #include "sim/support/profile.h"
 #include "src/node/probe.h"
 #include "yaml-cpp/yaml.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 NodeInventory ProbeProfileText(const std::string& text, const std::string& tag) {
   auto dir = std::filesystem::temp_directory_path() / ("gpunode-capture-" + tag + "-" + std::to_string(::getpid()));
@@ -26,8 +25,8 @@ NodeInventory ProbeProfileText(const std::string& text, const std::string& tag) 
   std::string path = (dir / "profile.yaml").string();
   std::ofstream(path) << text;
   auto profile = sim::ParseProfile(text, path);
-  EXPECT_TRUE(profile.ok()) << profile.status() << "\n" << text;
-  EXPECT_TRUE(sim::WriteHostRoot(*profile, (dir / "root").string()).ok());
+  EXPECT_OK(profile) << profile.status() << "\n" << text;
+  EXPECT_OK(sim::WriteHostRoot(*profile, (dir / "root").string()));
   ::setenv("GPUNODE_SIM_PROFILE", path.c_str(), 1);
   auto fs = HostFs::Open((dir / "root").string());
   ProbeOptions options;
@@ -43,7 +42,7 @@ std::string AsYaml(const nlohmann::ordered_json& doc) { return doc.dump(2); }
 TEST(CaptureProfileTest, ACapturedNodeReplaysAsTheSameInventory) {
   for (const char* name : {"dgx-h200", "a100-mig", "t4-cloud", "h200-real", "pcie-l40s-4"}) {
     auto source = sim::ResolveProfile(name);
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     NodeInventory original = ProbeProfileText(source->text, std::string(name) + "-a");
     std::string captured = AsYaml(CaptureProfile(original, std::string(name) + "-captured", "round trip"));
     NodeInventory replay = ProbeProfileText(captured, std::string(name) + "-b");

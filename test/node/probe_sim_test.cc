@@ -11,14 +11,13 @@
 #include "src/gpu/nvml.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 class SimNode {
  public:
@@ -28,24 +27,24 @@ class SimNode {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     auto source = sim::ResolveProfile(profile_name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     profile_path_ = (dir_ / "profile.yaml").string();
     std::ofstream(profile_path_) << source->text;
     auto profile = sim::ParseProfile(source->text, profile_name);
-    EXPECT_TRUE(profile.ok()) << profile.status();
+    EXPECT_OK(profile) << profile.status();
     Status st = sim::WriteHostRoot(*profile, (dir_ / "root").string());
-    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_OK(st) << st;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path_.c_str(), 1);
   }
   ~SimNode() { std::filesystem::remove_all(dir_); }
 
   NodeInventory Probe() {
     auto fs = HostFs::Open((dir_ / "root").string());
-    EXPECT_TRUE(fs.ok()) << fs.status();
+    EXPECT_OK(fs) << fs.status();
     ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     auto inv = ProbeNode(*fs, options);
-    EXPECT_TRUE(inv.ok()) << inv.status();
+    EXPECT_OK(inv) << inv.status();
     return *inv;
   }
   const std::string& profile_path() const { return profile_path_; }
@@ -66,7 +65,7 @@ std::vector<std::string> FindingIds(const NodeInventory& inv) {
 TEST(ProbeSimTest, DgxH200IsEightHealthyH200sWithNvlinkAndTwoNumaNodes) {
   SimNode node("dgx-h200");
   NodeInventory inv = node.Probe();
-  ASSERT_TRUE(inv.driver.status.ok()) << inv.driver.status;
+  ASSERT_OK(inv.driver.status) << inv.driver.status;
   EXPECT_EQ(inv.hardware.gpus.size(), 8u);
   EXPECT_EQ(inv.hardware.numa_nodes, 2);
   ASSERT_EQ(inv.driver.gpus.size(), 8u);
@@ -77,7 +76,7 @@ TEST(ProbeSimTest, DgxH200IsEightHealthyH200sWithNvlinkAndTwoNumaNodes) {
   EXPECT_EQ(inv.driver.topology.size(), 64u);
   EXPECT_EQ(inv.kernel.version, inv.driver.driver_version);
   EXPECT_EQ(inv.kernel.flavor, ModuleFlavor::kOpen);
-  EXPECT_TRUE(inv.driver.cuda.status.ok()) << inv.driver.cuda.status;
+  EXPECT_OK(inv.driver.cuda.status) << inv.driver.cuda.status;
   EXPECT_EQ(inv.driver.cuda.device_count, 8);
   EXPECT_THAT(FindingIds(inv), ::testing::IsEmpty());
   EXPECT_EQ(doctor::ExitCode(doctor::RunDoctor(inv)), 0);
@@ -106,7 +105,7 @@ TEST(ProbeSimTest, NoDriverIsAKernelLayerFailure) {
 TEST(ProbeSimTest, AFallenGpuIsLostAndTheOthersStillAnswer) {
   SimNode node("broken-fallen-gpu");
   NodeInventory inv = node.Probe();
-  ASSERT_TRUE(inv.driver.status.ok()) << inv.driver.status;
+  ASSERT_OK(inv.driver.status) << inv.driver.status;
   EXPECT_EQ(inv.driver.device_count, 4u);
   EXPECT_EQ(inv.driver.gpus.size(), 3u);
   ASSERT_EQ(inv.driver.gpu_failures.size(), 1u);
@@ -200,7 +199,7 @@ TEST(NvmlLoaderTest, AMissingLibraryIsNotFoundWithLibraryNotFoundCode) {
 }
 
 TEST(NvmlLoaderTest, NvmlReturnCodesMapToDistinctStatusCodes) {
-  EXPECT_TRUE(NvmlReturnToStatus(NVML_SUCCESS, "x").ok());
+  EXPECT_OK(NvmlReturnToStatus(NVML_SUCCESS, "x"));
   EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_NOT_SUPPORTED, "x").code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "x").code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "x").code(), absl::StatusCode::kUnavailable);

@@ -1,6 +1,7 @@
 #include "src/node/text_parsers.h"
 
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode {
 namespace {
@@ -9,14 +10,14 @@ TEST(ParseNvrmVersionTest, ReadsTheOpenModuleLine) {
   auto v = ParseNvrmVersion(
       "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
       "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 25 19:44:05 UTC 2025\nGCC version:  gcc version 13.3.0\n");
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v) << v.status();
   EXPECT_EQ(v->version.ToString(), "580.95.05");
   EXPECT_EQ(v->flavor, ModuleFlavor::kOpen);
 }
 
 TEST(ParseNvrmVersionTest, ReadsTheProprietaryModuleLine) {
   auto v = ParseNvrmVersion("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n");
-  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_OK(v) << v.status();
   EXPECT_EQ(v->version.ToString(), "535.183.01");
   EXPECT_EQ(v->flavor, ModuleFlavor::kProprietary);
 }

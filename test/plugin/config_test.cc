@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -33,7 +34,7 @@ sharing:
       replicas: 10
 )",
                        "config.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   EXPECT_EQ(c->mig_strategy, MigStrategy::kMixed);
   EXPECT_FALSE(c->fail_on_init_error);
   EXPECT_EQ(c->driver_root, "/run/nvidia/driver");
@@ -48,15 +49,15 @@ sharing:
   EXPECT_TRUE(c->sharing.rename_by_default);
   EXPECT_EQ(c->sharing.ReplicasOf("nvidia.com/gpu"), 10);
   EXPECT_EQ(c->sharing.ReplicasOf("nvidia.com/mig-1g.10gb"), 1);
-  EXPECT_TRUE(ValidateConfig(*c).ok());
+  EXPECT_OK(ValidateConfig(*c));
 }
 
 TEST(PluginConfigTest, JsonAndAnEmptyFileWork) {
   auto j = ParseConfig(R"({"version": "v1", "flags": {"migStrategy": "single"}})", "c.json");
-  ASSERT_TRUE(j.ok()) << j.status();
+  ASSERT_OK(j) << j.status();
   EXPECT_EQ(j->mig_strategy, MigStrategy::kSingle);
   auto empty = ParseConfig("", "empty.yaml");
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_EQ(empty->mig_strategy, MigStrategy::kNone);
   EXPECT_TRUE(empty->device_list.envvar);
 }
@@ -90,13 +91,13 @@ TEST(PluginConfigTest, BadFilesNameTheFieldThatIsWrong) {
 
 TEST(PluginConfigTest, UnsupportedPartsWarnAndMpsIsAcceptedExceptWithMixedMig) {
   auto c = ParseConfig("resources: {gpus: [{pattern: '*', name: gpu}]}\nflags: {gdsEnabled: true}\n", "c.yaml");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   EXPECT_EQ(c->warnings.size(), 2u);
   auto mps = ParseConfig("sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: 4}]}}\n", "c.yaml");
-  ASSERT_TRUE(mps.ok());
+  ASSERT_OK(mps);
   EXPECT_TRUE(mps->sharing.fail_requests_greater_than_one);  // NVIDIA's MPS default
   EXPECT_EQ(mps->sharing.strategy, SharingStrategy::kMps);
-  EXPECT_TRUE(ValidateConfig(*mps).ok()) << ValidateConfig(*mps);
+  EXPECT_OK(ValidateConfig(*mps)) << ValidateConfig(*mps);
   EXPECT_EQ(MpsRootOf(*mps), "/run/nvidia/mps");
   mps->mps_root = "run/mps";
   EXPECT_THAT(ValidateConfig(*mps).message(), HasSubstr("must be an absolute path"));
@@ -108,7 +109,7 @@ TEST(PluginConfigTest, UnsupportedPartsWarnAndMpsIsAcceptedExceptWithMixedMig) {
 
 TEST(PluginConfigTest, TheEnvironmentOverridesTheFileAndBadValuesNameTheVariable) {
   auto c = ParseConfig("flags: {migStrategy: single}\n", "c.yaml");
-  ASSERT_TRUE(c.ok());
+  ASSERT_OK(c);
   ASSERT_TRUE(ApplyEnvironment({{"MIG_STRATEGY", "mixed"}, {"DEVICE_LIST_STRATEGY", "volume-mounts"},
                                 {"PASS_DEVICE_SPECS", "true"}, {"UNRELATED", "x"}},
                                &*c)
@@ -132,27 +133,27 @@ namespace {
 
 TEST(HealthOptionsTest, ApplicationXidsAreIgnoredAndTheVariablesBehaveAsNvidiasPlugin) {
   auto d = HealthOptionsFromEnvironment({});
-  ASSERT_TRUE(d.ok());
+  ASSERT_OK(d);
   for (unsigned long long x : {13, 31, 43, 45, 68, 109}) EXPECT_FALSE(d->IsFatal(x)) << x;
   EXPECT_TRUE(d->IsFatal(79));
   EXPECT_TRUE(d->IsFatal(48));
 
   auto extra = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "48, 63"}});
-  ASSERT_TRUE(extra.ok());
+  ASSERT_OK(extra);
   EXPECT_FALSE(extra->IsFatal(48));
   EXPECT_FALSE(extra->IsFatal(63));
   EXPECT_TRUE(extra->IsFatal(79));
 
   auto all_off = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "all"}});
-  ASSERT_TRUE(all_off.ok());
+  ASSERT_OK(all_off);
   EXPECT_FALSE(all_off->IsFatal(79));
 
   auto forced = HealthOptionsFromEnvironment({{"DP_DISABLE_HEALTHCHECKS", "109"}, {"DP_ENABLE_HEALTHCHECKS", "109"}});
-  ASSERT_TRUE(forced.ok());
+  ASSERT_OK(forced);
   EXPECT_TRUE(forced->IsFatal(109));
 
   auto every = HealthOptionsFromEnvironment({{"DP_ENABLE_HEALTHCHECKS", "all"}});
-  ASSERT_TRUE(every.ok());
+  ASSERT_OK(every);
   EXPECT_TRUE(every->IsFatal(13));
 
   auto bad = HealthOptionsFromEnvironment({{"DP_ENABLE_HEALTHCHECKS", "79,xid48"}});

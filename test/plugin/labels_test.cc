@@ -16,6 +16,8 @@
 #include "sim/support/profile.h"
 #include "src/compat/dataset.h"
 #include "src/node/probe.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -476,7 +478,7 @@ TEST(BuildLabelsTest, MigStrategyMixedLabelsEachProfileAsItsOwnResource) {
 
 TEST(BuildLabelsTest, DriverBranchKernelModuleAndCudaMajorsFromTheCompatDataSet) {
   auto data = compat::LoadBuiltin();
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_OK(data) << data.status();
   LabelOptions o;
   o.compat = &*data;
   NodeInventory inv = H100s(1);
@@ -544,10 +546,7 @@ TEST(BuildLabelsTest, WithoutADriverEveryGpuOnTheBusIsUnhealthy) {
 // --- simulated nodes, through the real probes
 // ---------------------------------------------------------
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // A simulated node: its generated host root and the inventory the real probes read from it.
 class SimNode {
@@ -558,23 +557,23 @@ class SimNode {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     auto source = sim::ResolveProfile(profile_name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     const std::string profile_path = (dir_ / "profile.yaml").string();
     std::ofstream(profile_path) << source->text;
     auto profile = sim::ParseProfile(source->text, profile_name);
-    EXPECT_TRUE(profile.ok()) << profile.status();
+    EXPECT_OK(profile) << profile.status();
     Status st = sim::WriteHostRoot(*profile, (dir_ / "root").string());
-    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_OK(st) << st;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open((dir_ / "root").string());
-    EXPECT_TRUE(host.ok()) << host.status();
+    EXPECT_OK(host) << host.status();
     ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     options.query_topology = false;
     options.live_metrics = false;
     auto inv = ProbeNode(*host, options);
-    EXPECT_TRUE(inv.ok()) << inv.status();
+    EXPECT_OK(inv) << inv.status();
     if (inv.ok()) inv_ = *inv;
   }
   ~SimNode() { fs::remove_all(dir_); }
@@ -588,7 +587,7 @@ class SimNode {
 TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
   SimNode node("dgx-h200");
   auto data = compat::LoadBuiltin();
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_OK(data) << data.status();
   LabelOptions o;
   o.compat = &*data;
   const LabelSet set = BuildLabels(node.inventory(), PluginConfig{}, o);
@@ -637,7 +636,7 @@ TEST(BuildLabelsSimTest, AGpuFallenOffTheBusShowsInTheHealthLabels) {
 // Whatever the node and the strategy, every key and value is one Kubernetes accepts.
 TEST(BuildLabelsSimTest, EveryKeyAndValueIsAValidKubernetesLabelOnEveryBuiltinProfile) {
   auto data = compat::LoadBuiltin();
-  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_OK(data) << data.status();
   for (const std::string& name : sim::BuiltinProfileNames()) {
     SimNode node(name);
     for (MigStrategy s : {MigStrategy::kNone, MigStrategy::kSingle, MigStrategy::kMixed}) {

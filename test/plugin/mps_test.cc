@@ -23,6 +23,8 @@
 #include "src/plugin/server.h"
 #include "src/plugin/topology.h"
 #include "test/testing/kubelet_emulator.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -32,10 +34,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 std::string ReadAll(const fs::path& p) {
   std::ifstream in(p);
@@ -63,7 +62,7 @@ PluginConfig MpsConfig(int replicas) {
   auto c = ParseConfig("sharing: {mps: {resources: [{name: nvidia.com/gpu, replicas: " + std::to_string(replicas) +
                            "}]}}\n",
                        "mps.yaml");
-  EXPECT_TRUE(c.ok()) << c.status();
+  EXPECT_OK(c) << c.status();
   return *c;
 }
 
@@ -108,7 +107,7 @@ TEST(MpsPlanTest, OneDaemonPerSharedResourceWithNvidiasLimits) {
   EXPECT_FALSE(MpsPinnedMemLimit(unknown, 2).has_value());
 
   auto plan = PlanMpsDaemons(MpsConfig(4), {Shared({Gpu("GPU-a", 80), Gpu("GPU-b", 40)}, 4)});
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_OK(plan) << plan.status();
   ASSERT_EQ(plan->size(), 1u);
   const MpsDaemonSpec& s = plan->front();
   EXPECT_EQ(s.resource, "nvidia.com/gpu");
@@ -142,7 +141,7 @@ TEST(MpsAllocateTest, AReplicaGetsThePipeShmAndItsLimits) {
   config.mps_root = "/var/lib/mps";
   Resource r = Shared({Gpu("GPU-a", 140), Gpu("GPU-b", 80)}, 2);
   auto resp = BuildAllocateResponse(r, config, {"GPU-b::1"}, {});
-  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_OK(resp) << resp.status();
   const auto& envs = resp->envs();
   EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), "GPU-b");
   EXPECT_EQ(envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu/pipe");
@@ -161,7 +160,7 @@ TEST(MpsAllocateTest, AReplicaGetsThePipeShmAndItsLimits) {
   EXPECT_THAT(two.status().message(), HasSubstr("maximum request size for shared resources is 1"));
   config.sharing.fail_requests_greater_than_one = false;
   auto both = BuildAllocateResponse(r, config, {"GPU-a::0", "GPU-b::0", "GPU-a::1"}, {});
-  ASSERT_TRUE(both.ok()) << both.status();
+  ASSERT_OK(both) << both.status();
   EXPECT_EQ(both->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-a,GPU-b");
   EXPECT_EQ(both->envs().at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=71680M,1=40960M");
 }
@@ -171,10 +170,10 @@ TEST(MpsAllocateTest, RenamedResourcesAndCdiOnlyStrategiesStillGetMps) {
       "flags: {plugin: {deviceListStrategy: [cdi-cri]}}\n"
       "sharing: {mps: {renameByDefault: true, resources: [{name: nvidia.com/gpu, replicas: 3}]}}\n",
       "mps.yaml");
-  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_OK(c) << c.status();
   Resource r = Shared({Gpu("GPU-a", 96)}, 3, "nvidia.com/gpu.shared");
   auto resp = BuildAllocateResponse(r, *c, {"GPU-a::2"}, {});
-  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_OK(resp) << resp.status();
   EXPECT_EQ(resp->envs().count("NVIDIA_VISIBLE_DEVICES"), 0u);
   ASSERT_EQ(resp->cdi_devices_size(), 1);
   EXPECT_EQ(resp->envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/mps/nvidia.com/gpu.shared/pipe");
@@ -185,7 +184,7 @@ TEST(MpsAllocateTest, RenamedResourcesAndCdiOnlyStrategiesStillGetMps) {
   // Time-slicing gets none of it.
   c->sharing.strategy = SharingStrategy::kTimeSlicing;
   auto ts = BuildAllocateResponse(r, *c, {"GPU-a::2"}, {});
-  ASSERT_TRUE(ts.ok());
+  ASSERT_OK(ts);
   EXPECT_EQ(ts->envs().count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
   EXPECT_EQ(ts->mounts_size(), 0);
 }
@@ -203,18 +202,18 @@ class MpsManagerTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "dp");
     auto source = sim::ResolveProfile(profile_name);
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     const std::string profile_path = (dir_ / "profile.yaml").string();
     std::ofstream(profile_path) << source->text;
     auto profile = sim::ParseProfile(source->text, profile_name);
-    ASSERT_TRUE(profile.ok()) << profile.status();
+    ASSERT_OK(profile) << profile.status();
     ::setenv("GPUNODE_SIM_LIBRARY", SimLibrary().c_str(), 0);  // where the host-root generator looks
-    ASSERT_TRUE(sim::WriteHostRoot(*profile, root()).ok());
+    ASSERT_OK(sim::WriteHostRoot(*profile, root()));
     ASSERT_TRUE(fs::exists(root() + "/usr/bin/nvidia-cuda-mps-control"))
         << "the simulated MPS control daemon was not installed into the host root";
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open(root());
-    ASSERT_TRUE(host.ok());
+    ASSERT_OK(host);
     ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
@@ -222,7 +221,7 @@ class MpsManagerTest : public ::testing::Test {
     options.query_topology = false;
     options.live_metrics = false;
     auto inv = ProbeNode(*host, options);
-    ASSERT_TRUE(inv.ok()) << inv.status();
+    ASSERT_OK(inv) << inv.status();
     inv_ = *inv;
   }
 
@@ -251,7 +250,7 @@ class MpsManagerTest : public ::testing::Test {
 
   void MakeManager(MpsOptions o) {
     auto host = HostFs::Open(root());
-    ASSERT_TRUE(host.ok());
+    ASSERT_OK(host);
     manager_ = std::make_unique<MpsManager>(*host, o, [this](const std::string& m) {
       std::lock_guard<std::mutex> l(log_mu_);
       log_ += m + "\n";
@@ -260,7 +259,7 @@ class MpsManagerTest : public ::testing::Test {
 
   std::vector<Resource> Resources(const PluginConfig& c) {
     auto r = BuildResources(inv_, c);
-    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_OK(r) << r.status();
     return r.ok() ? *r : std::vector<Resource>{};
   }
 
@@ -284,14 +283,14 @@ class MpsManagerTest : public ::testing::Test {
 TEST_F(MpsManagerTest, StartsOneDaemonWithTheReplicasSettingsAndStopLeavesNothing) {
   MakeManager(Options());
   const PluginConfig config = MpsConfig(2);
-  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  ASSERT_OK(manager_->Apply(config, Resources(config))) << Log();
   const pid_t pid = Pid();
   ASSERT_GT(pid, 0);
   EXPECT_TRUE(Running(pid));
   struct stat st{};
   ASSERT_EQ(::stat((pipe() + "/control").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
-  EXPECT_TRUE(manager_->Healthy().ok());
+  EXPECT_OK(manager_->Healthy());
 
   const std::string log = ReadAll(control_log());
   EXPECT_THAT(log, HasSubstr("Cmd:set_default_active_thread_percentage 50"));
@@ -309,10 +308,10 @@ TEST_F(MpsManagerTest, StartsOneDaemonWithTheReplicasSettingsAndStopLeavesNothin
   EXPECT_THAT(Log(), HasSubstr("MPS: started the control daemon for nvidia.com/gpu (pid " + std::to_string(pid)));
 
   auto answer = manager_->Command("nvidia.com/gpu", "get_default_active_thread_percentage");
-  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_OK(answer) << answer.status();
   EXPECT_EQ(*answer, "50.0\n");
   auto servers = manager_->Command("nvidia.com/gpu", "get_server_list");
-  ASSERT_TRUE(servers.ok()) << servers.status();
+  ASSERT_OK(servers) << servers.status();
 
   manager_->Stop();
   EXPECT_FALSE(Running(pid));
@@ -327,7 +326,7 @@ TEST_F(MpsManagerTest, StartsOneDaemonWithTheReplicasSettingsAndStopLeavesNothin
 TEST_F(MpsManagerTest, AKilledDaemonIsRestartedByTheMonitor) {
   MakeManager(Options());
   const PluginConfig config = MpsConfig(2);
-  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  ASSERT_OK(manager_->Apply(config, Resources(config))) << Log();
   manager_->Start();
   const pid_t first = Pid();
   ASSERT_GT(first, 0);
@@ -357,11 +356,11 @@ TEST_F(MpsManagerTest, AHungDaemonIsKilledAndRestarted) {
   o.command_timeout = 1s;
   MakeManager(o);
   const PluginConfig config = MpsConfig(2);
-  ASSERT_TRUE(manager_->Apply(config, Resources(config)).ok()) << Log();
+  ASSERT_OK(manager_->Apply(config, Resources(config))) << Log();
   const pid_t first = Pid();
   ASSERT_EQ(::kill(first, SIGSTOP), 0);  // alive, but its pipe does not answer
   Status st = manager_->CheckNow();
-  EXPECT_TRUE(st.ok()) << st << Log();  // restarted within the same pass (min_backoff 0)
+  EXPECT_OK(st) << st << Log();  // restarted within the same pass (min_backoff 0)
   EXPECT_THAT(Log(), HasSubstr("its control pipe does not answer"));
   EXPECT_THAT(Log(), HasSubstr("SIGKILL"));
   EXPECT_FALSE(Running(first));
@@ -372,14 +371,14 @@ TEST_F(MpsManagerTest, AHungDaemonIsKilledAndRestarted) {
 TEST_F(MpsManagerTest, AConfigChangeQuitsTheOldDaemonAndStartsANewOne) {
   MakeManager(Options());
   PluginConfig two = MpsConfig(2);
-  ASSERT_TRUE(manager_->Apply(two, Resources(two)).ok()) << Log();
+  ASSERT_OK(manager_->Apply(two, Resources(two))) << Log();
   const pid_t first = Pid();
   // The same config again keeps the daemon.
-  ASSERT_TRUE(manager_->Apply(two, Resources(two)).ok());
+  ASSERT_OK(manager_->Apply(two, Resources(two)));
   EXPECT_EQ(Pid(), first);
 
   PluginConfig four = MpsConfig(4);
-  ASSERT_TRUE(manager_->Apply(four, Resources(four)).ok()) << Log();
+  ASSERT_OK(manager_->Apply(four, Resources(four))) << Log();
   const pid_t second = Pid();
   EXPECT_NE(second, first);
   EXPECT_FALSE(Running(first));
@@ -392,7 +391,7 @@ TEST_F(MpsManagerTest, AConfigChangeQuitsTheOldDaemonAndStartsANewOne) {
   // Time-slicing needs no daemon: it quits.
   PluginConfig ts = two;
   ts.sharing.strategy = SharingStrategy::kTimeSlicing;
-  ASSERT_TRUE(manager_->Apply(ts, Resources(ts)).ok());
+  ASSERT_OK(manager_->Apply(ts, Resources(ts)));
   EXPECT_TRUE(manager_->Daemons().empty());
   EXPECT_FALSE(Running(second));
   EXPECT_FALSE(fs::exists(pipe() + "/control"));
@@ -452,10 +451,10 @@ TEST_F(MpsManagerTest, TheKubeletSeesReplicasAndAllocateGetsTheDaemonsPipe) {
   MakeManager(Options());
   PluginConfig config = MpsConfig(2);
   config.mps_root = "/run/nvidia/mps";
-  ASSERT_TRUE(ValidateConfig(config).ok());
+  ASSERT_OK(ValidateConfig(config));
   std::vector<Resource> resources = Resources(config);
   ASSERT_EQ(resources.size(), 1u);
-  ASSERT_TRUE(manager_->Apply(config, resources).ok()) << Log();
+  ASSERT_OK(manager_->Apply(config, resources)) << Log();
 
   gpunode::testing::KubeletEmulator kubelet((dir_ / "dp").string());
   ASSERT_TRUE(kubelet.Start());
@@ -465,8 +464,8 @@ TEST_F(MpsManagerTest, TheKubeletSeesReplicasAndAllocateGetsTheDaemonsPipe) {
     std::lock_guard<std::mutex> l(plog_mu);
     plog += m + "\n";
   });
-  ASSERT_TRUE(server.Serve((dir_ / "dp").string()).ok());
-  ASSERT_TRUE(server.Register(kubelet.socket(), 5s).ok());
+  ASSERT_OK(server.Serve((dir_ / "dp").string()));
+  ASSERT_OK(server.Register(kubelet.socket(), 5s));
   ASSERT_TRUE(kubelet.WaitFor("nvidia.com/gpu",
                                   [](const v1beta1::ListAndWatchResponse& r) { return r.devices_size() == 8; }, 5s));
   const auto list = kubelet.Lists("nvidia.com/gpu").back();

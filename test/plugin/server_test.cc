@@ -18,6 +18,8 @@
 #include "src/plugin/devices.h"
 #include "src/plugin/health.h"
 #include "test/testing/kubelet_emulator.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -27,10 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // A simulated node in a temp dir: profile file (editable live), host root, inventory; plus the
 // kubelet's device-plugin directory.
@@ -43,23 +42,23 @@ class PluginTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "dp");
     auto source = sim::ResolveProfile(profile_name);
-    ASSERT_TRUE(source.ok()) << source.status();
+    ASSERT_OK(source) << source.status();
     profile_text_ = source->text;
     profile_path_ = (dir_ / "profile.yaml").string();
     WriteProfile(profile_text_);
     auto profile = sim::ParseProfile(source->text, profile_name);
-    ASSERT_TRUE(profile.ok()) << profile.status();
-    ASSERT_TRUE(sim::WriteHostRoot(*profile, (dir_ / "root").string()).ok());
+    ASSERT_OK(profile) << profile.status();
+    ASSERT_OK(sim::WriteHostRoot(*profile, (dir_ / "root").string()));
     ::setenv("GPUNODE_SIM_PROFILE", profile_path_.c_str(), 1);
     ::setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
     auto host = HostFs::Open((dir_ / "root").string());
-    ASSERT_TRUE(host.ok());
+    ASSERT_OK(host);
     ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     options.query_topology = true;
     auto inv = ProbeNode(*host, options);
-    ASSERT_TRUE(inv.ok()) << inv.status();
+    ASSERT_OK(inv) << inv.status();
     inv_ = *inv;
   }
 
@@ -80,7 +79,7 @@ class PluginTest : public ::testing::Test {
 
   void StartPlugin(PluginConfig config = {}, HealthOptions health = {}) {
     auto resources = BuildResources(inv_, config);
-    ASSERT_TRUE(resources.ok()) << resources.status();
+    ASSERT_OK(resources) << resources.status();
     auto links = std::make_shared<LinkMatrix>(BuildLinkMatrix(inv_));
     ManagerOptions mo;
     mo.plugin_dir = (dir_ / "dp").string();
@@ -94,7 +93,7 @@ class PluginTest : public ::testing::Test {
     std::vector<std::pair<unsigned, std::string>> watched;
     for (const GpuInfo& g : inv_.driver.gpus) watched.emplace_back(g.index, g.uuid);
     auto nvml = NvmlLibrary::Open(SimLibrary());
-    ASSERT_TRUE(nvml.ok()) << nvml.status();
+    ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     health.poll_interval = 100ms;
     monitor_ = std::make_unique<HealthMonitor>(*nvml_, watched, health, [this](const HealthEvent& e) {

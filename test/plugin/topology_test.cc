@@ -23,6 +23,8 @@
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
 #include "src/node/probe.h"
+#include "test/testing/sim_library.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -32,10 +34,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-std::string SimLibrary() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
+using ::gpunode::testing::SimLibrary;
 
 // The inventory the real probes read from a simulated node (a built-in profile name, or a
 // profile's YAML text when `text` is set).
@@ -47,20 +46,20 @@ NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
   std::string yaml = text;
   if (yaml.empty()) {
     auto source = sim::ResolveProfile(name);
-    EXPECT_TRUE(source.ok()) << source.status();
+    EXPECT_OK(source) << source.status();
     if (source.ok()) yaml = source->text;
   }
   const std::string profile_path = (dir / "profile.yaml").string();
   std::ofstream(profile_path) << yaml;
   NodeInventory inv;
   auto profile = sim::ParseProfile(yaml, name);
-  EXPECT_TRUE(profile.ok()) << profile.status();
+  EXPECT_OK(profile) << profile.status();
   if (profile.ok()) {
     Status st = sim::WriteHostRoot(*profile, (dir / "root").string());
-    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_OK(st) << st;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open((dir / "root").string());
-    EXPECT_TRUE(host.ok()) << host.status();
+    EXPECT_OK(host) << host.status();
     if (host.ok()) {
       ProbeOptions options;
       options.nvml_library = options.cuda_library = SimLibrary();
@@ -68,7 +67,7 @@ NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
       options.query_topology = true;
       options.live_metrics = false;
       auto probed = ProbeNode(*host, options);
-      EXPECT_TRUE(probed.ok()) << probed.status();
+      EXPECT_OK(probed) << probed.status();
       if (probed.ok()) inv = *probed;
     }
   }
@@ -331,12 +330,12 @@ TEST(PreferredGpusTest, DgxH200FourGpusComeFromOneNumaNode) {
   const NodeInventory& inv = ProbeSimulated("dgx-h200");
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre(inv.driver.gpus[0].uuid, inv.driver.gpus[1].uuid,
                                 inv.driver.gpus[2].uuid, inv.driver.gpus[3].uuid));
   // With one GPU of socket 1 required, the rest of socket 1.
   got = PreferredGpus(m, AllUuids(inv), Uuids(inv, {6}), 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(Positions(m, *got), ElementsAre(4, 5, 6, 7));
   EXPECT_EQ((*got)[0], inv.driver.gpus[6].uuid);  // must-include IDs first
 }
@@ -359,11 +358,11 @@ TEST(PreferredGpusTest, DgxH200WithIndexIdsAnswersIndexIds) {
   LinkMatrix m = BuildLinkMatrix(inv);
   // Four GPUs: all of socket 1, where four are free.
   auto got = PreferredGpus(m, {"2", "3", "4", "5", "6", "7"}, {}, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("4", "5", "6", "7"));
   // Two GPUs: a same-socket pair, the one that leaves three GPUs of socket 0 together.
   got = PreferredGpus(m, {"0", "1", "2", "4", "5"}, {}, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("4", "5"));
 }
 
@@ -371,13 +370,13 @@ TEST(PreferredGpusTest, PcieL40sTwoGpusAreASwitchPair) {
   const NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(*got, Uuids(inv, {0, 1}));
   got = PreferredGpus(m, AllUuids(inv), Uuids(inv, {3}), 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(*got, Uuids(inv, {3, 2}));
   got = PreferredGpus(m, AllUuids(inv), Uuids(inv, {1}), 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(*got, Uuids(inv, {1, 0}));
 }
 
@@ -386,10 +385,10 @@ TEST(PreferredGpusTest, PcieL40sOneGpuIsTakenWhereItBreaksNoSwitchPair) {
   LinkMatrix m = BuildLinkMatrix(inv);
   // GPU 3 is in use: GPU 2 is alone behind its switch; taking it keeps the pair 0-1 whole.
   auto got = PreferredGpus(m, Uuids(inv, {0, 1, 2}), {}, 1);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(*got, Uuids(inv, {2}));
   got = PreferredGpus(m, Uuids(inv, {3, 2, 1}), {}, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(*got, Uuids(inv, {2, 3}));
 }
 
@@ -397,11 +396,11 @@ TEST(PreferredGpusTest, TwoIslandsFourGpusAreOneIslandNotOneSocket) {
   const NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(Positions(m, *got), ElementsAre(0, 1, 4, 5));
   // Island A has a GPU in use: the whole of island B.
   got = PreferredGpus(m, Uuids(inv, {1, 2, 3, 4, 5, 6, 7}), {}, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(Positions(m, *got), ElementsAre(2, 3, 6, 7));
 }
 
@@ -410,7 +409,7 @@ TEST(PreferredGpusTest, TwoIslandsMustIncludeInIslandBGetsItsPartnerInIslandB) {
   LinkMatrix m = BuildLinkMatrix(inv);
   for (int b : {2, 3, 6, 7}) {
     auto got = PreferredGpus(m, AllUuids(inv), Uuids(inv, {b}), 2);
-    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_OK(got) << got.status();
     ASSERT_EQ(got->size(), 2u);
     EXPECT_EQ((*got)[0], inv.driver.gpus[b].uuid);
     const size_t partner = *m.Find((*got)[1]);
@@ -424,12 +423,12 @@ TEST(PreferredGpusTest, TwoIslandsOneGpuIsTakenFromTheBrokenIsland) {
   LinkMatrix m = BuildLinkMatrix(inv);
   // GPU 7 is in use: island B is the broken one.
   auto got = PreferredGpus(m, Uuids(inv, {0, 1, 2, 3, 4, 5, 6}), {}, 1);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ(kIsland[*m.Find((*got)[0])], 1);
   // GPU 0 is in use: island A is.
   got = PreferredGpus(m, Uuids(inv, {1, 2, 3, 4, 5, 6, 7}), {}, 1);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(kIsland[*m.Find((*got)[0])], 0);
 }
 
@@ -457,29 +456,29 @@ TEST(PreferredGpusTest, ImpossibleRequestsAreInvalidArgumentsThatSayWhy) {
 TEST(PreferredGpusTest, EdgeSizesAndDuplicateIds) {
   LinkMatrix m = BuildLinkMatrix(SixteenGpuInventory());
   auto got = PreferredGpus(m, {"3", "1", "2"}, {}, 0);
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   EXPECT_THAT(*got, ::testing::IsEmpty());
   got = PreferredGpus(m, {"3", "1", "2"}, {"2"}, 1);
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   EXPECT_THAT(*got, ElementsAre("2"));
   got = PreferredGpus(m, {"3", "1", "2", "3"}, {"2", "2"}, 3);  // everything there is
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("2", "1", "3"));
   got = PreferredGpus(m, {"0", "0", "1"}, {}, 2);  // two different IDs
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("0", "1"));
 }
 
 TEST(PreferredGpusTest, UnknownIdsScoreZeroButCanStillBeHandedOut) {
   LinkMatrix m = BuildLinkMatrix(SixteenGpuInventory());
   auto got = PreferredGpus(m, {"GPU-gone", "0", "2", "1"}, {}, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("0", "1"));
   got = PreferredGpus(m, {"GPU-gone", "0", "2", "1"}, {}, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("0", "1", "2", "GPU-gone"));
   got = PreferredGpus(m, {"GPU-gone", "0", "2", "1"}, {"GPU-gone"}, 2);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ((*got)[0], "GPU-gone");
 }
 
@@ -502,14 +501,14 @@ TEST(PreferredGpusTest, SixteenGpuNodeMatchesBruteForceOnEverySizeAndSomeRestric
   for (const Case& c : cases) {
     for (size_t size = std::max<size_t>(c.must.size(), 1); size <= c.available.size(); ++size) {
       auto got = PreferredGpus(m, IdsOf(m, c.available), IdsOf(m, c.must), static_cast<int>(size));
-      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_OK(got) << got.status();
       EXPECT_EQ(Positions(m, *got), BruteForce(m, c.available, c.must, size))
           << "size " << size << " must " << c.must.size() << " available " << c.available.size();
     }
   }
   // The islands themselves: 4 from everything is the 6-link island with GPUs 0 and 1.
   auto got = PreferredGpus(m, IdsOf(m, all), {}, 4);
-  ASSERT_TRUE(got.ok());
+  ASSERT_OK(got);
   EXPECT_THAT(Positions(m, *got), ElementsAre(0, 1, 8, 9));
 }
 
@@ -530,7 +529,7 @@ TEST(PreferredGpusTest, RandomMatricesWithManyTiesMatchBruteForce) {
     }
     for (size_t size = std::max<size_t>(must.size(), 1); size <= available.size(); ++size) {
       auto got = PreferredGpus(m, IdsOf(m, available), IdsOf(m, must), static_cast<int>(size));
-      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_OK(got) << got.status();
       ASSERT_EQ(Positions(m, *got), BruteForce(m, available, must, size))
           << "trial " << trial << " n " << n << " size " << size;
     }
@@ -546,7 +545,7 @@ TEST(PreferredGpusTest, SixteenGpusAnswerEverySizeFast) {
     auto got = PreferredGpus(m, all, {}, size);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    ASSERT_TRUE(got.ok());
+    ASSERT_OK(got);
     EXPECT_EQ(got->size(), static_cast<size_t>(size));
     worst_ms = std::max(worst_ms, ms);
   }
@@ -561,10 +560,10 @@ TEST(PreferredGpusTest, BeyondSixteenGpusTheBudgetedSearchStillFindsAnIsland) {
   std::vector<size_t> all(40);
   for (size_t i = 0; i < 40; ++i) all[i] = i;
   auto got = PreferredGpus(m, IdsOf(m, all), IdsOf(m, {13}), 8);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(Positions(m, *got), ElementsAre(3, 8, 13, 18, 23, 28, 33, 38));
   got = PreferredGpus(m, IdsOf(m, all), {}, 16);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_EQ(SetScore(m, Positions(m, *got)), 2 * 28 * 1000 + 64 * 10);  // two whole islands
 }
 
@@ -576,11 +575,11 @@ TEST(PreferredSharedTest, DistributedTakesTheLeastUsedGpuThenSpreadsThisRequest)
   // a has 1 replica in use, b none: b first; then a and b both have 1 in use, and b already
   // gave one to this request, so a.
   auto got = PreferredShared(available, {}, 2, {{"GPU-a", 1}}, SharedPolicy::kDistributed);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-b::0", "GPU-a::1"));
   // a has 2 in use: b twice before a is as little used.
   got = PreferredShared(available, {}, 3, {{"GPU-a", 2}}, SharedPolicy::kDistributed);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-b::0", "GPU-b::1", "GPU-a::1"));
 }
 
@@ -588,16 +587,16 @@ TEST(PreferredSharedTest, PackedFillsTheMostUsedGpu) {
   const std::vector<std::string> available = {"GPU-a::1", "GPU-a::2", "GPU-a::3", "GPU-b::0",
                                               "GPU-b::1", "GPU-b::2", "GPU-b::3"};
   auto got = PreferredShared(available, {}, 4, {{"GPU-a", 1}}, SharedPolicy::kPacked);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::1", "GPU-a::2", "GPU-a::3", "GPU-b::0"));
   // Nothing in use before: the GPU this request already uses.
   got = PreferredShared(available, {"GPU-b::2"}, 3, {}, SharedPolicy::kPacked);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-b::2", "GPU-b::0", "GPU-b::1"));
   // a and b both have 2 in use, one of b's in this request: a, as NVIDIA breaks the tie.
   got = PreferredShared(available, {"GPU-b::2"}, 2, {{"GPU-a", 2}, {"GPU-b", 1}},
                         SharedPolicy::kPacked);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-b::2", "GPU-a::1"));
 }
 
@@ -608,33 +607,33 @@ TEST(PreferredSharedTest, SpreadTakesGpusThisRequestHasNotTouchedFirst) {
   // it yet), a's under distributed.
   auto got = PreferredShared(available, {}, 2, {{"GPU-a", 1}, {"GPU-b", 1}, {"GPU-c", 3}},
                              SharedPolicy::kSpread);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::1", "GPU-b::1"));
   got = PreferredShared(available, {}, 3, {{"GPU-a", 1}, {"GPU-b", 1}, {"GPU-c", 3}},
                         SharedPolicy::kSpread);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::1", "GPU-b::1", "GPU-c::0"));
   got = PreferredShared(available, {}, 3, {{"GPU-a", 1}, {"GPU-b", 1}, {"GPU-c", 3}},
                         SharedPolicy::kDistributed);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::1", "GPU-b::1", "GPU-a::2"));
 }
 
 TEST(PreferredSharedTest, MustIncludeIdsCountAsPicksOfThisRequest) {
   const std::vector<std::string> available = {"GPU-a::0", "GPU-a::1", "GPU-b::0", "GPU-b::1"};
   auto got = PreferredShared(available, {"GPU-a::1"}, 2, {}, SharedPolicy::kDistributed);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::1", "GPU-b::0"));
 }
 
 TEST(PreferredSharedTest, AnswerDoesNotDependOnOrderAndReplicaNumbersSortNumerically) {
   std::vector<std::string> available = {"GPU-b::10", "GPU-a::10", "GPU-b::2", "GPU-a::9"};
   auto got = PreferredShared(available, {}, 2, {}, SharedPolicy::kDistributed);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("GPU-a::9", "GPU-b::2"));
   std::reverse(available.begin(), available.end());
   auto again = PreferredShared(available, {}, 2, {}, SharedPolicy::kDistributed);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_EQ(*again, *got);
 }
 
@@ -646,10 +645,10 @@ TEST(PreferredSharedTest, MigDevicesAreGroupedByTheirParentGpu) {
   const std::map<std::string, int> used = CountAllocatedPerGpu(all, available, parent);
   EXPECT_EQ(used, (std::map<std::string, int>{{"GPU-a", 1}, {"GPU-b", 0}}));
   auto got = PreferredShared(available, {}, 1, used, SharedPolicy::kDistributed, parent);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("MIG-3"));
   got = PreferredShared(available, {}, 1, used, SharedPolicy::kPacked, parent);
-  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_OK(got) << got.status();
   EXPECT_THAT(*got, ElementsAre("MIG-2"));
   // Time-sliced MIG devices: "<mig uuid>::<n>" belongs to the parent too.
   EXPECT_EQ(SharedGpuOf("MIG-3::4", parent), "GPU-b");

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "sim/support/profile.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
@@ -30,12 +31,12 @@ class HostRootTest : public ::testing::Test {
   // Writes the host root of a built-in profile; returns its directory.
   std::string Write(const std::string& name) {
     auto src = ResolveProfile(name);
-    EXPECT_TRUE(src.ok()) << src.status();
+    EXPECT_OK(src) << src.status();
     auto profile = ParseProfile(src->text, name);
-    EXPECT_TRUE(profile.ok()) << profile.status();
+    EXPECT_OK(profile) << profile.status();
     std::string dir = Dir(name);
     Status s = WriteHostRoot(*profile, dir);
-    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_OK(s) << s;
     return dir;
   }
   std::string Dir(const std::string& name) {
@@ -142,9 +143,9 @@ TEST_F(HostRootTest, NouveauIsListedAndBoundWhenTheProfileSaysSo) {
   std::string text = src->text;
   text.replace(text.find("nouveau_loaded: false"), 21, "nouveau_loaded: true");
   auto p = ParseProfile(text, "nouveau");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   std::string root = Dir("nouveau");
-  ASSERT_TRUE(WriteHostRoot(*p, root).ok());
+  ASSERT_OK(WriteHostRoot(*p, root));
   EXPECT_THAT(Read(root + "/proc/modules"), HasSubstr("nouveau "));
   EXPECT_EQ(fs::read_symlink(root + "/sys/bus/pci/devices/0000:17:00.0/driver").filename(),
             "nouveau");
@@ -174,16 +175,16 @@ TEST_F(HostRootTest, HostFilesAreWrittenVerbatim) {
                "  files:\n    /etc/containerd/config.toml: \"version = 2\\n\"\n"
                "  empty_files: [/var/lib/kubelet/device-plugins/kubelet.sock]\n");
   auto p = ParseProfile(text, "files");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   std::string root = Dir("files");
-  ASSERT_TRUE(WriteHostRoot(*p, root).ok());
+  ASSERT_OK(WriteHostRoot(*p, root));
   EXPECT_EQ(Read(root + "/etc/containerd/config.toml"), "version = 2\n");
   EXPECT_TRUE(fs::is_regular_file(root + "/var/lib/kubelet/device-plugins/kubelet.sock"));
 }
 
 TEST_F(HostRootTest, PathsEscapingTheRootAreRejected) {
   auto p = ParseProfile(ResolveProfile("t4-cloud")->text, "t4");
-  ASSERT_TRUE(p.ok());
+  ASSERT_OK(p);
   p->host.files["/etc/../../escape"] = "x";
   std::string root = Dir("escape");
   Status s = WriteHostRoot(*p, root);

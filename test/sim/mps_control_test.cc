@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
@@ -111,12 +112,12 @@ TEST_F(SimMpsControlTest, AClientWithoutADaemonSaysSoAtOnce) {
 TEST(SimMpsHostRootTest, TheGeneratorInstallsTheDaemonBesideTheSimulatedNvml) {
   ::setenv("GPUNODE_SIM_LIBRARY", (std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so").c_str(), 1);
   auto src = ResolveProfile("h200-real");
-  ASSERT_TRUE(src.ok());
+  ASSERT_OK(src);
   auto profile = ParseProfile(src->text, "h200-real");
-  ASSERT_TRUE(profile.ok());
+  ASSERT_OK(profile);
   const std::string dir = ::testing::TempDir() + "/simmps-root-" + std::to_string(::getpid());
   fs::remove_all(dir);
-  ASSERT_TRUE(WriteHostRoot(*profile, dir).ok());
+  ASSERT_OK(WriteHostRoot(*profile, dir));
   const std::string installed = dir + "/usr/bin/nvidia-cuda-mps-control";
   ASSERT_TRUE(fs::exists(installed));
   EXPECT_EQ(fs::file_size(installed), fs::file_size(Program()));

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
@@ -43,9 +44,9 @@ std::string ErrorOf(std::string_view text) {
 
 NodeProfile Builtin(const std::string& name) {
   auto src = ResolveProfile(name);
-  EXPECT_TRUE(src.ok()) << src.status();
+  EXPECT_OK(src) << src.status();
   auto p = ParseProfile(src->text, name);
-  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_OK(p) << p.status();
   return p.ok() ? *p : NodeProfile{};
 }
 
@@ -74,7 +75,7 @@ TEST(ProfileTest, ResolveReadsAFileByPath) {
   std::string path = ::testing::TempDir() + "/resolve-test-node.yaml";
   std::ofstream(path) << kMinimal;
   auto src = ResolveProfile(path);
-  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_OK(src) << src.status();
   EXPECT_EQ(src->name, "resolve-test-node");
   EXPECT_EQ(src->file_path, path);
   EXPECT_EQ(src->text, kMinimal);
@@ -139,13 +140,13 @@ TEST(ProfileTest, AMismatchedModuleVersionImpliesVersionMismatch) {
   auto p = ParseProfile(Replace(kMinimal, "name: test-node\n",
                                 "name: test-node\nhost: {module: {version: \"550.127.05\"}}\n"),
                         "t.yaml");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   EXPECT_EQ(p->EffectiveInitError(), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
 }
 
 TEST(ProfileTest, MinimalProfileGetsDefaults) {
   auto p = ParseProfile(kMinimal, "t.yaml");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   const Gpu& g = p->gpus[0];
   EXPECT_EQ(g.pcie.max_gen, 5u);
   EXPECT_EQ(g.pcie.gpu_max_gen, 5u);
@@ -165,7 +166,7 @@ TEST(ProfileTest, GpuDefaultsMergeKeyByKey) {
       kMinimal, "gpus:\n", "gpu_defaults: {pcie: {gen: 4, width: 16}, temperature_c: 50}\ngpus:\n");
   text = Replace(text, "    pcie: {gen: 5, width: 16}\n", "    pcie: {gen: 3}\n");
   auto p = ParseProfile(text, "t.yaml");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   EXPECT_EQ(p->gpus[0].pcie.gen, 3u);
   EXPECT_EQ(p->gpus[0].pcie.width, 16u);
   EXPECT_EQ(p->gpus[0].temperature_c, 50u);
@@ -179,7 +180,7 @@ TEST(ProfileTest, JsonIsAccepted) {
                     "memory": {"total_mib": 15360}, "pcie": {"gen": 3, "width": 16},
                     "compute_capability": "7.5"}]})",
       "j.json");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   EXPECT_EQ(p->gpus[0].device_id, 0x1eb8);
 }
 

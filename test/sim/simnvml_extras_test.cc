@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
@@ -358,7 +359,7 @@ gpus:
   - {bus_id: "0000:2a:00.0", memory_temp_c: 39, gpm: {sm_util: 7}}
 )",
                         "keys.yaml");
-  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_OK(p) << p.status();
   const Gpu& a = p->gpus[0];
   EXPECT_EQ(a.memory_temp_c, 36u);
   EXPECT_EQ(a.pcie_replay_count, 3u);

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
+#include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
@@ -60,7 +61,7 @@ class SimMigTest : public ::testing::Test {
   }
   void Use(const char* builtin, const std::string& gpu_extra = "") {
     auto src = ResolveProfile(builtin);
-    ASSERT_TRUE(src.ok());
+    ASSERT_OK(src);
     std::string text = src->text;
     if (!gpu_extra.empty()) {
       size_t pos = text.find("\ngpus:\n  - {bus_id:");
