@@ -56,7 +56,7 @@ StatusOr<std::string> DefaultSpecPath(const GlobalOptions& global) {
 }
 
 int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
-  if (opts.output == "json" || opts.output == "yaml" || opts.output == "table") {
+  if (IsOutputFormatName(opts.output)) {
     // nvidia-ctk users type --output FILE; a format name there is almost always meant as a format
     PrintError(absl::StrCat("--output \"", opts.output, "\" names the file to write; for the spec as ", opts.output,
                             " on stdout use --format ", opts.output == "table" ? "yaml" : opts.output,

@@ -72,6 +72,11 @@ class NodeSession {
 };
 
 StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yaml = true);
+// A file flag (`--output FILE`) given "table", "json" or "yaml": almost always meant as -o FORMAT,
+// so the commands refuse it with a hint (a file of that name: ./json).
+inline bool IsOutputFormatName(const std::string& value) {
+  return value == "table" || value == "json" || value == "yaml";
+}
 bool UseColor(const GlobalOptions& options);
 
 // Prints a JSON document as JSON (2-space indent) or YAML on stdout.

@@ -201,7 +201,7 @@ struct CaptureOptions {
 };
 
 int RunCapture(const GlobalOptions& global, const CaptureOptions& opts) {
-  if (opts.output == "json" || opts.output == "yaml" || opts.output == "table") {
+  if (IsOutputFormatName(opts.output)) {
     // --output names the profile's file; a format name there is almost always meant as -o.
     PrintError("--output \"" + opts.output + "\" names the file to write; a profile is always YAML (stdout: --output -; " +
                "a file of that name: --output ./" + opts.output + ")");

@@ -22,6 +22,7 @@
 #include "test/testing/run_gpunode.h"
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/free_port.h"
 
 namespace gpunode {
 namespace {
@@ -31,17 +32,7 @@ using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-int FreePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
+using ::gpunode::testing::FreePort;
 
 using ::gpunode::testing::SimLibrary;
 

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/run_gpunode.h"
+#include "test/testing/free_port.h"
 
 namespace gpunode {
 namespace {
@@ -52,17 +53,7 @@ TEST(CliLostGpuTest, DoctorsJsonHasEveryGpuWithItsStateAndCountsTheLostOne) {
   EXPECT_EQ(gpus[2]["nvmlError"], "NVML_ERROR_GPU_IS_LOST");
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using ::gpunode::testing::FreePort;
 
 TEST(CliLostGpuTest, ExportersStatusPageAndHealthSeriesNameTheLostGpuByItsBusId) {
   const std::string port = std::to_string(FreePort());

@@ -41,6 +41,7 @@
 #include "test/testing/run_gpunode.h"
 #include "test/testing/temp_dir_test.h"
 #include "test/testing/status_matchers.h"
+#include "test/testing/free_port.h"
 
 namespace gpunode {
 namespace {
@@ -87,17 +88,7 @@ Manifest LoadManifest(const std::string& name) {
   return m;
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using ::gpunode::testing::FreePort;
 
 // GET http://127.0.0.1:port/path over a plain socket (HTTP/1.0: the server closes); "" on failure.
 std::string HttpGet(int port, const std::string& path) {
