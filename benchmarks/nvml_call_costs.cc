@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(lib.status().message()).c_str());
     return 1;
   }
-  const auto& f = (*lib)->fn();
+  const gpunode::NvmlLibrary& f = **lib;  // the generated wrappers
   nvmlDevice_t dev = nullptr;
   auto h0 = Clock::now();
   nvmlReturn_t hret = f.nvmlDeviceGetHandleByIndex_v2(gpu, &dev);
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   rows.push_back(Time("nvmlDeviceGetNvLinkState(0)", [&] { return int(f.nvmlDeviceGetNvLinkState(dev, 0, &st)); }));
   rows.push_back(Time("nvmlSystemGetDriverVersion", [&] { return int(f.nvmlSystemGetDriverVersion(buf, 80)); }));
   rows.push_back(Time("ReadGpu (all of the above, gpunode's reader)", [&] {
-    return (*lib)->fn().nvmlDeviceGetCount_v2 && gpunode::ReadGpu(**lib, gpu).ok() ? 0 : 1;
+    return (*lib)->nvmlDeviceGetCount_v2.bound() && gpunode::ReadGpu(**lib, gpu).ok() ? 0 : 1;
   }));
   std::printf("%-48s %10s %10s %4s\n", "call", "first us", "median us", "ret");
   for (const Row& r : rows) std::printf("%-48s %10.1f %10.1f %4d\n", r.name.c_str(), r.first_us, r.median_us, r.ret);

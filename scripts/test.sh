@@ -12,11 +12,14 @@ jobs=$(nproc)
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$PATH:/usr/local/go/bin; fi
 if command -v go >/dev/null; then
   test/k8s/build.sh >/dev/null
+  # NVIDIA's device plugin, gpu-feature-discovery and nvidia-ctk, for the side-by-side suites
+  # (test/peers/build.sh; cached in ~/.cache/gpunode/peers, ~2 min the first time on 2 cores).
+  test/peers/build.sh >/dev/null
 elif [ "${CI:-}" = true ]; then
-  echo "test: Go is missing; CI needs it to build the test cluster (Kubernetes, containerd, helm)" >&2
+  echo "test: Go is missing; CI needs it to build the test cluster (Kubernetes, containerd, helm) and NVIDIA's components" >&2
   exit 1
 else
-  echo "test: Go is missing: the Kubernetes tests (label k8s) and the chart check will be skipped" >&2
+  echo "test: Go is missing: the Kubernetes tests (label k8s), the side-by-side suites (label peers) and the chart check will be skipped" >&2
 fi
 # nvcc 13.0.88 from NVIDIA's PyPI wheels (cached in ~/.cache/gpunode), so the test that the committed
 # PTX is current with kernels/*.cu runs here too (it skips, saying so, when PyPI cannot be reached).

@@ -9,6 +9,9 @@
 //   * MIG device handles answer name, UUID, memory, instance ids, attributes, PCI info and
 //     processes; other calls on them say NVML_ERROR_NOT_SUPPORTED (or INVALID_ARGUMENT for the
 //     parent-only MIG calls).
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +31,7 @@
 #define GPUNODE_SIM_DECLARE(ret, name, params) \
   extern "C" __attribute__((visibility("default"))) ret name params;
 GPUNODE_NVML_FUNCTIONS(GPUNODE_SIM_DECLARE)
+GPUNODE_NVML_FALLBACK_FUNCTIONS(GPUNODE_SIM_DECLARE)
 #undef GPUNODE_SIM_DECLARE
 
 namespace gpunode::sim {
@@ -762,13 +766,19 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutms);
   SimState& s = SimState::Get();
+  bool changed = false;
+  int change_fd = -1;
+  uint64_t generation = 0;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(s.mu);
       if (s.nvml_refcount == 0 || !s.loaded()) return NVML_ERROR_UNINITIALIZED;
       if (set == nullptr || data == nullptr || !s.event_sets.count(set))
         return NVML_ERROR_INVALID_ARGUMENT;
-      s.MaybeReload(/*force=*/false);
+      s.MaybeReload(/*force=*/changed || s.change_generation != generation);
+      changed = false;
+      change_fd = s.ChangeFd();
+      generation = s.change_generation;
       const auto& gpus = s.profile().gpus;
       // Pending events first, in registration order.
       for (auto& r : set->regs) {
@@ -801,10 +811,25 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
     }
     auto now = Clock::now();
     if (now >= deadline) return NVML_ERROR_TIMEOUT;
-    // The real driver blocks in the kernel; the simulator looks at its profile every 20 ms (an
-    // event is seen that much later; the polling's CPU counts against the simulated process).
-    std::this_thread::sleep_for(
-        std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(20)));
+    // The real driver blocks in the kernel until an event or the timeout. The simulator blocks on
+    // inotify of the profile's folder (SimState::ChangeFd), a second at most at a time so that a
+    // second waiter, whose wake-up another one consumed, looks again within a second; without
+    // inotify (a built-in profile cannot change) it just sleeps.
+    const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(1000));
+    if (change_fd < 0) {
+      std::this_thread::sleep_for(slice);
+      continue;
+    }
+    pollfd pfd{change_fd, POLLIN, 0};
+    const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(slice).count()) + 1;
+    if (::poll(&pfd, 1, ms) > 0 && (pfd.revents & POLLIN)) {
+      char buf[4096];
+      while (::read(change_fd, buf, sizeof buf) > 0) {
+      }
+      std::lock_guard<std::mutex> lock(s.mu);
+      ++s.change_generation;
+      changed = true;
+    }
   }
 }
 
@@ -1079,5 +1104,205 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
     m.value = it->second;
     m.nvmlReturn = NVML_SUCCESS;
   }
+  return NVML_SUCCESS;
+}
+
+// ---- Entry points NVIDIA's device plugin reads (gpunode itself does not call them)
+extern "C" __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetHandleByUUID(
+    const char* uuid, nvmlDevice_t* device);
+
+// A GPU's "GPU-..." or a MIG device's "MIG-..." UUID -> its handle, as the driver answers (the
+// device plugin's health check re-resolves every device it watches this way).
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  Call c;
+  if (c.rc()) return c.rc();
+  if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& gpus = c.profile().gpus;
+  for (unsigned i = 0; i < gpus.size(); ++i) {
+    const Gpu& g = gpus[i];
+    if (g.uuid == uuid) {
+      if (g.lost) return NVML_ERROR_GPU_IS_LOST;
+      *device = c.state().Handle(i, -1);
+      return NVML_SUCCESS;
+    }
+    if (!g.mig.enabled) continue;
+    for (unsigned m = 0; m < g.mig.devices.size(); ++m) {
+      if (g.mig.devices[m].uuid != uuid) continue;
+      if (g.lost) return NVML_ERROR_GPU_IS_LOST;
+      *device = c.state().Handle(i, static_cast<int>(m));
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+// ---- Entry points NVIDIA's nvidia-ctk reads (cdi generate on a node with MIG devices)
+// (The lead's note: this block was cut by accident at 19:16 while removing a duplicate; the two
+// entry points below are the device plugin's and nvidia-ctk's MIG checks, restored.)
+extern "C" __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceIsMigDeviceHandle(
+    nvmlDevice_t device, unsigned int* isMigDevice);
+extern "C" __attribute__((visibility("default"))) nvmlReturn_t
+nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device);
+
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g, nullptr, true)) return rc;
+  if (isMigDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *isMigDevice = device->mig >= 0 ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+// A MIG device's parent GPU; a GPU handle is refused, as the driver does.
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t* device) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(migDevice, "", &g, nullptr, true)) return rc;
+  if (device == nullptr || migDevice->mig < 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = c.state().Handle(migDevice->gpu, -1);
+  return NVML_SUCCESS;
+}
+
+// ---- Entry points NVIDIA's gpu-feature-discovery reads
+// (its version, MIG-capability, resource and IMEX labelers, through go-nvlib's device walk; gpunode
+// itself does not call them).
+#include "sim/nvml/nvml_abi_more.h"
+
+#define GPUNODE_SIM_DECLARE_GFD(ret, name, params) \
+  extern "C" __attribute__((visibility("default"))) ret name params;
+GPUNODE_SIM_GFD_FUNCTIONS(GPUNODE_SIM_DECLARE_GFD)
+#undef GPUNODE_SIM_DECLARE_GFD
+
+namespace gpunode::sim {
+namespace {
+
+// The architecture NVML reports for a compute capability (the profile names the capability).
+nvmlDeviceArchitecture_t ArchitectureOf(int major, int minor) {
+  switch (major) {
+    case 3:
+      return NVML_DEVICE_ARCH_KEPLER;
+    case 5:
+      return NVML_DEVICE_ARCH_MAXWELL;
+    case 6:
+      return NVML_DEVICE_ARCH_PASCAL;
+    case 7:
+      return minor < 5 ? NVML_DEVICE_ARCH_VOLTA : NVML_DEVICE_ARCH_TURING;
+    case 8:
+      return minor < 9 ? NVML_DEVICE_ARCH_AMPERE : NVML_DEVICE_ARCH_ADA;
+    case 9:
+      return NVML_DEVICE_ARCH_HOPPER;
+    case 10:
+    case 11:
+    case 12:
+      return NVML_DEVICE_ARCH_BLACKWELL;
+  }
+  return NVML_DEVICE_ARCH_UNKNOWN;
+}
+
+// The brand NVML reports, from the product name as current drivers word it: data-centre parts
+// ("NVIDIA H200", "Tesla T4" on old drivers, "NVIDIA A100-SXM4-80GB") say NVIDIA or Tesla, the
+// workstation and consumer lines say so in their names.
+nvmlBrandType_t BrandOf(const std::string& name) {
+  auto has = [&name](const char* word) { return name.find(word) != std::string::npos; };
+  if (has("GeForce")) return NVML_BRAND_GEFORCE;
+  if (has("TITAN")) return NVML_BRAND_TITAN;
+  if (has("Quadro RTX")) return NVML_BRAND_QUADRO_RTX;
+  if (has("Quadro")) return NVML_BRAND_QUADRO;
+  if (has("NVS")) return NVML_BRAND_NVS;
+  if (has("RTX")) return NVML_BRAND_NVIDIA_RTX;
+  if (has("Tesla")) return NVML_BRAND_TESLA;
+  return NVML_BRAND_NVIDIA;
+}
+
+}  // namespace
+}  // namespace gpunode::sim
+
+// The CUDA driver API version, as nvmlSystemGetCudaDriverVersion_v2 gives it (13000 for 13.0):
+// the unversioned entry point answers the same on current drivers.
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* cudaDriverVersion) {
+  return nvmlSystemGetCudaDriverVersion_v2(cudaDriverVersion);
+}
+
+// Derived from the GPU's compute capability. A MIG device handle is not answered (as the other
+// full-GPU queries here).
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *arch = gpunode::sim::ArchitectureOf(g->cc_major, g->cc_minor);
+  return NVML_SUCCESS;
+}
+
+// Derived from the GPU's name.
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = gpunode::sim::BrandOf(g->name);
+  return NVML_SUCCESS;
+}
+
+// A GPU instance of a full GPU by its id: NOT_SUPPORTED when the GPU cannot do MIG or MIG is off,
+// NOT_FOUND when no instance has that id.
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                          nvmlGpuInstance_t* gpuInstance) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "mig", &g, nullptr, true)) return rc;
+  if (device->mig >= 0 || gpuInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpunode::sim::GiProfilesFor(*g).empty()) return NVML_ERROR_NOT_SUPPORTED;
+  auto& runtime = c.state().mig();
+  if (device->gpu >= runtime.size() || !runtime[device->gpu].current)
+    return NVML_ERROR_NOT_SUPPORTED;
+  for (const gpunode::sim::SimGi& gi : runtime[device->gpu].gis) {
+    if (gi.id != id) continue;
+    *gpuInstance = c.state().GiHandle(device->gpu, gi.serial);
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+// A compute instance of a GPU instance by its id: INVALID_ARGUMENT for a GPU instance that was
+// destroyed, NOT_FOUND when no compute instance has that id.
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
+                                                   nvmlComputeInstance_t* computeInstance) {
+  Call c;
+  if (c.rc()) return c.rc();
+  if (gpuInstance == nullptr || computeInstance == nullptr ||
+      !c.state().ValidGiHandle(gpuInstance))
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(c.state().Handle(gpuInstance->gpu, -1), "mig", &g)) return rc;
+  auto& runtime = c.state().mig();
+  if (gpuInstance->gpu >= runtime.size() || !runtime[gpuInstance->gpu].current)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  for (const gpunode::sim::SimGi& gi : runtime[gpuInstance->gpu].gis) {
+    if (gi.serial != gpuInstance->serial) continue;
+    for (const gpunode::sim::SimCi& ci : gi.cis) {
+      if (ci.id != id) continue;
+      *computeInstance = c.state().CiHandle(gpuInstance->gpu, gi.serial, ci.serial);
+      return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;  // the GPU instance is gone
+}
+
+// GPU fabric (multi-node NVLink) registration. Before Hopper the query is NOT_SUPPORTED; Hopper
+// and newer answer, and a simulated node is never part of a multi-node NVLink domain (profiles
+// describe no IMEX domain), so the probe state is "not supported" and the cluster UUID is zero:
+// no GPU is fabric-attached, as on HGX/DGX and PCIe systems.
+nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t* gpuFabricInfo) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (gpuFabricInfo == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->cc_major < 9) return NVML_ERROR_NOT_SUPPORTED;
+  std::memset(gpuFabricInfo, 0, sizeof(*gpuFabricInfo));
+  gpuFabricInfo->status = NVML_SUCCESS;
+  gpuFabricInfo->state = NVML_GPU_FABRIC_STATE_NOT_SUPPORTED;
   return NVML_SUCCESS;
 }

@@ -1,6 +1,8 @@
 #include "sim/nvml/sim_state.h"
 
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -84,6 +86,22 @@ nvmlReturn_t SimState::Load() {
   profile_ref_ = env;
   SeedMig(text);
   return NVML_SUCCESS;
+}
+
+int SimState::ChangeFd() {
+  if (change_fd_ != -2) return change_fd_;
+  change_fd_ = -1;
+  if (file_path_.empty()) return change_fd_;
+  const size_t slash = file_path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : file_path_.substr(0, slash));
+  const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return change_fd_;
+  if (inotify_add_watch(fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY) < 0) {
+    ::close(fd);
+    return change_fd_;
+  }
+  change_fd_ = fd;
+  return change_fd_;
 }
 
 void SimState::MaybeReload(bool force) {

@@ -72,6 +72,13 @@ class SimState {
   bool loaded() const { return profile_ != nullptr; }
   // Re-reads the profile file if it changed (rate-limited unless `force`).
   void MaybeReload(bool force = false);
+  // An inotify descriptor that becomes readable when the profile file's folder changes (the file
+  // rewritten or renamed over), made on first use; -1 for a built-in profile or without inotify.
+  // nvmlEventSetWait_v2 sleeps on it, as the real driver sleeps in the kernel: an event written to
+  // the profile is seen at once, and an idle waiter costs no CPU. change_generation counts the
+  // wake-ups consumed, so that a second waiter knows to look again.
+  int ChangeFd();
+  uint64_t change_generation = 0;
   const NodeProfile& profile() const { return *profile_; }
 
   nvmlDevice_t Handle(unsigned gpu, int mig);
@@ -112,6 +119,7 @@ class SimState {
   FileSignature signature_;
   std::chrono::steady_clock::time_point last_check_;
   std::chrono::milliseconds reload_interval_{50};
+  int change_fd_ = -2;  // -2: not made yet
   std::deque<nvmlDevice_st> handles_;
   std::map<std::pair<unsigned, int>, nvmlDevice_t> handle_index_;
   std::set<nvmlDevice_t> handle_set_;

@@ -5,8 +5,11 @@
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -71,6 +74,14 @@ class TreeWriter {
     return absl::OkStatus();
   }
 
+  Status Mode(std::string_view rel, unsigned mode) {
+    GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
+    std::error_code ec;
+    fs::permissions(path, fs::perms(mode), ec);
+    if (ec) return ErrnoToStatus(ec.value(), "chmod", path);
+    return absl::OkStatus();
+  }
+
   // A copy of the program `source` at `rel`, mode 0755 (replacing what is there).
   Status Executable(std::string_view rel, const std::string& source) {
     GPUNODE_ASSIGN_OR_RETURN(std::string path, Resolve(rel));
@@ -98,6 +109,158 @@ class TreeWriter {
  private:
   std::string dir_;
 };
+
+// The simulated NVML library itself: $GPUNODE_SIM_LIBRARY, else libgpunode-simnvml.so beside the
+// running program (the build tree), else in ../lib/gpunode (installed layout). "" when none.
+std::string FindSimNvmlLibrary() {
+  if (const char* lib = std::getenv("GPUNODE_SIM_LIBRARY"); lib != nullptr && *lib != '\0') {
+    return ::access(lib, R_OK) == 0 ? std::string(lib) : std::string();
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const fs::path& candidate : {exe.parent_path() / "libgpunode-simnvml.so",
+                                    exe.parent_path() / ".." / "lib" / "gpunode" / "libgpunode-simnvml.so"}) {
+    if (::access(candidate.c_str(), R_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+// Little-endian fields of an ELF64 image.
+void PutLe(std::string& out, size_t at, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[at + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+uint64_t GetLe(const std::string& in, size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+// A stand-in for a driver library: a minimal ELF64 x86-64 shared object whose only content is a
+// dynamic section naming its SONAME, with the section headers that ELF readers use to find it
+// (readelf -d, ldconfig, nvidia-ctk's SONAME symlink discovery). It has no loadable segment, so
+// dlopen refuses it ("no loadable segments") rather than run anything.
+std::string StubSharedObject(const std::string& soname) {
+  constexpr size_t kEhdr = 64, kPhdr = 56, kShdr = 64, kDyn = 16;
+  auto align8 = [](size_t n) { return (n + 7) & ~size_t{7}; };
+  const std::string dynstr = str::Cat(std::string(1, '\0'), soname, std::string(1, '\0'));
+  const std::string shstrtab = std::string("\0.dynstr\0.dynamic\0.shstrtab\0", 28);
+  const size_t dynstr_off = kEhdr + kPhdr;
+  const size_t dyn_off = align8(dynstr_off + dynstr.size());
+  const size_t dyn_size = 4 * kDyn;  // DT_SONAME, DT_STRTAB, DT_STRSZ, DT_NULL
+  const size_t shstr_off = dyn_off + dyn_size;
+  const size_t sh_off = align8(shstr_off + shstrtab.size());
+  std::string out(sh_off + 4 * kShdr, '\0');
+  // ELF header: 64-bit, little-endian, version 1, ET_DYN, EM_X86_64.
+  out.replace(0, 7, std::string("\x7f" "ELF\x02\x01\x01", 7));
+  PutLe(out, 16, 3, 2);
+  PutLe(out, 18, 62, 2);
+  PutLe(out, 20, 1, 4);
+  PutLe(out, 32, kEhdr, 8);     // e_phoff
+  PutLe(out, 40, sh_off, 8);    // e_shoff
+  PutLe(out, 52, kEhdr, 2);     // e_ehsize
+  PutLe(out, 54, kPhdr, 2);     // e_phentsize
+  PutLe(out, 56, 1, 2);         // e_phnum
+  PutLe(out, 58, kShdr, 2);     // e_shentsize
+  PutLe(out, 60, 4, 2);         // e_shnum
+  PutLe(out, 62, 3, 2);         // e_shstrndx
+  // PT_DYNAMIC (addresses equal file offsets).
+  PutLe(out, kEhdr + 0, 2, 4);
+  PutLe(out, kEhdr + 4, 4, 4);  // PF_R
+  PutLe(out, kEhdr + 8, dyn_off, 8);
+  PutLe(out, kEhdr + 16, dyn_off, 8);
+  PutLe(out, kEhdr + 24, dyn_off, 8);
+  PutLe(out, kEhdr + 32, dyn_size, 8);
+  PutLe(out, kEhdr + 40, dyn_size, 8);
+  PutLe(out, kEhdr + 48, 8, 8);
+  out.replace(dynstr_off, dynstr.size(), dynstr);
+  const uint64_t dyn[4][2] = {{14, 1}, {5, dynstr_off}, {10, dynstr.size()}, {0, 0}};
+  for (size_t i = 0; i < 4; ++i) {
+    PutLe(out, dyn_off + i * kDyn, dyn[i][0], 8);
+    PutLe(out, dyn_off + i * kDyn + 8, dyn[i][1], 8);
+  }
+  out.replace(shstr_off, shstrtab.size(), shstrtab);
+  // Section headers: null, .dynstr, .dynamic (linked to .dynstr), .shstrtab.
+  struct Sh {
+    uint32_t name, type;
+    uint64_t flags, addr, off, size;
+    uint32_t link;
+    uint64_t align, entsize;
+  };
+  const Sh sections[4] = {{0, 0, 0, 0, 0, 0, 0, 0, 0},
+                          {1, 3, 2, dynstr_off, dynstr_off, dynstr.size(), 0, 1, 0},
+                          {9, 6, 3, dyn_off, dyn_off, dyn_size, 1, 8, kDyn},
+                          {18, 3, 0, 0, shstr_off, shstrtab.size(), 0, 1, 0}};
+  for (size_t i = 0; i < 4; ++i) {
+    const size_t at = sh_off + i * kShdr;
+    const Sh& s = sections[i];
+    PutLe(out, at + 0, s.name, 4);
+    PutLe(out, at + 4, s.type, 4);
+    PutLe(out, at + 8, s.flags, 8);
+    PutLe(out, at + 16, s.addr, 8);
+    PutLe(out, at + 24, s.off, 8);
+    PutLe(out, at + 32, s.size, 8);
+    PutLe(out, at + 40, s.link, 4);
+    PutLe(out, at + 48, s.align, 8);
+    PutLe(out, at + 56, s.entsize, 8);
+  }
+  return out;
+}
+
+// `image` (an ELF64 little-endian shared object) with its DT_SONAME string replaced by `soname`,
+// in place in the string table; an error when the image is not one or the new name is longer.
+StatusOr<std::string> WithSoname(std::string image, const std::string& soname) {
+  auto bad = [](std::string_view why) { return absl::InvalidArgumentError(str::Cat("ELF image: ", why)); };
+  if (image.size() < 64 || image.compare(0, 6, std::string("\x7f" "ELF\x02\x01", 6)) != 0) {
+    return bad("not a 64-bit little-endian ELF file");
+  }
+  const uint64_t phoff = GetLe(image, 32, 8), phentsize = GetLe(image, 54, 2), phnum = GetLe(image, 56, 2);
+  if (phentsize < 56 || phoff + phnum * phentsize > image.size()) return bad("program headers out of range");
+  uint64_t dyn_off = 0, dyn_size = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> loads;  // (vaddr, offset) of PT_LOAD
+  std::vector<uint64_t> load_sizes;
+  for (uint64_t i = 0; i < phnum; ++i) {
+    const size_t at = phoff + i * phentsize;
+    const uint64_t type = GetLe(image, at, 4);
+    if (type == 2) {
+      dyn_off = GetLe(image, at + 8, 8);
+      dyn_size = GetLe(image, at + 32, 8);
+    } else if (type == 1) {
+      loads.emplace_back(GetLe(image, at + 16, 8), GetLe(image, at + 8, 8));
+      load_sizes.push_back(GetLe(image, at + 32, 8));
+    }
+  }
+  if (dyn_size == 0 || dyn_off + dyn_size > image.size()) return bad("no dynamic section");
+  uint64_t strtab = 0, soname_at = 0;
+  bool has_soname = false;
+  for (uint64_t at = dyn_off; at + 16 <= dyn_off + dyn_size; at += 16) {
+    const uint64_t tag = GetLe(image, at, 8), value = GetLe(image, at + 8, 8);
+    if (tag == 0) break;
+    if (tag == 5) strtab = value;
+    if (tag == 14) {
+      soname_at = value;
+      has_soname = true;
+    }
+  }
+  if (!has_soname || strtab == 0) return bad("no DT_SONAME");
+  uint64_t file_strtab = 0;
+  bool mapped = false;
+  for (size_t i = 0; i < loads.size(); ++i) {
+    if (strtab >= loads[i].first && strtab < loads[i].first + load_sizes[i]) {
+      file_strtab = strtab - loads[i].first + loads[i].second;
+      mapped = true;
+      break;
+    }
+  }
+  if (!mapped) return bad("string table outside the loaded segments");
+  const uint64_t at = file_strtab + soname_at;
+  if (at >= image.size()) return bad("SONAME out of range");
+  const size_t old_len = image.find('\0', at);
+  if (old_len == std::string::npos || old_len - at < soname.size()) return bad("new SONAME is longer");
+  image.replace(at, soname.size(), soname);
+  image[at + soname.size()] = '\0';
+  return image;
+}
 
 // The simulated MPS control daemon (gpunode-sim-mps-control), looked for where the simulated NVML
 // library is: beside $GPUNODE_SIM_LIBRARY, else beside the running program (the build tree), else
@@ -199,6 +362,26 @@ Status WritePciFunction(TreeWriter& w, const std::string& bus_id, unsigned vendo
   GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/subsystem_vendor", Hex(subsys_vendor, 4)));
   GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/subsystem_device", Hex(subsys_device, 4)));
   GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/numa_node", str::Cat(numa_node, "\n")));
+  // The first 256 bytes of the configuration space (what sysfs shows an unprivileged reader): a
+  // type-0 header with the IDs and class above and no capability list, i.e. a bare-metal function
+  // without the vGPU capability (GFD's and `gpunode labels`' vGPU detection read it); and the BAR
+  // table (`resource`, 13 lines of start end flags) that go-nvlib's PCI walk reads.
+  std::string config(256, '\0');
+  auto put16 = [&config](size_t at, unsigned v) {
+    config[at] = static_cast<char>(v & 0xff);
+    config[at + 1] = static_cast<char>((v >> 8) & 0xff);
+  };
+  put16(0x00, vendor);
+  put16(0x02, device);
+  config[0x09] = static_cast<char>(class_code & 0xff);
+  config[0x0a] = static_cast<char>((class_code >> 8) & 0xff);
+  config[0x0b] = static_cast<char>((class_code >> 16) & 0xff);
+  put16(0x2c, subsys_vendor);
+  put16(0x2e, subsys_device);
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/config", config));
+  std::string resource;
+  for (int i = 0; i < 13; ++i) resource += "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+  GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/resource", resource));
   if (link != nullptr) {
     GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/current_link_speed", LinkSpeed(link->gen) + "\n"));
     GPUNODE_RETURN_IF_ERROR(w.File(rel_dir + "/current_link_width", str::Cat(link->width, "\n")));
@@ -280,9 +463,12 @@ std::string KernelLog(const NodeProfile& p) {
   return s;
 }
 
-// The driver's user-space libraries as small plain files, their SONAME symlinks, and an
-// etc/ld.so.cache (new format) that lists them, plus a few other entries a real cache has
-// (libc, a 32-bit libcuda) so that readers must filter.
+// The driver's user-space libraries, their SONAME symlinks, and an etc/ld.so.cache (new format)
+// that lists them, plus a few other entries a real cache has (libc, a 32-bit libcuda) so that
+// readers must filter. Each library is a stub ELF object that names its SONAME (StubSharedObject),
+// except libnvidia-ml.so.<version>: that is the simulated NVML library itself when it is found
+// (FindSimNvmlLibrary), its SONAME set to libnvidia-ml.so.1, so programs that load NVML from the
+// driver root as NVIDIA's tools do (nvidia-ctk cdi generate) talk to the simulated node.
 Status WriteDriverLibraries(TreeWriter& w, const std::string& version) {
   const std::string dir = "/usr/lib/x86_64-linux-gnu";
   struct Lib {
@@ -306,13 +492,22 @@ Status WriteDriverLibraries(TreeWriter& w, const std::string& version) {
   std::vector<container::LdCacheEntry> entries;
   for (const Lib& lib : libs) {
     const std::string file = str::Cat(lib.name, ".", version);
-    GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/", file), str::Cat("simulated ", file, "\n")));
     std::string soname = lib.soname.empty() ? file : lib.soname;
+    std::string image = StubSharedObject(soname);
+    if (std::string_view(lib.name) == "libnvidia-ml.so") {
+      if (std::string nvml = FindSimNvmlLibrary(); !nvml.empty()) {
+        std::ifstream in(nvml, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // A library that cannot be read or renamed keeps the stub: NVML then fails to load there.
+        if (auto renamed = WithSoname(std::move(bytes), soname); in && renamed.ok()) image = std::move(*renamed);
+      }
+    }
+    GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/", file), image));
     if (soname != file) GPUNODE_RETURN_IF_ERROR(w.Link(str::Cat(dir, "/", soname), file));
     entries.push_back({soname, kX8664Libc6, str::Cat(dir, "/", soname), 0});
   }
   const std::string vdpau = str::Cat("libvdpau_nvidia.so.", version);
-  GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/vdpau/", vdpau), str::Cat("simulated ", vdpau, "\n")));
+  GPUNODE_RETURN_IF_ERROR(w.File(str::Cat(dir, "/vdpau/", vdpau), StubSharedObject(vdpau)));
   entries.push_back({"libc.so.6", kX8664Libc6, dir + "/libc.so.6", 0});
   entries.push_back({"libcuda.so.1", container::kLdFlagElfLibc6, "/usr/lib/i386-linux-gnu/libcuda.so.1", 0});
   return w.File("etc/ld.so.cache", container::EncodeLdCache(entries));
@@ -449,6 +644,7 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
   // file, as `cdi generate` checks, and runs nowhere).
   if (p.host.nvidia_utils && !p.driver.version.empty()) {
     GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", std::string("\x7f" "ELF (gpunode simulated nvidia-smi)\n")));
+    GPUNODE_RETURN_IF_ERROR(w.Mode("usr/bin/nvidia-smi", 0755));  // executable, as the driver installs it
     // The simulated MPS control daemon is a real program (sim/mps): copied in when it was built.
     if (std::string mps = FindSimMpsControl(); !mps.empty()) {
       GPUNODE_RETURN_IF_ERROR(w.Executable("usr/bin/nvidia-cuda-mps-control", mps));

@@ -184,6 +184,7 @@ void Harness::Loop(Slot* slot) {
       for (auto& other : slots_) other->run_stop.request_stop();
       lock.unlock();
       cv_.notify_all();
+      if (options_.on_failure) options_.on_failure();
       return;
     }
     ++slot->restarts;

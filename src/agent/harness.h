@@ -109,6 +109,9 @@ struct HarnessOptions {
   // everything and is returned by failure() (the command exits, as NVIDIA's binaries do, and
   // Kubernetes restarts the container), instead of running the component again.
   bool fail_fast = false;
+  // With fail_fast: called once, on the failing component's thread, after failure() is set (the
+  // stand-alone command wakes its signal wait with it instead of polling).
+  std::function<void()> on_failure;
 };
 
 enum class ComponentState { kDisabled, kStarting, kRunning, kBackoff, kDone, kStopped };

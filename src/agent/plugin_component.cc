@@ -131,6 +131,7 @@ class PluginComponent final : public Component {
     plugin::ManagerOptions mo;
     mo.plugin_dir = s_.kubelet_dir;
     mo.kubelet_socket = s_.kubelet_socket;
+    mo.on_registered = [this] { registered_ = true; };
     plugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
 
     // A device is advertised Healthy when its GPU is healthy (monitor) and the gate is open.
@@ -172,16 +173,12 @@ class PluginComponent final : public Component {
                                    config_name.empty() ? "" : absl::StrCat(", config \"", config_name, "\""),
                                    ", kubelet dir ", s_.kubelet_dir));
     std::atomic<bool> stop_flag{false};
-    std::stop_callback on_stop(stop, [&] { stop_flag = true; });
-    std::thread watch_registration([&] {
-      while (!stop_flag) {
-        registered_ = manager.registrations() > 0;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+    std::stop_callback on_stop(stop, [&] {
+      stop_flag = true;
+      manager.Interrupt();
     });
     Status st = manager.Run(stop_flag);
     stop_flag = true;
-    watch_registration.join();
     registered_ = false;
     ctx_.RemoveGateSubscriber(gate_sub);
     if (health_monitor) health_monitor->Stop();

@@ -50,7 +50,7 @@ class DeviceBuffer {
   }
   ~DeviceBuffer() { Reset(); }
   void Reset() {
-    if (p_ != 0 && drv_ != nullptr) drv_->fn().cuMemFree_v2(p_);
+    if (p_ != 0 && drv_ != nullptr) drv_->cuMemFree_v2(p_);
     p_ = 0;
   }
   CUdeviceptr get() const { return p_; }
@@ -90,7 +90,7 @@ class Device {
     std::string log(8192, '\0');
     CUjit_option opts[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes};
     void* vals[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
-    CUresult r = drv.fn().cuModuleLoadDataEx(&d->module_, image.c_str(), 2, opts, vals);
+    CUresult r = drv.cuModuleLoadDataEx(&d->module_, image.c_str(), 2, opts, vals);
     if (r != GPUNODE_CUDA_SUCCESS) {
       Status s = drv.Check(r, "cuModuleLoadDataEx (JIT of the embedded PTX)");
       log.resize(strnlen(log.c_str(), log.size()));
@@ -108,21 +108,21 @@ class Device {
   ~Device() {
     if (retained_) {
       MakeCurrent().IgnoreError();
-      drv_.fn().cuCtxSynchronize();
-      if (start_) drv_.fn().cuEventDestroy_v2(start_);
-      if (stop_) drv_.fn().cuEventDestroy_v2(stop_);
-      if (stream_) drv_.fn().cuStreamDestroy_v2(stream_);
-      if (module_) drv_.fn().cuModuleUnload(module_);
-      if (sm90_module_) drv_.fn().cuModuleUnload(sm90_module_);
-      drv_.fn().cuDevicePrimaryCtxRelease_v2(dev_);
+      drv_.cuCtxSynchronize();
+      if (start_) drv_.cuEventDestroy_v2(start_);
+      if (stop_) drv_.cuEventDestroy_v2(stop_);
+      if (stream_) drv_.cuStreamDestroy_v2(stream_);
+      if (module_) drv_.cuModuleUnload(module_);
+      if (sm90_module_) drv_.cuModuleUnload(sm90_module_);
+      drv_.cuDevicePrimaryCtxRelease_v2(dev_);
     }
   }
 
-  Status MakeCurrent() const { return drv_.Check(drv_.fn().cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+  Status MakeCurrent() const { return drv_.Check(drv_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
 
   StatusOr<DeviceBuffer> Alloc(size_t bytes) const {
     CUdeviceptr p = 0;
-    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.fn().cuMemAlloc_v2(&p, bytes),
+    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.cuMemAlloc_v2(&p, bytes),
                                        absl::StrFormat("cuMemAlloc_v2(%.2f GiB)", bytes / kGiB)));
     return DeviceBuffer(&drv_, p, bytes);
   }
@@ -134,7 +134,7 @@ class Device {
     CUfunction f = nullptr;
     CUmodule m = absl::EndsWith(name, "_sm90") ? sm90_module_ : module_;
     if (m == nullptr) return absl::FailedPreconditionError(absl::StrCat("kernel ", name, ": module not loaded"));
-    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.fn().cuModuleGetFunction(&f, m, name),
+    GPUNODE_RETURN_IF_ERROR(drv_.Check(drv_.cuModuleGetFunction(&f, m, name),
                                        absl::StrCat("cuModuleGetFunction ", name)));
     functions_[name] = f;
     return f;
@@ -146,12 +146,12 @@ class Device {
                 std::initializer_list<void*> args, unsigned shared_bytes = 0) {
     GPUNODE_ASSIGN_OR_RETURN(CUfunction f, Function(name));
     std::vector<void*> params(args);
-    return drv_.Check(drv_.fn().cuLaunchKernel(f, grid_x, grid_y, 1, block, 1, 1, shared_bytes, stream_,
+    return drv_.Check(drv_.cuLaunchKernel(f, grid_x, grid_y, 1, block, 1, 1, shared_bytes, stream_,
                                                params.data(), nullptr),
                       absl::StrCat("cuLaunchKernel ", name));
   }
 
-  Status Sync() const { return drv_.Check(drv_.fn().cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
+  Status Sync() const { return drv_.Check(drv_.cuStreamSynchronize(stream_), "cuStreamSynchronize"); }
 
   // Fills `n` elements at `p` with uniform values in [-1, 1) of `dtype` (0 fp32, 1 fp16, 2 bf16).
   Status Fill(CUdeviceptr p, unsigned long long n, int dtype, unsigned seed) {
@@ -176,7 +176,7 @@ class Device {
       GPUNODE_CU(drv_, cuEventRecord, stop_, stream_);
       GPUNODE_CU(drv_, cuEventSynchronize, stop_);
       float ms = 0;
-      GPUNODE_CU(drv_, cuEventElapsedTime, &ms, start_, stop_);
+      GPUNODE_CU(drv_, cuEventElapsedTime_v2, &ms, start_, stop_);
       t.iterations += chunk;
       t.seconds += ms / 1000.0;
       if (t.seconds >= duration || g_stop.load()) break;
@@ -204,7 +204,7 @@ class Device {
       sm90_note_ = "this gpunode was built without the sm_90a PTX (kernels/bench_kernels_sm90a.ptx)";
       return;
     }
-    if (drv_.fn().cuTensorMapEncodeTiled == nullptr) {
+    if (!drv_.cuTensorMapEncodeTiled.bound()) {
       sm90_note_ = "the driver has no cuTensorMapEncodeTiled (TMA needs a CUDA 12.0 / R525 driver or newer)";
       return;
     }
@@ -212,7 +212,7 @@ class Device {
     std::string log(8192, '\0');
     CUjit_option opts[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes};
     void* vals[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
-    CUresult r = drv_.fn().cuModuleLoadDataEx(&sm90_module_, image.c_str(), 2, opts, vals);
+    CUresult r = drv_.cuModuleLoadDataEx(&sm90_module_, image.c_str(), 2, opts, vals);
     if (r != GPUNODE_CUDA_SUCCESS) {
       sm90_module_ = nullptr;
       log.resize(strnlen(log.c_str(), log.size()));
@@ -282,32 +282,30 @@ class TelemetrySampler {
     }
   }
   void Sample(unsigned index) {  // mu_ held
-    const auto& f = nvml_->fn();
+    const NvmlLibrary& f = *nvml_;
     nvmlDevice_t dev = nullptr;
     if (f.nvmlDeviceGetHandleByIndex_v2(index, &dev) != NVML_SUCCESS) return;
     Telemetry& t = current_;
     ++t.samples;
     unsigned v = 0;
-    if (f.nvmlDeviceGetTemperature && f.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS) {
+    if (f.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS) {
       t.max_temperature_c = std::max(t.max_temperature_c.value_or(0), v);
     }
-    if (f.nvmlDeviceGetPowerUsage && f.nvmlDeviceGetPowerUsage(dev, &v) == NVML_SUCCESS) {
+    if (f.nvmlDeviceGetPowerUsage(dev, &v) == NVML_SUCCESS) {
       t.max_power_w = std::max(t.max_power_w.value_or(0), v / 1000.0);
     }
-    if (!t.power_limit_w && f.nvmlDeviceGetEnforcedPowerLimit &&
-        f.nvmlDeviceGetEnforcedPowerLimit(dev, &v) == NVML_SUCCESS) {
+    if (!t.power_limit_w && f.nvmlDeviceGetEnforcedPowerLimit(dev, &v) == NVML_SUCCESS) {
       t.power_limit_w = v / 1000.0;
     }
-    if (f.nvmlDeviceGetClockInfo && f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS) {
+    if (f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS) {
       t.min_sm_clock_mhz = std::min(t.min_sm_clock_mhz.value_or(v), v);
       t.max_sm_clock_mhz = std::max(t.max_sm_clock_mhz.value_or(0), v);
       clock_sum_ += v;
       ++clock_n_;
     }
+    // Drivers before R535 export this as nvmlDeviceGetCurrentClocksThrottleReasons (a fallback).
     unsigned long long reasons = 0;
-    auto get_reasons = f.nvmlDeviceGetCurrentClocksEventReasons ? f.nvmlDeviceGetCurrentClocksEventReasons
-                                                                : f.nvmlDeviceGetCurrentClocksThrottleReasons;
-    if (get_reasons && get_reasons(dev, &reasons) == NVML_SUCCESS) t.clock_event_reasons |= reasons;
+    if (f.nvmlDeviceGetCurrentClocksEventReasons(dev, &reasons) == NVML_SUCCESS) t.clock_event_reasons |= reasons;
   }
 
   std::unique_ptr<NvmlLibrary> nvml_;
@@ -405,7 +403,7 @@ StatusOr<Sm90Gemm> PrepareSm90Gemm(Device& dev, const char* kernel, GemmDtype dt
     const unsigned long long strides[1] = {static_cast<unsigned long long>(n) * 2};
     const unsigned box[2] = {64, box_rows};
     const unsigned element_strides[2] = {1, 1};
-    return drv.Check(drv.fn().cuTensorMapEncodeTiled(map, type, 2, reinterpret_cast<void*>(p), dims, strides, box,
+    return drv.Check(drv.cuTensorMapEncodeTiled(map, type, 2, reinterpret_cast<void*>(p), dims, strides, box,
                                                      element_strides, kCuTensorMapInterleaveNone,
                                                      kCuTensorMapSwizzle128B, kCuTensorMapL2Promotion256B,
                                                      kCuTensorMapOobFillNone),
@@ -469,7 +467,7 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
     GPUNODE_CU(dev.drv(), cuEventRecord, dev.stop_event(), dev.stream());
     GPUNODE_CU(dev.drv(), cuEventSynchronize, dev.stop_event());
     float ms = 0;
-    GPUNODE_CU(dev.drv(), cuEventElapsedTime, &ms, dev.start_event(), dev.stop_event());
+    GPUNODE_CU(dev.drv(), cuEventElapsedTime_v2, &ms, dev.start_event(), dev.stop_event());
     if (ms > 0) m.burst = 2.0 * n * n * static_cast<double>(n) * 10 / (ms / 1000.0) / 1e12;
   }
   std::string tuned;
@@ -517,7 +515,7 @@ TestResult RunGemm(Device& dev, const Context& ctx, const ModelCeilings* model) 
   // 8192^3: large enough for cuBLASLt to reach its plateau on H100/H200-class GPUs; smaller when
   // memory is short (three matrices of up to 256 MiB each plus a workspace).
   size_t free_b = 0, total_b = 0;
-  dev.drv().fn().cuMemGetInfo_v2(&free_b, &total_b);
+  dev.drv().cuMemGetInfo_v2(&free_b, &total_b);
   int n = free_b > 2 * kGiB ? 8192 : 4096;
   struct Variant {
     GemmDtype dtype;
@@ -563,7 +561,7 @@ TestResult RunHbm(Device& dev, const Context& ctx, const ModelCeilings* model) {
     {  // device-to-device copy engine / SM copy: read + write counted
       ctx.Progress("  hbm copy");
       GPUNODE_ASSIGN_OR_RETURN(Device::Timed t, dev.TimeLoop(ctx.options.duration_s, [&]() {
-        return dev.drv().Check(dev.drv().fn().cuMemcpyDtoDAsync_v2(y.get(), x.get(), bytes, dev.stream()),
+        return dev.drv().Check(dev.drv().cuMemcpyDtoDAsync_v2(y.get(), x.get(), bytes, dev.stream()),
                                "cuMemcpyDtoDAsync_v2");
       }));
       Measurement m{"copy", "cuMemcpyDtoD", 2.0 * bytes * t.iterations / t.seconds / 1e9, "GB/s"};
@@ -607,7 +605,7 @@ TestResult RunPcie(Device& dev, const Context& ctx, const ModelCeilings* model, 
     struct HostFree {
       const CudaDriver& drv;
       void* p;
-      ~HostFree() { drv.fn().cuMemFreeHost(p); }
+      ~HostFree() { drv.cuMemFreeHost(p); }
     } host_free{dev.drv(), host};
     std::memset(host, 0x5a, kBytes);
     GPUNODE_ASSIGN_OR_RETURN(DeviceBuffer dbuf, dev.Alloc(kBytes));
@@ -619,9 +617,9 @@ TestResult RunPcie(Device& dev, const Context& ctx, const ModelCeilings* model, 
       if (g_stop.load()) break;
       ctx.Progress(h2d ? "  pcie h2d" : "  pcie d2h");
       GPUNODE_ASSIGN_OR_RETURN(Device::Timed t, dev.TimeLoop(ctx.options.duration_s, [&]() {
-        const auto& f = dev.drv().fn();
-        return h2d ? dev.drv().Check(f.cuMemcpyHtoDAsync_v2(dbuf.get(), host, kBytes, dev.stream()), "cuMemcpyHtoDAsync_v2")
-                   : dev.drv().Check(f.cuMemcpyDtoHAsync_v2(host, dbuf.get(), kBytes, dev.stream()), "cuMemcpyDtoHAsync_v2");
+        const CudaDriver& d = dev.drv();
+        return h2d ? d.Check(d.cuMemcpyHtoDAsync_v2(dbuf.get(), host, kBytes, dev.stream()), "cuMemcpyHtoDAsync_v2")
+                   : d.Check(d.cuMemcpyDtoHAsync_v2(host, dbuf.get(), kBytes, dev.stream()), "cuMemcpyDtoHAsync_v2");
       }));
       Measurement m{h2d ? "h2d" : "d2h", "cuMemcpy pinned", double(kBytes) * t.iterations / t.seconds / 1e9, "GB/s"};
       m.iterations = t.iterations, m.seconds = t.seconds, m.reference = ref;
@@ -725,7 +723,7 @@ TestResult RunP2p(std::vector<std::pair<GpuResult*, Device*>>& devs, const Conte
         GPUNODE_CU(drv, cuDeviceCanAccessPeer, &can, dst->dev(), src->dev());
         if (can) {
           GPUNODE_RETURN_IF_ERROR(dst->MakeCurrent());
-          CUresult e = drv.fn().cuCtxEnablePeerAccess(src->ctx(), 0);
+          CUresult e = drv.cuCtxEnablePeerAccess(src->ctx(), 0);
           if (e != GPUNODE_CUDA_SUCCESS && e != kCuErrorPeerAccessAlreadyEnabled) {
             GPUNODE_RETURN_IF_ERROR(drv.Check(e, "cuCtxEnablePeerAccess"));
           }
@@ -736,7 +734,7 @@ TestResult RunP2p(std::vector<std::pair<GpuResult*, Device*>>& devs, const Conte
         GPUNODE_ASSIGN_OR_RETURN(DeviceBuffer sbuf, src->Alloc(kBytes));
         ctx.Progress(absl::StrCat("  p2p ", m.name));
         GPUNODE_ASSIGN_OR_RETURN(Device::Timed t, src->TimeLoop(per_pair, [&]() {
-          return drv.Check(drv.fn().cuMemcpyPeerAsync(dbuf.get(), dst->ctx(), sbuf.get(), src->ctx(), kBytes,
+          return drv.Check(drv.cuMemcpyPeerAsync(dbuf.get(), dst->ctx(), sbuf.get(), src->ctx(), kBytes,
                                                       src->stream()),
                            "cuMemcpyPeerAsync");
         }));
@@ -800,17 +798,17 @@ StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& opt
 
   // CUDA ordinals by PCI bus id, so --gpus and the report use NVML's (nvidia-smi's) indices.
   int count = 0;
-  GPUNODE_RETURN_IF_ERROR(drv->Check(drv->fn().cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  GPUNODE_RETURN_IF_ERROR(drv->Check(drv->cuDeviceGetCount(&count), "cuDeviceGetCount"));
   std::map<std::string, int> ordinal_by_bus;
   std::vector<std::string> cuda_names(count);
   for (int i = 0; i < count; ++i) {
     CUdevice dev = 0;
     char bus[64] = {}, name[256] = {};
-    if (drv->fn().cuDeviceGet(&dev, i) != GPUNODE_CUDA_SUCCESS) continue;
-    if (drv->fn().cuDeviceGetPCIBusId(bus, sizeof bus, dev) == GPUNODE_CUDA_SUCCESS) {
+    if (drv->cuDeviceGet(&dev, i) != GPUNODE_CUDA_SUCCESS) continue;
+    if (drv->cuDeviceGetPCIBusId(bus, sizeof bus, dev) == GPUNODE_CUDA_SUCCESS) {
       ordinal_by_bus[NormalizeBusId(bus)] = i;
     }
-    drv->fn().cuDeviceGetName(name, sizeof name, dev);
+    drv->cuDeviceGetName(name, sizeof name, dev);
     cuda_names[i] = name;
   }
   std::vector<GpuResult> all;

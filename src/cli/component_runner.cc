@@ -3,6 +3,7 @@
 // the agent's one copy.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstring>
@@ -18,9 +19,10 @@ namespace gpunode::cli {
 int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
                         const std::string& component, const std::string& hostname) {
   // Signals are taken here by sigwait: blocked before any thread starts (threads inherit the mask).
+  // SIGUSR1 is the harness telling of a failure (on_failure below), so the wait needs no timeout.
   sigset_t signals;
   sigemptyset(&signals);
-  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -36,6 +38,7 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   agent::RealClock clock;
   agent::HarnessOptions ho;
   ho.fail_fast = true;
+  ho.on_failure = [] { ::kill(::getpid(), SIGUSR1); };
   agent::Harness harness(clock, log, ho);
   if (component == "plugin") {
     harness.Add(agent::MakePlugin(ctx, config, log));
@@ -43,9 +46,8 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
     harness.Add(agent::MakeExporter(ctx, config, log, nullptr, nullptr));
   }
   harness.Start();
-  while (true) {
-    timespec timeout{0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+  while (harness.failure().ok()) {
+    const int sig = sigwaitinfo(&signals, nullptr);
     if (sig == SIGTERM || sig == SIGINT) {
       log.Info(component, absl::StrCat("received ", strsignal(sig), ": stopping"));
       break;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -203,6 +205,44 @@ std::string MachineType(const HostFs& fs, const std::string& path, std::string* 
   }
   std::string t(absl::StripAsciiWhitespace(*text));
   return t.empty() ? "unknown" : t;
+}
+
+// GFD's vGPU detection: the configuration space of every NVIDIA PCI function, through the host
+// root. nullopt (no vgpu labels, a warning) when one cannot be read whole, as GFD.
+std::optional<plugin::VgpuInfo> ReadVgpu(const HostFs& fs, std::string* warning) {
+  constexpr char kDevices[] = "/sys/bus/pci/devices";
+  auto names = fs.ListDir(kDevices);
+  if (!names.ok()) {
+    *warning = absl::StrCat("vGPU: ", names.status().message(), " (no nvidia.com/vgpu labels)");
+    return std::nullopt;
+  }
+  std::sort(names->begin(), names->end());
+  plugin::VgpuInfo info;
+  for (const std::string& name : *names) {
+    const std::string dir = absl::StrCat(kDevices, "/", name);
+    auto vendor = fs.ReadLine(dir + "/vendor");
+    if (!vendor.ok() || absl::StripAsciiWhitespace(*vendor) != "0x10de") continue;
+    auto config = fs.ReadFile(dir + "/config", 4096);
+    if (!config.ok()) {  // unreadable (or absent): no answer, not "a vGPU"
+      *warning = absl::StrCat("vGPU: ", name, ": ", config.status().message(), " (no nvidia.com/vgpu labels)");
+      return std::nullopt;
+    }
+    StatusOr<std::optional<plugin::VgpuHost>> host = plugin::ParseVgpuConfigSpace(*config);
+    if (!host.ok() && host.status().code() != absl::StatusCode::kNotFound) {
+      *warning = absl::StrCat("vGPU: ", name, ": ", host.status().message(),
+                              " (no nvidia.com/vgpu labels)");
+      return std::nullopt;
+    }
+    if (!host.ok()) {  // a vGPU whose host driver record is missing
+      info.present = true;
+      *warning = absl::StrCat("vGPU: ", name, ": ", host.status().message());
+      continue;
+    }
+    if (!host->has_value()) continue;
+    info.present = true;
+    info.host = **host;
+  }
+  return info;
 }
 
 nlohmann::ordered_json LabelsDocument(const NodeInventory& inv, const plugin::LabelSet& set) {
@@ -411,6 +451,9 @@ class Labeller {
     options.machine_type =
         MachineType(session_->fs(), config_->machine_type_file, &machine_warning);
     if (!machine_warning.empty()) Warn(machine_warning);
+    std::string vgpu_warning;
+    options.vgpu = ReadVgpu(session_->fs(), &vgpu_warning);
+    if (!vgpu_warning.empty()) Warn(vgpu_warning);
     options.compat = compat_ ? &*compat_ : nullptr;
     const plugin::LabelSet set = plugin::BuildLabels(*inv, *config_, options);
     for (const std::string& w : set.warnings) Warn(w);

@@ -290,12 +290,31 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
     }
   }
 
-  // GSP firmware.
-  const std::string fw_dir = "/lib/firmware/nvidia/" + f.version;
-  if (auto names = fs.ListDir(JoinRoot(root, fw_dir)); names.ok()) {
+  // GSP firmware: nvidia/<version>/gsp*.bin in the kernel's firmware search path (as the kernel
+  // and nvidia-ctk look): the custom path of firmware_class first (a driver container or a
+  // vendor image puts it elsewhere, e.g. /usr/local/nvidia/firmware), then /lib/firmware/updates
+  // and /lib/firmware, each with the kernel release and without. A file name found twice is
+  // mounted from the first folder.
+  std::vector<std::string> fw_search;
+  if (auto custom = fs.ReadLine("/sys/module/firmware_class/parameters/path"); custom.ok()) {
+    std::string p(absl::StripAsciiWhitespace(*custom));
+    if (!p.empty() && p.front() == '/') fw_search.push_back(p);
+  }
+  std::string release;
+  if (auto r = fs.ReadLine("/proc/sys/kernel/osrelease"); r.ok()) release = std::string(absl::StripAsciiWhitespace(*r));
+  for (const char* base : {"/lib/firmware/updates", "/lib/firmware"}) {
+    if (!release.empty()) fw_search.push_back(absl::StrCat(base, "/", release));
+    fw_search.push_back(base);
+  }
+  std::set<std::string> fw_names;
+  for (const std::string& base : fw_search) {
+    const std::string fw_dir = absl::StrCat(absl::StripSuffix(base, "/"), "/nvidia/", f.version);
+    auto names = fs.ListDir(JoinRoot(root, fw_dir));
+    if (!names.ok()) continue;
+    std::sort(names->begin(), names->end());
     for (const std::string& name : *names) {
-      if (!IsValidUtf8(name)) continue;
-      if (absl::StartsWith(name, "gsp") && absl::EndsWith(name, ".bin")) f.firmware.push_back(fw_dir + "/" + name);
+      if (!IsValidUtf8(name) || !absl::StartsWith(name, "gsp") || !absl::EndsWith(name, ".bin")) continue;
+      if (fw_names.insert(name).second) f.firmware.push_back(fw_dir + "/" + name);
     }
   }
 

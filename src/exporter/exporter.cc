@@ -133,7 +133,7 @@ void Exporter::SlowPass() {
     StatusOr<nvmlDevice_t> dev = nvml_.DeviceHandle(i);
     if (!dev.ok()) continue;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {0};
-    if (nvml_.fn().nvmlDeviceGetUUID(*dev, uuid, sizeof uuid) != NVML_SUCCESS) continue;
+    if (nvml_.nvmlDeviceGetUUID(*dev, uuid, sizeof uuid) != NVML_SUCCESS) continue;
     SlowSample s;
     s.uuid = uuid;
     GpuExtrasState& state = slow_state_[i];

@@ -135,9 +135,7 @@ double GpuExtrasState::Now() const {
 
 void GpuExtrasState::FreeSamples() {
   for (nvmlGpmSample_t* s : {&gpm_previous_, &gpm_current_}) {
-    if (*s != nullptr && nvml_ != nullptr && nvml_->fn().nvmlGpmSampleFree != nullptr) {
-      nvml_->fn().nvmlGpmSampleFree(*s);
-    }
+    if (*s != nullptr && nvml_ != nullptr) nvml_->nvmlGpmSampleFree(*s);
     *s = nullptr;
   }
 }
@@ -160,7 +158,6 @@ void ReadFieldValues(const NvmlLibrary& nvml, nvmlDevice_t dev,
   const bool want_temp = Wanted(wanted, FieldId::kMemoryTemp);
   const bool want_nvlink = Wanted(wanted, FieldId::kNvlinkBandwidthTotal);
   if (!want_temp && !want_nvlink) return;
-  if (nvml.fn().nvmlDeviceGetFieldValues == nullptr) return;  // older driver: not supported
   nvmlFieldValue_t values[3] = {};
   int n = 0;
   int temp_at = -1, tx_at = -1, rx_at = -1;
@@ -176,7 +173,7 @@ void ReadFieldValues(const NvmlLibrary& nvml, nvmlDevice_t dev,
     values[n].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
     values[n++].scopeId = kAllLinks;
   }
-  const nvmlReturn_t ret = nvml.fn().nvmlDeviceGetFieldValues(dev, n, values);
+  const nvmlReturn_t ret = nvml.nvmlDeviceGetFieldValues(dev, n, values);
   if (ret != NVML_SUCCESS) {
     if (want_temp)
       NoteFailure(nvml, ret, "nvmlDeviceGetFieldValues", FieldId::kMemoryTemp, sample);
@@ -215,8 +212,6 @@ void ReadFieldValues(const NvmlLibrary& nvml, nvmlDevice_t dev,
 void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
                     const std::array<bool, kFieldCount>& wanted, GpuExtrasState& state,
                     GpuSample& sample) {
-  const auto& fn = nvml.fn();
-
   std::optional<unsigned long long> nvlink_sum;
   ReadFieldValues(nvml, dev, wanted, sample, &nvlink_sum);
   if (Wanted(wanted, FieldId::kNvlinkBandwidthTotal)) {
@@ -235,27 +230,27 @@ void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
     }
   }
 
-  if (Wanted(wanted, FieldId::kPcieReplayCounter) && fn.nvmlDeviceGetPcieReplayCounter != nullptr) {
+  if (Wanted(wanted, FieldId::kPcieReplayCounter)) {
     unsigned int count = 0;
-    const nvmlReturn_t ret = fn.nvmlDeviceGetPcieReplayCounter(dev, &count);
+    const nvmlReturn_t ret = nvml.nvmlDeviceGetPcieReplayCounter(dev, &count);
     if (ret == NVML_SUCCESS) {
       sample.set(FieldId::kPcieReplayCounter, count);
     } else {
       NoteFailure(nvml, ret, "nvmlDeviceGetPcieReplayCounter", FieldId::kPcieReplayCounter, sample);
     }
   }
-  if (Wanted(wanted, FieldId::kEncUtil) && fn.nvmlDeviceGetEncoderUtilization != nullptr) {
+  if (Wanted(wanted, FieldId::kEncUtil)) {
     unsigned int util = 0, period_us = 0;
-    const nvmlReturn_t ret = fn.nvmlDeviceGetEncoderUtilization(dev, &util, &period_us);
+    const nvmlReturn_t ret = nvml.nvmlDeviceGetEncoderUtilization(dev, &util, &period_us);
     if (ret == NVML_SUCCESS) {
       sample.set(FieldId::kEncUtil, util);
     } else {
       NoteFailure(nvml, ret, "nvmlDeviceGetEncoderUtilization", FieldId::kEncUtil, sample);
     }
   }
-  if (Wanted(wanted, FieldId::kDecUtil) && fn.nvmlDeviceGetDecoderUtilization != nullptr) {
+  if (Wanted(wanted, FieldId::kDecUtil)) {
     unsigned int util = 0, period_us = 0;
-    const nvmlReturn_t ret = fn.nvmlDeviceGetDecoderUtilization(dev, &util, &period_us);
+    const nvmlReturn_t ret = nvml.nvmlDeviceGetDecoderUtilization(dev, &util, &period_us);
     if (ret == NVML_SUCCESS) {
       sample.set(FieldId::kDecUtil, util);
     } else {
@@ -279,17 +274,12 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
     for (const auto* f : fields) sample.errors[f->field] = nvml.Check(ret, op);
   };
 
-  const auto& fn = nvml.fn();
   if (!state.gpm_supported_) {
-    if (fn.nvmlGpmQueryDeviceSupport == nullptr || fn.nvmlGpmSampleAlloc == nullptr ||
-        fn.nvmlGpmSampleFree == nullptr || fn.nvmlGpmSampleGet == nullptr ||
-        fn.nvmlGpmMetricsGet == nullptr) {
-      state.gpm_supported_ = false;  // a driver without GPM
-      return false;
-    }
+    // A driver without GPM (before R520) lacks the whole nvmlGpm* family: the query then answers
+    // NVML_ERROR_FUNCTION_NOT_FOUND, which NvmlIsUnsupported counts as unsupported.
     nvmlGpmSupport_t support = {};
     support.version = NVML_GPM_SUPPORT_VERSION;
-    const nvmlReturn_t ret = fn.nvmlGpmQueryDeviceSupport(dev, &support);
+    const nvmlReturn_t ret = nvml.nvmlGpmQueryDeviceSupport(dev, &support);
     if (ret != NVML_SUCCESS) {
       if (NvmlIsUnsupported(ret)) {
         state.gpm_supported_ = false;
@@ -306,14 +296,14 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
   state.nvml_ = &nvml;
   if (state.gpm_current_ == nullptr) {
     nvmlGpmSample_t s = nullptr;
-    const nvmlReturn_t ret = fn.nvmlGpmSampleAlloc(&s);
+    const nvmlReturn_t ret = nvml.nvmlGpmSampleAlloc(&s);
     if (ret != NVML_SUCCESS) {
       fail_all(ret, "nvmlGpmSampleAlloc");
       return true;
     }
     state.gpm_current_ = s;
   }
-  const nvmlReturn_t got = fn.nvmlGpmSampleGet(dev, state.gpm_current_);
+  const nvmlReturn_t got = nvml.nvmlGpmSampleGet(dev, state.gpm_current_);
   const double now = state.Now();
   if (got != NVML_SUCCESS) {
     if (!NvmlIsUnsupported(got)) fail_all(got, "nvmlGpmSampleGet");
@@ -336,7 +326,7 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
   get->sample1 = state.gpm_previous_;
   get->sample2 = state.gpm_current_;
   for (size_t i = 0; i < fields.size(); ++i) get->metrics[i].metricId = fields[i]->metric;
-  const nvmlReturn_t ret = fn.nvmlGpmMetricsGet(get.get());
+  const nvmlReturn_t ret = nvml.nvmlGpmMetricsGet(get.get());
   // The newer sample becomes the baseline either way; the older buffer is reused.
   std::swap(state.gpm_previous_, state.gpm_current_);
   state.gpm_previous_time_ = now;

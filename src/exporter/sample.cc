@@ -109,10 +109,8 @@ GpuSample SampleFromGpuInfo(const GpuInfo& info) {
 }
 
 void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& s) {
-  auto energy_fn = nvml.fn().nvmlDeviceGetTotalEnergyConsumption;
-  if (energy_fn == nullptr) return;
   unsigned long long mj = 0;
-  nvmlReturn_t ret = energy_fn(device, &mj);
+  nvmlReturn_t ret = nvml.nvmlDeviceGetTotalEnergyConsumption(device, &mj);
   if (ret == NVML_SUCCESS) {
     s.set(FieldId::kTotalEnergyConsumption, static_cast<double>(mj));
   } else if (!NvmlIsUnsupported(ret)) {

@@ -11,8 +11,7 @@ NvmlEventPump::~NvmlEventPump() { Stop(); }
 unsigned NvmlEventPump::Start(const std::vector<std::pair<unsigned, std::string>>& gpus) {
   if (started_) return registered_;
   started_ = true;
-  const auto& fn = nvml_.fn();
-  if (fn.nvmlEventSetCreate == nullptr || fn.nvmlEventSetCreate(&set_) != NVML_SUCCESS) {
+  if (nvml_.nvmlEventSetCreate(&set_) != NVML_SUCCESS) {  // e.g. FUNCTION_NOT_FOUND: no events
     set_ = nullptr;
     return 0;
   }
@@ -20,14 +19,14 @@ unsigned NvmlEventPump::Start(const std::vector<std::pair<unsigned, std::string>
     auto h = nvml_.DeviceHandle(index);
     if (!h.ok()) continue;
     unsigned long long supported = 0;
-    if (fn.nvmlDeviceGetSupportedEventTypes(*h, &supported) != NVML_SUCCESS) continue;
+    if (nvml_.nvmlDeviceGetSupportedEventTypes(*h, &supported) != NVML_SUCCESS) continue;
     if ((supported & nvmlEventTypeXidCriticalError) == 0) continue;
-    if (fn.nvmlDeviceRegisterEvents(*h, nvmlEventTypeXidCriticalError, set_) != NVML_SUCCESS) continue;
+    if (nvml_.nvmlDeviceRegisterEvents(*h, nvmlEventTypeXidCriticalError, set_) != NVML_SUCCESS) continue;
     gpu_of_[*h] = {index, uuid};
   }
   registered_ = static_cast<unsigned>(gpu_of_.size());
   if (registered_ == 0) {
-    fn.nvmlEventSetFree(set_);
+    nvml_.nvmlEventSetFree(set_);
     set_ = nullptr;
     return 0;
   }
@@ -43,7 +42,7 @@ void NvmlEventPump::Stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   if (set_ != nullptr) {
-    nvml_.fn().nvmlEventSetFree(set_);
+    nvml_.nvmlEventSetFree(set_);
     set_ = nullptr;
   }
 }
@@ -73,10 +72,9 @@ void NvmlEventPump::Dispatch(const NvmlEvent& e) {
 }
 
 void NvmlEventPump::Run() {
-  const auto& fn = nvml_.fn();
   while (!stop_) {
     nvmlEventData_t data{};
-    const nvmlReturn_t rc = fn.nvmlEventSetWait_v2(set_, &data, 500);
+    const nvmlReturn_t rc = nvml_.nvmlEventSetWait_v2(set_, &data, 500);
     if (rc == NVML_SUCCESS || rc == NVML_ERROR_GPU_IS_LOST) {
       if (rc == NVML_SUCCESS && (data.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
       NvmlEvent e;

@@ -35,6 +35,12 @@ struct MigDevice {
   std::optional<unsigned> compute_slices;    // computeInstanceSliceCount
   std::optional<uint64_t> memory_total_bytes;
   std::optional<unsigned> multiprocessors;
+  // Engines the MIG device shares (nvmlDeviceAttributes_t: shared*Count).
+  std::optional<unsigned> copy_engines;
+  std::optional<unsigned> decoders;
+  std::optional<unsigned> encoders;
+  std::optional<unsigned> jpegs;
+  std::optional<unsigned> ofas;
 };
 
 struct NvLinkState {

@@ -47,43 +47,41 @@ std::string NormalizeBusId(absl::string_view bus_id) {
 
 StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuReadOptions& options) {
   GPUNODE_ASSIGN_OR_RETURN(nvmlDevice_t dev, nvml.DeviceHandle(index));
-  const NvmlLibrary::Functions& f = nvml.fn();
   GpuInfo info;
   info.index = index;
   FieldReader r(nvml, info);
 
   char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-  if (f.nvmlDeviceGetName && r.Ok(f.nvmlDeviceGetName(dev, buf, sizeof buf), "nvmlDeviceGetName")) {
+  if (r.Ok(nvml.nvmlDeviceGetName(dev, buf, sizeof buf), "nvmlDeviceGetName")) {
     info.name = Buffer(buf, sizeof buf);
   }
   char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-  if (f.nvmlDeviceGetUUID && r.Ok(f.nvmlDeviceGetUUID(dev, uuid, sizeof uuid), "nvmlDeviceGetUUID")) {
+  if (r.Ok(nvml.nvmlDeviceGetUUID(dev, uuid, sizeof uuid), "nvmlDeviceGetUUID")) {
     info.uuid = Buffer(uuid, sizeof uuid);
   }
   if (!r.lost().ok()) return r.lost();
 
   nvmlPciInfo_t pci{};
-  if (f.nvmlDeviceGetPciInfo_v3 && r.Ok(f.nvmlDeviceGetPciInfo_v3(dev, &pci), "nvmlDeviceGetPciInfo_v3")) {
+  if (r.Ok(nvml.nvmlDeviceGetPciInfo_v3(dev, &pci), "nvmlDeviceGetPciInfo_v3")) {
     info.pci_bus_id = NormalizeBusId(Buffer(pci.busId, sizeof pci.busId));
     info.pci_device_id = static_cast<uint16_t>(pci.pciDeviceId >> 16);
     info.pci_subsystem_id = pci.pciSubSystemId;
   }
   unsigned u = 0;
-  if (f.nvmlDeviceGetMinorNumber && r.Ok(f.nvmlDeviceGetMinorNumber(dev, &u), "nvmlDeviceGetMinorNumber")) {
+  if (r.Ok(nvml.nvmlDeviceGetMinorNumber(dev, &u), "nvmlDeviceGetMinorNumber")) {
     info.minor_number = u;
   }
   char vbios[NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE] = {};
-  if (f.nvmlDeviceGetVbiosVersion &&
-      r.Ok(f.nvmlDeviceGetVbiosVersion(dev, vbios, sizeof vbios), "nvmlDeviceGetVbiosVersion")) {
+  if (r.Ok(nvml.nvmlDeviceGetVbiosVersion(dev, vbios, sizeof vbios), "nvmlDeviceGetVbiosVersion")) {
     info.vbios_version = Buffer(vbios, sizeof vbios);
   }
 
   // Memory: v2 adds the reserved amount; fall back to v1 on drivers without it.
   bool have_memory = false;
-  if (f.nvmlDeviceGetMemoryInfo_v2) {
+  {
     nvmlMemory_v2_t mem{};
     mem.version = nvmlMemory_v2;
-    nvmlReturn_t ret = f.nvmlDeviceGetMemoryInfo_v2(dev, &mem);
+    nvmlReturn_t ret = nvml.nvmlDeviceGetMemoryInfo_v2(dev, &mem);
     if (ret == NVML_SUCCESS) {
       info.memory_total_bytes = mem.total;
       info.memory_used_bytes = mem.used;
@@ -94,9 +92,9 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuRead
       r.Ok(ret, "nvmlDeviceGetMemoryInfo_v2");
     }
   }
-  if (!have_memory && f.nvmlDeviceGetMemoryInfo) {
+  if (!have_memory) {
     nvmlMemory_t mem{};
-    if (r.Ok(f.nvmlDeviceGetMemoryInfo(dev, &mem), "nvmlDeviceGetMemoryInfo")) {
+    if (r.Ok(nvml.nvmlDeviceGetMemoryInfo(dev, &mem), "nvmlDeviceGetMemoryInfo")) {
       info.memory_total_bytes = mem.total;
       info.memory_used_bytes = mem.used;
       info.memory_free_bytes = mem.free;
@@ -105,92 +103,76 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuRead
   if (!r.lost().ok()) return r.lost();
 
   nvmlEnableState_t state{}, pending{};
-  if (f.nvmlDeviceGetPersistenceMode &&
-      r.Ok(f.nvmlDeviceGetPersistenceMode(dev, &state), "nvmlDeviceGetPersistenceMode")) {
+  if (r.Ok(nvml.nvmlDeviceGetPersistenceMode(dev, &state), "nvmlDeviceGetPersistenceMode")) {
     info.persistence_mode = state == NVML_FEATURE_ENABLED;
   }
-  if (f.nvmlDeviceGetEccMode && r.Ok(f.nvmlDeviceGetEccMode(dev, &state, &pending), "nvmlDeviceGetEccMode")) {
+  if (r.Ok(nvml.nvmlDeviceGetEccMode(dev, &state, &pending), "nvmlDeviceGetEccMode")) {
     info.ecc_enabled = state == NVML_FEATURE_ENABLED;
     info.ecc_pending = pending == NVML_FEATURE_ENABLED;
   }
-  if (f.nvmlDeviceGetTotalEccErrors && info.ecc_enabled.value_or(false)) {
+  if (info.ecc_enabled.value_or(false)) {
     unsigned long long n = 0;
-    if (r.Ok(f.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &n),
+    if (r.Ok(nvml.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &n),
              "nvmlDeviceGetTotalEccErrors(corrected, volatile)")) info.ecc_corrected_volatile = n;
-    if (r.Ok(f.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &n),
+    if (r.Ok(nvml.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &n),
              "nvmlDeviceGetTotalEccErrors(uncorrected, volatile)")) info.ecc_uncorrected_volatile = n;
-    if (r.Ok(f.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, &n),
+    if (r.Ok(nvml.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, &n),
              "nvmlDeviceGetTotalEccErrors(corrected, aggregate)")) info.ecc_corrected_aggregate = n;
-    if (r.Ok(f.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &n),
+    if (r.Ok(nvml.nvmlDeviceGetTotalEccErrors(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &n),
              "nvmlDeviceGetTotalEccErrors(uncorrected, aggregate)")) info.ecc_uncorrected_aggregate = n;
   }
-  if (f.nvmlDeviceGetRetiredPagesPendingStatus &&
-      r.Ok(f.nvmlDeviceGetRetiredPagesPendingStatus(dev, &state), "nvmlDeviceGetRetiredPagesPendingStatus")) {
+  if (r.Ok(nvml.nvmlDeviceGetRetiredPagesPendingStatus(dev, &state), "nvmlDeviceGetRetiredPagesPendingStatus")) {
     info.retired_pages_pending = state == NVML_FEATURE_ENABLED;
   }
   unsigned corr = 0, unc = 0, is_pending = 0, failure = 0;
-  if (f.nvmlDeviceGetRemappedRows &&
-      r.Ok(f.nvmlDeviceGetRemappedRows(dev, &corr, &unc, &is_pending, &failure), "nvmlDeviceGetRemappedRows")) {
+  if (r.Ok(nvml.nvmlDeviceGetRemappedRows(dev, &corr, &unc, &is_pending, &failure), "nvmlDeviceGetRemappedRows")) {
     info.remapped_rows = RemappedRows{corr, unc, is_pending != 0, failure != 0};
   }
 
-  if (f.nvmlDeviceGetCurrPcieLinkGeneration &&
-      r.Ok(f.nvmlDeviceGetCurrPcieLinkGeneration(dev, &u), "nvmlDeviceGetCurrPcieLinkGeneration")) info.pcie_gen_current = u;
-  if (f.nvmlDeviceGetMaxPcieLinkGeneration &&
-      r.Ok(f.nvmlDeviceGetMaxPcieLinkGeneration(dev, &u), "nvmlDeviceGetMaxPcieLinkGeneration")) info.pcie_gen_max = u;
-  if (f.nvmlDeviceGetGpuMaxPcieLinkGeneration &&
-      r.Ok(f.nvmlDeviceGetGpuMaxPcieLinkGeneration(dev, &u), "nvmlDeviceGetGpuMaxPcieLinkGeneration")) info.pcie_gen_gpu_max = u;
-  if (f.nvmlDeviceGetCurrPcieLinkWidth &&
-      r.Ok(f.nvmlDeviceGetCurrPcieLinkWidth(dev, &u), "nvmlDeviceGetCurrPcieLinkWidth")) info.pcie_width_current = u;
-  if (f.nvmlDeviceGetMaxPcieLinkWidth &&
-      r.Ok(f.nvmlDeviceGetMaxPcieLinkWidth(dev, &u), "nvmlDeviceGetMaxPcieLinkWidth")) info.pcie_width_max = u;
+  if (r.Ok(nvml.nvmlDeviceGetCurrPcieLinkGeneration(dev, &u), "nvmlDeviceGetCurrPcieLinkGeneration")) info.pcie_gen_current = u;
+  if (r.Ok(nvml.nvmlDeviceGetMaxPcieLinkGeneration(dev, &u), "nvmlDeviceGetMaxPcieLinkGeneration")) info.pcie_gen_max = u;
+  if (r.Ok(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration(dev, &u), "nvmlDeviceGetGpuMaxPcieLinkGeneration")) info.pcie_gen_gpu_max = u;
+  if (r.Ok(nvml.nvmlDeviceGetCurrPcieLinkWidth(dev, &u), "nvmlDeviceGetCurrPcieLinkWidth")) info.pcie_width_current = u;
+  if (r.Ok(nvml.nvmlDeviceGetMaxPcieLinkWidth(dev, &u), "nvmlDeviceGetMaxPcieLinkWidth")) info.pcie_width_max = u;
 
-  if (f.nvmlDeviceGetTemperature &&
-      r.Ok(f.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &u), "nvmlDeviceGetTemperature")) info.temperature_c = u;
-  if (options.live_metrics && f.nvmlDeviceGetPowerUsage &&
-      r.Ok(f.nvmlDeviceGetPowerUsage(dev, &u), "nvmlDeviceGetPowerUsage")) {
+  if (r.Ok(nvml.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &u), "nvmlDeviceGetTemperature")) info.temperature_c = u;
+  if (options.live_metrics && r.Ok(nvml.nvmlDeviceGetPowerUsage(dev, &u), "nvmlDeviceGetPowerUsage")) {
     info.power_usage_w = u / 1000.0;
   }
-  if (f.nvmlDeviceGetPowerManagementLimit &&
-      r.Ok(f.nvmlDeviceGetPowerManagementLimit(dev, &u), "nvmlDeviceGetPowerManagementLimit")) {
+  if (r.Ok(nvml.nvmlDeviceGetPowerManagementLimit(dev, &u), "nvmlDeviceGetPowerManagementLimit")) {
     info.power_limit_w = u / 1000.0;
   }
-  if (f.nvmlDeviceGetEnforcedPowerLimit &&
-      r.Ok(f.nvmlDeviceGetEnforcedPowerLimit(dev, &u), "nvmlDeviceGetEnforcedPowerLimit")) {
+  if (r.Ok(nvml.nvmlDeviceGetEnforcedPowerLimit(dev, &u), "nvmlDeviceGetEnforcedPowerLimit")) {
     info.power_enforced_limit_w = u / 1000.0;
   }
-  if (options.live_metrics && f.nvmlDeviceGetClockInfo &&
-      r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &u), "nvmlDeviceGetClockInfo(SM)")) {
+  if (options.live_metrics && r.Ok(nvml.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_SM, &u), "nvmlDeviceGetClockInfo(SM)")) {
     info.sm_clock_mhz = u;
   }
-  if (options.live_metrics && f.nvmlDeviceGetClockInfo &&
-      r.Ok(f.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_MEM, &u), "nvmlDeviceGetClockInfo(MEM)")) {
+  if (options.live_metrics && r.Ok(nvml.nvmlDeviceGetClockInfo(dev, NVML_CLOCK_MEM, &u), "nvmlDeviceGetClockInfo(MEM)")) {
     info.mem_clock_mhz = u;
   }
   nvmlUtilization_t util{};
-  if (options.live_metrics && f.nvmlDeviceGetUtilizationRates &&
-      r.Ok(f.nvmlDeviceGetUtilizationRates(dev, &util), "nvmlDeviceGetUtilizationRates")) {
+  if (options.live_metrics && r.Ok(nvml.nvmlDeviceGetUtilizationRates(dev, &util), "nvmlDeviceGetUtilizationRates")) {
     info.utilization_gpu_pct = util.gpu;
     info.utilization_memory_pct = util.memory;
   }
   int major = 0, minor = 0;
-  if (f.nvmlDeviceGetCudaComputeCapability &&
-      r.Ok(f.nvmlDeviceGetCudaComputeCapability(dev, &major, &minor), "nvmlDeviceGetCudaComputeCapability")) {
+  if (r.Ok(nvml.nvmlDeviceGetCudaComputeCapability(dev, &major, &minor), "nvmlDeviceGetCudaComputeCapability")) {
     info.cc_major = major;
     info.cc_minor = minor;
   }
   if (!r.lost().ok()) return r.lost();
 
   // Compute processes: ask for the count first, then the list (NVML's two-call protocol).
-  if (f.nvmlDeviceGetComputeRunningProcesses_v3) {
+  {
     unsigned count = 0;
-    nvmlReturn_t ret = f.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, nullptr);
+    nvmlReturn_t ret = nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, nullptr);
     if (ret == NVML_SUCCESS) {
       info.compute_processes.emplace();
     } else if (ret == NVML_ERROR_INSUFFICIENT_SIZE) {
       std::vector<nvmlProcessInfo_t> procs(count + 8);
       unsigned n = static_cast<unsigned>(procs.size());
-      if (r.Ok(f.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, procs.data()),
+      if (r.Ok(nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, procs.data()),
                "nvmlDeviceGetComputeRunningProcesses_v3")) {
         info.compute_processes.emplace();
         for (unsigned i = 0; i < n && i < procs.size(); ++i) {
@@ -208,44 +190,47 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuRead
 
   // MIG mode and instances.
   unsigned mig_current = 0, mig_pending = 0;
-  if (f.nvmlDeviceGetMigMode && r.Ok(f.nvmlDeviceGetMigMode(dev, &mig_current, &mig_pending), "nvmlDeviceGetMigMode")) {
+  if (r.Ok(nvml.nvmlDeviceGetMigMode(dev, &mig_current, &mig_pending), "nvmlDeviceGetMigMode")) {
     info.mig_enabled = mig_current == NVML_DEVICE_MIG_ENABLE;
     info.mig_pending = mig_pending == NVML_DEVICE_MIG_ENABLE;
   }
-  if (info.mig_enabled && f.nvmlDeviceGetMaxMigDeviceCount) {
+  if (info.mig_enabled) {
     unsigned max = 0;
-    if (r.Ok(f.nvmlDeviceGetMaxMigDeviceCount(dev, &max), "nvmlDeviceGetMaxMigDeviceCount")) {
+    if (r.Ok(nvml.nvmlDeviceGetMaxMigDeviceCount(dev, &max), "nvmlDeviceGetMaxMigDeviceCount")) {
       info.mig_max_devices = max;
     }
   }
-  if (info.mig_enabled.value_or(false) && info.mig_max_devices && f.nvmlDeviceGetMigDeviceHandleByIndex) {
+  if (info.mig_enabled.value_or(false) && info.mig_max_devices) {
     unsigned max = *info.mig_max_devices;
     {
       for (unsigned i = 0; i < max; ++i) {
         nvmlDevice_t mig = nullptr;
-        nvmlReturn_t ret = f.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &mig);
+        nvmlReturn_t ret = nvml.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &mig);
         if (ret == NVML_ERROR_NOT_FOUND) continue;  // empty slot
         if (!r.Ok(ret, "nvmlDeviceGetMigDeviceHandleByIndex")) continue;
         MigDevice m;
         m.index = i;
         char mig_uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-        if (f.nvmlDeviceGetUUID && r.Ok(f.nvmlDeviceGetUUID(mig, mig_uuid, sizeof mig_uuid), "nvmlDeviceGetUUID(MIG)")) {
+        if (r.Ok(nvml.nvmlDeviceGetUUID(mig, mig_uuid, sizeof mig_uuid), "nvmlDeviceGetUUID(MIG)")) {
           m.uuid = Buffer(mig_uuid, sizeof mig_uuid);
         }
-        if (f.nvmlDeviceGetGpuInstanceId && r.Ok(f.nvmlDeviceGetGpuInstanceId(mig, &u), "nvmlDeviceGetGpuInstanceId")) {
+        if (r.Ok(nvml.nvmlDeviceGetGpuInstanceId(mig, &u), "nvmlDeviceGetGpuInstanceId")) {
           m.gpu_instance_id = u;
         }
-        if (f.nvmlDeviceGetComputeInstanceId &&
-            r.Ok(f.nvmlDeviceGetComputeInstanceId(mig, &u), "nvmlDeviceGetComputeInstanceId")) {
+        if (r.Ok(nvml.nvmlDeviceGetComputeInstanceId(mig, &u), "nvmlDeviceGetComputeInstanceId")) {
           m.compute_instance_id = u;
         }
         nvmlDeviceAttributes_t attr{};
-        if (f.nvmlDeviceGetAttributes_v2 &&
-            r.Ok(f.nvmlDeviceGetAttributes_v2(mig, &attr), "nvmlDeviceGetAttributes_v2")) {
+        if (r.Ok(nvml.nvmlDeviceGetAttributes_v2(mig, &attr), "nvmlDeviceGetAttributes_v2")) {
           m.slices = attr.gpuInstanceSliceCount;
           m.compute_slices = attr.computeInstanceSliceCount;
           m.memory_total_bytes = attr.memorySizeMB * kMiB;
           m.multiprocessors = attr.multiprocessorCount;
+          m.copy_engines = attr.sharedCopyEngineCount;
+          m.decoders = attr.sharedDecoderCount;
+          m.encoders = attr.sharedEncoderCount;
+          m.jpegs = attr.sharedJpegCount;
+          m.ofas = attr.sharedOfaCount;
         }
         info.mig_devices.push_back(std::move(m));
       }
@@ -253,17 +238,16 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuRead
   }
 
   // NVLink: links answer until the first invalid index; NOT_SUPPORTED means no NVLink at all.
-  if (f.nvmlDeviceGetNvLinkState) {
+  {
     for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
-      nvmlReturn_t ret = f.nvmlDeviceGetNvLinkState(dev, link, &state);
+      nvmlReturn_t ret = nvml.nvmlDeviceGetNvLinkState(dev, link, &state);
       if (ret == NVML_ERROR_INVALID_ARGUMENT || NvmlIsUnsupported(ret)) break;
       if (!r.Ok(ret, "nvmlDeviceGetNvLinkState")) break;
       NvLinkState l;
       l.link = link;
       l.active = state == NVML_FEATURE_ENABLED;
       nvmlPciInfo_t remote{};
-      if (l.active && f.nvmlDeviceGetNvLinkRemotePciInfo_v2 &&
-          f.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev, link, &remote) == NVML_SUCCESS) {
+      if (l.active && nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev, link, &remote) == NVML_SUCCESS) {
         l.remote_bus_id = NormalizeBusId(Buffer(remote.busId, sizeof remote.busId));
       }
       info.nvlinks.push_back(std::move(l));

@@ -18,29 +18,9 @@ namespace {
 
 constexpr absl::string_view kNvmlPayload = "gpunode.dev/nvml-return";
 
-// Entry points without which nothing works; everything else may be missing in an older driver
-// and then reads as "not supported" (its pointer stays null): e.g. the GPM calls
-// (nvmlGpm*, R520+), nvmlDeviceGetFieldValues, the encoder/decoder and PCIe replay queries.
-bool IsRequired(absl::string_view name) {
-  return name == "nvmlInit_v2" || name == "nvmlShutdown" || name == "nvmlErrorString" ||
-         name == "nvmlSystemGetDriverVersion" || name == "nvmlDeviceGetCount_v2" ||
-         name == "nvmlDeviceGetHandleByIndex_v2";
-}
-
-// Same-ABI older names, tried in order when the newest is absent. (The _v1 forms of the process
-// and PCI queries have other struct layouts and are deliberately not listed.)
-std::vector<const char*> Fallbacks(absl::string_view name) {
-  if (name == "nvmlInit_v2") return {"nvmlInit"};
-  if (name == "nvmlDeviceGetCount_v2") return {"nvmlDeviceGetCount"};
-  if (name == "nvmlDeviceGetHandleByIndex_v2") return {"nvmlDeviceGetHandleByIndex"};
-  if (name == "nvmlDeviceGetPciInfo_v3") return {"nvmlDeviceGetPciInfo_v2"};
-  if (name == "nvmlDeviceGetComputeRunningProcesses_v3") return {"nvmlDeviceGetComputeRunningProcesses_v2"};
-  if (name == "nvmlSystemGetCudaDriverVersion_v2") return {"nvmlSystemGetCudaDriverVersion"};
-  if (name == "nvmlDeviceGetAttributes_v2") return {"nvmlDeviceGetAttributes"};
-  if (name == "nvmlEventSetWait_v2") return {"nvmlEventSetWait"};
-  if (name == "nvmlDeviceGetNvLinkRemotePciInfo_v2") return {"nvmlDeviceGetNvLinkRemotePciInfo"};
-  return {};
-}
+// The need column of GPUNODE_NVML_API.
+#define GPUNODE_NVML_NEED_required true
+#define GPUNODE_NVML_NEED_optional false
 
 absl::StatusCode CodeFor(nvmlReturn_t ret) {
   switch (ret) {
@@ -192,31 +172,24 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path
                       absl::Cord(std::to_string(static_cast<int>(NVML_ERROR_LIBRARY_NOT_FOUND))));
     return status;
   }
-  // Resolve every entry of the table, newest name first.
-#define GPUNODE_NVML_RESOLVE(ret, name, params)                                          \
-  {                                                                                      \
-    void* sym = dlsym(lib->handle_, #name);                                              \
-    if (sym == nullptr) {                                                                \
-      for (const char* alt : Fallbacks(#name)) {                                         \
-        sym = dlsym(lib->handle_, alt);                                                  \
-        if (sym != nullptr) {                                                            \
-          lib->fallbacks_.emplace_back(#name, alt);                                      \
-          break;                                                                         \
-        }                                                                                \
-      }                                                                                  \
-    }                                                                                    \
-    if (sym == nullptr && IsRequired(#name)) {                                           \
-      return absl::UnimplementedError(absl::StrCat("load ", path, ": symbol " #name      \
-                                                   " is missing; this NVML is too old")); \
-    }                                                                                    \
-    lib->fn_.name = reinterpret_cast<decltype(lib->fn_.name)>(sym);                      \
+  // Bind every entry of the list, newest name first, then its fallbacks.
+#define GPUNODE_NVML_RESOLVE(need, ret, name, params, fallbacks)                                   \
+  {                                                                                                \
+    const char* bound = nullptr;                                                                   \
+    void* sym = DlSymbol(lib->handle_, #name, {GPUNODE_ABI_NAMES(fallbacks)}, &bound);             \
+    if (sym == nullptr && GPUNODE_NVML_NEED_##need) {                                              \
+      return absl::UnimplementedError(                                                             \
+          absl::StrCat("load ", path, ": symbol " #name " is missing; this NVML is too old"));     \
+    }                                                                                              \
+    if (sym != nullptr && std::strcmp(bound, #name) != 0) lib->fallbacks_.emplace_back(#name, bound); \
+    lib->name.Bind(sym);                                                                           \
   }
-  GPUNODE_NVML_FUNCTIONS(GPUNODE_NVML_RESOLVE)
+  GPUNODE_NVML_API(GPUNODE_NVML_RESOLVE)
 #undef GPUNODE_NVML_RESOLVE
   lib->load_ms_ = MsSince(start);
 
   auto init_start = std::chrono::steady_clock::now();
-  nvmlReturn_t ret = lib->fn_.nvmlInit_v2();
+  nvmlReturn_t ret = lib->nvmlInit_v2();
   lib->init_ms_ = MsSince(init_start);
   if (ret != NVML_SUCCESS) return lib->Check(ret, "nvmlInit_v2");
   lib->initialized_ = true;
@@ -224,77 +197,60 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path
 }
 
 NvmlLibrary::~NvmlLibrary() {
-  if (initialized_ && fn_.nvmlShutdown != nullptr) fn_.nvmlShutdown();
+  if (initialized_) nvmlShutdown();
 }
 
 Status NvmlLibrary::Check(nvmlReturn_t ret, absl::string_view op) const {
   if (ret == NVML_SUCCESS) return absl::OkStatus();
-  const char* text = fn_.nvmlErrorString != nullptr ? fn_.nvmlErrorString(ret) : nullptr;
-  return NvmlReturnToStatus(ret, op, text);
+  return NvmlReturnToStatus(ret, op, nvmlErrorString(ret));
 }
 
 StatusOr<Version> NvmlLibrary::DriverVersion() const {
   char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlSystemGetDriverVersion(buf, sizeof buf), "nvmlSystemGetDriverVersion"));
+      Check(nvmlSystemGetDriverVersion(buf, sizeof buf), "nvmlSystemGetDriverVersion"));
   return Version::Parse(TrimBuffer(buf, sizeof buf), "NVML driver version");
 }
 
 StatusOr<Version> NvmlLibrary::NvmlVersion() const {
-  if (fn_.nvmlSystemGetNVMLVersion == nullptr) {
-    return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlSystemGetNVMLVersion");
-  }
   char buf[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = {};
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlSystemGetNVMLVersion(buf, sizeof buf), "nvmlSystemGetNVMLVersion"));
+      Check(nvmlSystemGetNVMLVersion(buf, sizeof buf), "nvmlSystemGetNVMLVersion"));
   return Version::Parse(TrimBuffer(buf, sizeof buf), "NVML version");
 }
 
 StatusOr<Version> NvmlLibrary::CudaDriverVersion() const {
-  if (fn_.nvmlSystemGetCudaDriverVersion_v2 == nullptr) {
-    return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, "nvmlSystemGetCudaDriverVersion_v2");
-  }
   int v = 0;
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlSystemGetCudaDriverVersion_v2(&v), "nvmlSystemGetCudaDriverVersion_v2"));
+      Check(nvmlSystemGetCudaDriverVersion_v2(&v), "nvmlSystemGetCudaDriverVersion_v2"));
   return Version::FromCudaInt(v);
 }
 
 StatusOr<unsigned> NvmlLibrary::DeviceCount() const {
   unsigned count = 0;
-  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceGetCount_v2(&count), "nvmlDeviceGetCount_v2"));
+  GPUNODE_RETURN_IF_ERROR(Check(nvmlDeviceGetCount_v2(&count), "nvmlDeviceGetCount_v2"));
   return count;
 }
 
 StatusOr<nvmlDevice_t> NvmlLibrary::DeviceHandle(unsigned index) const {
   nvmlDevice_t dev = nullptr;
-  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceGetHandleByIndex_v2(index, &dev),
+  GPUNODE_RETURN_IF_ERROR(Check(nvmlDeviceGetHandleByIndex_v2(index, &dev),
                                 absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", index, ")")));
   return dev;
 }
 
 // ---- MIG --------------------------------------------------------------------------------------
 
-namespace {
-template <typename Fn>
-Status Missing(Fn fn, absl::string_view name) {
-  if (fn != nullptr) return absl::OkStatus();
-  return NvmlReturnToStatus(NVML_ERROR_FUNCTION_NOT_FOUND, name);
-}
-}  // namespace
-
 StatusOr<NvmlLibrary::MigMode> NvmlLibrary::GetMigMode(nvmlDevice_t device) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetMigMode, "nvmlDeviceGetMigMode"));
   MigMode mode;
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlDeviceGetMigMode(device, &mode.current, &mode.pending), "nvmlDeviceGetMigMode"));
+      Check(nvmlDeviceGetMigMode(device, &mode.current, &mode.pending), "nvmlDeviceGetMigMode"));
   return mode;
 }
 
 StatusOr<nvmlReturn_t> NvmlLibrary::SetMigMode(nvmlDevice_t device, unsigned mode) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceSetMigMode, "nvmlDeviceSetMigMode"));
   nvmlReturn_t activation = NVML_SUCCESS;
-  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlDeviceSetMigMode(device, mode, &activation),
+  GPUNODE_RETURN_IF_ERROR(Check(nvmlDeviceSetMigMode(device, mode, &activation),
                                 absl::StrCat("nvmlDeviceSetMigMode(", mode, ")")));
   return activation;
 }
@@ -302,19 +258,17 @@ StatusOr<nvmlReturn_t> NvmlLibrary::SetMigMode(nvmlDevice_t device, unsigned mod
 StatusOr<nvmlGpuInstanceProfileInfo_v2_t> NvmlLibrary::GpuInstanceProfileInfo(
     nvmlDevice_t device, unsigned profile) const {
   nvmlGpuInstanceProfileInfo_v2_t info{};
-  if (fn_.nvmlDeviceGetGpuInstanceProfileInfoV != nullptr) {
+  if (nvmlDeviceGetGpuInstanceProfileInfoV.bound()) {  // else a driver with the v1 form only
     info.version = nvmlGpuInstanceProfileInfo_v2;
     GPUNODE_RETURN_IF_ERROR(
-        Check(fn_.nvmlDeviceGetGpuInstanceProfileInfoV(device, profile, &info),
+        Check(nvmlDeviceGetGpuInstanceProfileInfoV(device, profile, &info),
               absl::StrCat("nvmlDeviceGetGpuInstanceProfileInfoV(profile ", profile, ")")));
     info.name[sizeof(info.name) - 1] = '\0';
     return info;
   }
-  GPUNODE_RETURN_IF_ERROR(
-      Missing(fn_.nvmlDeviceGetGpuInstanceProfileInfo, "nvmlDeviceGetGpuInstanceProfileInfo"));
   nvmlGpuInstanceProfileInfo_t v1{};
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &v1),
+      Check(nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &v1),
             absl::StrCat("nvmlDeviceGetGpuInstanceProfileInfo(profile ", profile, ")")));
   info.id = v1.id;
   info.isP2pSupported = v1.isP2pSupported;
@@ -332,17 +286,15 @@ StatusOr<nvmlGpuInstanceProfileInfo_v2_t> NvmlLibrary::GpuInstanceProfileInfo(
 
 StatusOr<std::vector<nvmlGpuInstancePlacement_t>> NvmlLibrary::GpuInstancePossiblePlacements(
     nvmlDevice_t device, unsigned profile_id) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2,
-                                  "nvmlDeviceGetGpuInstancePossiblePlacements_v2"));
   const std::string op =
       absl::StrCat("nvmlDeviceGetGpuInstancePossiblePlacements_v2(profile id ", profile_id, ")");
   unsigned count = 0;
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, nullptr, &count), op));
+      Check(nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, nullptr, &count), op));
   std::vector<nvmlGpuInstancePlacement_t> out(count);
   if (count == 0) return out;
   GPUNODE_RETURN_IF_ERROR(Check(
-      fn_.nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, out.data(), &count), op));
+      nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profile_id, out.data(), &count), op));
   out.resize(count);
   return out;
 }
@@ -352,63 +304,55 @@ StatusOr<nvmlGpuInstance_t> NvmlLibrary::CreateGpuInstance(
     const std::optional<nvmlGpuInstancePlacement_t>& placement) const {
   nvmlGpuInstance_t gi = nullptr;
   if (placement) {
-    GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceCreateGpuInstanceWithPlacement,
-                                    "nvmlDeviceCreateGpuInstanceWithPlacement"));
-    GPUNODE_RETURN_IF_ERROR(
-        Check(fn_.nvmlDeviceCreateGpuInstanceWithPlacement(device, profile_id, &*placement, &gi),
+      GPUNODE_RETURN_IF_ERROR(
+        Check(nvmlDeviceCreateGpuInstanceWithPlacement(device, profile_id, &*placement, &gi),
               absl::StrCat("nvmlDeviceCreateGpuInstanceWithPlacement(profile id ", profile_id,
                            ", start ", placement->start, ", size ", placement->size, ")")));
     return gi;
   }
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceCreateGpuInstance, "nvmlDeviceCreateGpuInstance"));
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlDeviceCreateGpuInstance(device, profile_id, &gi),
+      Check(nvmlDeviceCreateGpuInstance(device, profile_id, &gi),
             absl::StrCat("nvmlDeviceCreateGpuInstance(profile id ", profile_id, ")")));
   return gi;
 }
 
 Status NvmlLibrary::DestroyGpuInstance(nvmlGpuInstance_t gi) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceDestroy, "nvmlGpuInstanceDestroy"));
-  return Check(fn_.nvmlGpuInstanceDestroy(gi), "nvmlGpuInstanceDestroy");
+  return Check(nvmlGpuInstanceDestroy(gi), "nvmlGpuInstanceDestroy");
 }
 
 StatusOr<std::vector<nvmlGpuInstance_t>> NvmlLibrary::GpuInstances(nvmlDevice_t device,
                                                                    unsigned profile_id) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetGpuInstances, "nvmlDeviceGetGpuInstances"));
   // NVML has no "how many" query here: the array must hold the profile's instanceCount; 8 GIs is
   // the most any GPU has (8 memory slices).
   std::vector<nvmlGpuInstance_t> out(8, nullptr);
   unsigned count = static_cast<unsigned>(out.size());
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlDeviceGetGpuInstances(device, profile_id, out.data(), &count),
+      Check(nvmlDeviceGetGpuInstances(device, profile_id, out.data(), &count),
             absl::StrCat("nvmlDeviceGetGpuInstances(profile id ", profile_id, ")")));
   out.resize(std::min<size_t>(count, out.size()));
   return out;
 }
 
 StatusOr<nvmlGpuInstanceInfo_t> NvmlLibrary::GpuInstanceInfo(nvmlGpuInstance_t gi) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceGetInfo, "nvmlGpuInstanceGetInfo"));
   nvmlGpuInstanceInfo_t info{};
-  GPUNODE_RETURN_IF_ERROR(Check(fn_.nvmlGpuInstanceGetInfo(gi, &info), "nvmlGpuInstanceGetInfo"));
+  GPUNODE_RETURN_IF_ERROR(Check(nvmlGpuInstanceGetInfo(gi, &info), "nvmlGpuInstanceGetInfo"));
   return info;
 }
 
 StatusOr<nvmlComputeInstanceProfileInfo_v2_t> NvmlLibrary::ComputeInstanceProfileInfo(
     nvmlGpuInstance_t gi, unsigned profile, unsigned eng_profile) const {
   nvmlComputeInstanceProfileInfo_v2_t info{};
-  if (fn_.nvmlGpuInstanceGetComputeInstanceProfileInfoV != nullptr) {
+  if (nvmlGpuInstanceGetComputeInstanceProfileInfoV.bound()) {  // else v1 only
     info.version = nvmlComputeInstanceProfileInfo_v2;
     GPUNODE_RETURN_IF_ERROR(
-        Check(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, profile, eng_profile, &info),
+        Check(nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, profile, eng_profile, &info),
               absl::StrCat("nvmlGpuInstanceGetComputeInstanceProfileInfoV(profile ", profile, ")")));
     info.name[sizeof(info.name) - 1] = '\0';
     return info;
   }
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfo,
-                                  "nvmlGpuInstanceGetComputeInstanceProfileInfo"));
   nvmlComputeInstanceProfileInfo_t v1{};
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, eng_profile, &v1),
+      Check(nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, eng_profile, &v1),
             absl::StrCat("nvmlGpuInstanceGetComputeInstanceProfileInfo(profile ", profile, ")")));
   info.id = v1.id;
   info.sliceCount = v1.sliceCount;
@@ -424,28 +368,23 @@ StatusOr<nvmlComputeInstanceProfileInfo_v2_t> NvmlLibrary::ComputeInstanceProfil
 
 StatusOr<nvmlComputeInstance_t> NvmlLibrary::CreateComputeInstance(nvmlGpuInstance_t gi,
                                                                    unsigned profile_id) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlGpuInstanceCreateComputeInstance,
-                                  "nvmlGpuInstanceCreateComputeInstance"));
   nvmlComputeInstance_t ci = nullptr;
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlGpuInstanceCreateComputeInstance(gi, profile_id, &ci),
+      Check(nvmlGpuInstanceCreateComputeInstance(gi, profile_id, &ci),
             absl::StrCat("nvmlGpuInstanceCreateComputeInstance(profile id ", profile_id, ")")));
   return ci;
 }
 
 Status NvmlLibrary::DestroyComputeInstance(nvmlComputeInstance_t ci) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlComputeInstanceDestroy, "nvmlComputeInstanceDestroy"));
-  return Check(fn_.nvmlComputeInstanceDestroy(ci), "nvmlComputeInstanceDestroy");
+  return Check(nvmlComputeInstanceDestroy(ci), "nvmlComputeInstanceDestroy");
 }
 
 StatusOr<std::vector<nvmlComputeInstance_t>> NvmlLibrary::ComputeInstances(
     nvmlGpuInstance_t gi, unsigned profile_id) const {
-  GPUNODE_RETURN_IF_ERROR(
-      Missing(fn_.nvmlGpuInstanceGetComputeInstances, "nvmlGpuInstanceGetComputeInstances"));
   std::vector<nvmlComputeInstance_t> out(8, nullptr);  // at most 8 compute slices per GI
   unsigned count = static_cast<unsigned>(out.size());
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlGpuInstanceGetComputeInstances(gi, profile_id, out.data(), &count),
+      Check(nvmlGpuInstanceGetComputeInstances(gi, profile_id, out.data(), &count),
             absl::StrCat("nvmlGpuInstanceGetComputeInstances(profile id ", profile_id, ")")));
   out.resize(std::min<size_t>(count, out.size()));
   return out;
@@ -453,26 +392,22 @@ StatusOr<std::vector<nvmlComputeInstance_t>> NvmlLibrary::ComputeInstances(
 
 StatusOr<nvmlComputeInstanceInfo_t> NvmlLibrary::ComputeInstanceInfo(
     nvmlComputeInstance_t ci) const {
-  GPUNODE_RETURN_IF_ERROR(
-      Missing(fn_.nvmlComputeInstanceGetInfo_v2, "nvmlComputeInstanceGetInfo_v2"));
   nvmlComputeInstanceInfo_t info{};
   GPUNODE_RETURN_IF_ERROR(
-      Check(fn_.nvmlComputeInstanceGetInfo_v2(ci, &info), "nvmlComputeInstanceGetInfo_v2"));
+      Check(nvmlComputeInstanceGetInfo_v2(ci, &info), "nvmlComputeInstanceGetInfo_v2"));
   return info;
 }
 
 StatusOr<std::vector<nvmlProcessInfo_t>> NvmlLibrary::ComputeProcesses(nvmlDevice_t device) const {
-  GPUNODE_RETURN_IF_ERROR(Missing(fn_.nvmlDeviceGetComputeRunningProcesses_v3,
-                                  "nvmlDeviceGetComputeRunningProcesses_v3"));
   const char* op = "nvmlDeviceGetComputeRunningProcesses_v3";
   for (int attempt = 0; attempt < 3; ++attempt) {
     unsigned count = 0;
-    nvmlReturn_t ret = fn_.nvmlDeviceGetComputeRunningProcesses_v3(device, &count, nullptr);
+    nvmlReturn_t ret = nvmlDeviceGetComputeRunningProcesses_v3(device, &count, nullptr);
     if (ret == NVML_SUCCESS) return std::vector<nvmlProcessInfo_t>{};
     if (ret != NVML_ERROR_INSUFFICIENT_SIZE) return Check(ret, op);
     std::vector<nvmlProcessInfo_t> out(count + 4);  // room for processes starting meanwhile
     unsigned n = static_cast<unsigned>(out.size());
-    ret = fn_.nvmlDeviceGetComputeRunningProcesses_v3(device, &n, out.data());
+    ret = nvmlDeviceGetComputeRunningProcesses_v3(device, &n, out.data());
     if (ret == NVML_SUCCESS) {
       out.resize(n);
       return out;

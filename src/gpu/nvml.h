@@ -1,17 +1,20 @@
-// The NVML loader: dlopen("libnvidia-ml.so.1") at run time (never linked), one table of the
-// symbols we use (GPUNODE_NVML_FUNCTIONS in nvml_abi.h) with versioned fallbacks, and the one
-// reviewed mapping from nvmlReturn_t to our Status codes (NvmlReturnToStatus).
+// The NVML loader: dlopen("libnvidia-ml.so.1") at run time (never linked), one list of the
+// symbols we use (GPUNODE_NVML_API in nvml_abi.h: required/optional, versioned fallbacks), one
+// generated wrapper per symbol that is safe to call whether or not the driver exports it, and the
+// one reviewed mapping from nvmlReturn_t to our Status codes (NvmlReturnToStatus).
 #ifndef GPUNODE_GPU_NVML_H_
 #define GPUNODE_GPU_NVML_H_
 
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
+#include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "src/base/status.h"
 #include "src/base/version.h"
+#include "src/gpu/dl_entry.h"
 #include "src/gpu/nvml_abi.h"
 
 namespace gpunode {
@@ -42,12 +45,6 @@ std::string LoadedLibraryFile(const std::string& name);
 
 class NvmlLibrary {
  public:
-  struct Functions {
-#define GPUNODE_NVML_FN_PTR(ret, name, params) ret(*name) params = nullptr;
-    GPUNODE_NVML_FUNCTIONS(GPUNODE_NVML_FN_PTR)
-#undef GPUNODE_NVML_FN_PTR
-  };
-
   // dlopen()s `path` (a soname searched the usual way, or a file path), resolves the symbols and
   // calls nvmlInit_v2. Errors: library missing -> kNotFound with NVML_ERROR_LIBRARY_NOT_FOUND;
   // a required symbol missing -> kUnimplemented; nvmlInit_v2 failing -> its mapped code.
@@ -57,7 +54,24 @@ class NvmlLibrary {
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
-  const Functions& fn() const { return fn_; }
+  // ---- The entry points: one member per entry of GPUNODE_NVML_API, generated from the list, named
+  // and called like the NVML function: `lib.nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU,
+  // &t)`. A required entry always calls through (Open checked it); an optional one the driver
+  // lacks answers NVML_ERROR_FUNCTION_NOT_FOUND, which NvmlIsUnsupported and NvmlReturnToStatus
+  // treat as "not supported" (kUnimplemented), so callers need no null checks. nvmlErrorString
+  // would answer kMissingErrorString. `lib.nvmlX.bound()` tells whether the entry resolved, for
+  // the rare caller that must choose before calling.
+  template <typename Fn>
+  using Entry = DlEntry<Fn, NvmlLibrary>;
+#define GPUNODE_NVML_ENTRY(need, ret, name, params, fallbacks) Entry<ret(*) params> name;
+  GPUNODE_NVML_API(GPUNODE_NVML_ENTRY)
+#undef GPUNODE_NVML_ENTRY
+
+  // What an entry the library lacks answers (used by Entry).
+  static constexpr const char* kMissingErrorString = "unknown error (this NVML has no nvmlErrorString)";
+  static nvmlReturn_t MissingResult(nvmlReturn_t*) { return NVML_ERROR_FUNCTION_NOT_FOUND; }
+  static const char* MissingResult(const char**) { return kMissingErrorString; }
+
   // The bound name of each entry that used a fallback ("nvmlDeviceGetPciInfo_v3" -> "..._v2").
   const std::vector<std::pair<std::string, std::string>>& fallbacks() const { return fallbacks_; }
   const std::string& path() const { return path_; }
@@ -118,7 +132,6 @@ class NvmlLibrary {
   NvmlLibrary() = default;
   void* handle_ = nullptr;
   bool initialized_ = false;
-  Functions fn_;
   std::string path_;
   std::vector<std::pair<std::string, std::string>> fallbacks_;
   double load_ms_ = 0;

@@ -6,6 +6,8 @@
 #ifndef GPUNODE_GPU_NVML_ABI_H_
 #define GPUNODE_GPU_NVML_ABI_H_
 
+#include "src/gpu/abi_list.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -343,157 +345,178 @@ typedef struct nvmlComputeInstanceInfo_st {
   nvmlComputeInstancePlacement_t placement;
 } nvmlComputeInstanceInfo_t;
 
-// Every NVML entry point gpunode resolves, as X(return, name, params). The loader builds its
-// function table from this list; the simulator implements each one. Entries marked optional
-// in src/gpu/nvml.cc may be missing from older drivers.
-#define GPUNODE_NVML_FUNCTIONS(X)                                                                 \
-  X(nvmlReturn_t, nvmlInit_v2, (void))                                                            \
-  X(nvmlReturn_t, nvmlShutdown, (void))                                                           \
-  X(const char*, nvmlErrorString, (nvmlReturn_t result))                                          \
-  X(nvmlReturn_t, nvmlSystemGetDriverVersion, (char* version, unsigned int length))              \
-  X(nvmlReturn_t, nvmlSystemGetNVMLVersion, (char* version, unsigned int length))                \
-  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2, (int* cudaDriverVersion))                    \
-  X(nvmlReturn_t, nvmlDeviceGetCount_v2, (unsigned int* deviceCount))                             \
-  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned int index, nvmlDevice_t* device))      \
-  X(nvmlReturn_t, nvmlDeviceGetName, (nvmlDevice_t device, char* name, unsigned int length))     \
-  X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))     \
-  X(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t* pci))             \
-  X(nvmlReturn_t, nvmlDeviceGetMinorNumber, (nvmlDevice_t device, unsigned int* minorNumber))     \
-  X(nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int* index))                 \
-  X(nvmlReturn_t, nvmlDeviceGetVbiosVersion,                                                      \
-    (nvmlDevice_t device, char* version, unsigned int length))                                    \
-  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))           \
-  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))     \
-  X(nvmlReturn_t, nvmlDeviceGetPersistenceMode, (nvmlDevice_t device, nvmlEnableState_t* mode))  \
-  X(nvmlReturn_t, nvmlDeviceGetEccMode,                                                           \
-    (nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending))                \
-  X(nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                                    \
-    (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,      \
-     unsigned long long* eccCounts))                                                              \
-  X(nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,                                         \
-    (nvmlDevice_t device, nvmlEnableState_t* isPending))                                          \
-  X(nvmlReturn_t, nvmlDeviceGetRemappedRows,                                                      \
-    (nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows, unsigned int* isPending, \
-     unsigned int* failureOccurred))                                                              \
-  X(nvmlReturn_t, nvmlDeviceGetCurrPcieLinkGeneration, (nvmlDevice_t device, unsigned int* gen)) \
-  X(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkGeneration, (nvmlDevice_t device, unsigned int* gen))  \
-  X(nvmlReturn_t, nvmlDeviceGetGpuMaxPcieLinkGeneration,                                          \
-    (nvmlDevice_t device, unsigned int* gen))                                                     \
-  X(nvmlReturn_t, nvmlDeviceGetCurrPcieLinkWidth, (nvmlDevice_t device, unsigned int* width))    \
-  X(nvmlReturn_t, nvmlDeviceGetMaxPcieLinkWidth, (nvmlDevice_t device, unsigned int* width))     \
-  X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                       \
-    (nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp))                   \
-  X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int* milliwatts))      \
-  X(nvmlReturn_t, nvmlDeviceGetPowerManagementLimit,                                              \
-    (nvmlDevice_t device, unsigned int* milliwatts))                                              \
-  X(nvmlReturn_t, nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int* milliwatts)) \
-  X(nvmlReturn_t, nvmlDeviceGetTotalEnergyConsumption,                                            \
-    (nvmlDevice_t device, unsigned long long* millijoules))                                       \
-  X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                  \
-    (nvmlDevice_t device, nvmlUtilization_t* utilization))                                        \
-  X(nvmlReturn_t, nvmlDeviceGetClockInfo,                                                         \
-    (nvmlDevice_t device, nvmlClockType_t type, unsigned int* clockMHz))                          \
-  X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                             \
-    (nvmlDevice_t device, int* major, int* minor))                                                \
-  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                                        \
-    (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos))                     \
-  X(nvmlReturn_t, nvmlDeviceGetMigMode,                                                           \
-    (nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode))                  \
-  X(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t device, unsigned int* count))    \
-  X(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,                                            \
-    (nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice))                           \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceId, (nvmlDevice_t device, unsigned int* id))           \
-  X(nvmlReturn_t, nvmlDeviceGetComputeInstanceId, (nvmlDevice_t device, unsigned int* id))       \
-  X(nvmlReturn_t, nvmlDeviceGetAttributes_v2,                                                     \
-    (nvmlDevice_t device, nvmlDeviceAttributes_t* attributes))                                    \
-  X(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor,                                            \
-    (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t* pathInfo))               \
-  X(nvmlReturn_t, nvmlDeviceGetNvLinkState,                                                       \
-    (nvmlDevice_t device, unsigned int link, nvmlEnableState_t* isActive))                        \
-  X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                            \
-    (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci))                                 \
-  X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set))                                     \
-  X(nvmlReturn_t, nvmlDeviceRegisterEvents,                                                       \
-    (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set))                     \
-  X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                               \
-    (nvmlDevice_t device, unsigned long long* eventTypes))                                        \
-  X(nvmlReturn_t, nvmlEventSetWait_v2,                                                            \
-    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms))                         \
-  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))                                        \
-  X(nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,                                         \
-    (nvmlDevice_t device, unsigned long long* clocksEventReasons))                                 \
-  X(nvmlReturn_t, nvmlDeviceGetCurrentClocksThrottleReasons,                                      \
-    (nvmlDevice_t device, unsigned long long* clocksThrottleReasons))                              \
-  X(nvmlReturn_t, nvmlDeviceGetFieldValues,                                                       \
-    (nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values))                             \
-  X(nvmlReturn_t, nvmlDeviceGetPcieReplayCounter, (nvmlDevice_t device, unsigned int* value))    \
-  X(nvmlReturn_t, nvmlDeviceGetEncoderUtilization,                                                \
-    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs))             \
-  X(nvmlReturn_t, nvmlDeviceGetDecoderUtilization,                                                \
-    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs))             \
-  X(nvmlReturn_t, nvmlGpmQueryDeviceSupport, (nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport)) \
-  X(nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t * gpmSample))                              \
-  X(nvmlReturn_t, nvmlGpmSampleFree, (nvmlGpmSample_t gpmSample))                                 \
-  X(nvmlReturn_t, nvmlGpmSampleGet, (nvmlDevice_t device, nvmlGpmSample_t gpmSample))             \
-  X(nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t * metricsGet))                          \
-  X(nvmlReturn_t, nvmlDeviceSetMigMode,                                                           \
-    (nvmlDevice_t device, unsigned int mode, nvmlReturn_t * activationStatus))                    \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfo,                                            \
-    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t* info))              \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfoV,                                           \
-    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t* info))           \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstancePossiblePlacements_v2,                                  \
-    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t* placements,         \
-     unsigned int* count))                                                                        \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceRemainingCapacity,                                      \
-    (nvmlDevice_t device, unsigned int profileId, unsigned int* count))                           \
-  X(nvmlReturn_t, nvmlDeviceCreateGpuInstance,                                                    \
-    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t * gpuInstance))               \
-  X(nvmlReturn_t, nvmlDeviceCreateGpuInstanceWithPlacement,                                       \
-    (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t* placement,    \
-     nvmlGpuInstance_t* gpuInstance))                                                             \
-  X(nvmlReturn_t, nvmlGpuInstanceDestroy, (nvmlGpuInstance_t gpuInstance))                        \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstances,                                                      \
-    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t* gpuInstances,                \
-     unsigned int* count))                                                                        \
-  X(nvmlReturn_t, nvmlGpuInstanceGetInfo,                                                         \
-    (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info))                                \
-  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfo,                                   \
-    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                \
-     nvmlComputeInstanceProfileInfo_t* info))                                                     \
-  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfoV,                                  \
-    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                \
-     nvmlComputeInstanceProfileInfo_v2_t* info))                                                  \
-  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceRemainingCapacity,                             \
-    (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int* count))                 \
-  X(nvmlReturn_t, nvmlGpuInstanceCreateComputeInstance,                                           \
-    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                       \
-     nvmlComputeInstance_t* computeInstance))                                                     \
-  X(nvmlReturn_t, nvmlComputeInstanceDestroy, (nvmlComputeInstance_t computeInstance))            \
-  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstances,                                             \
-    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                       \
-     nvmlComputeInstance_t* computeInstances, unsigned int* count))                               \
-  X(nvmlReturn_t, nvmlComputeInstanceGetInfo_v2,                                                  \
-    (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info))
+// Every NVML entry point gpunode resolves: E(X, need, return, name, params, fallbacks), columns as
+// in abi_list.h. need: `required` entries must resolve (else NvmlLibrary::Open fails: this NVML is
+// too old); an `optional` one missing from an older driver makes its NvmlLibrary wrapper answer
+// NVML_ERROR_FUNCTION_NOT_FOUND ("not supported"). fallbacks: same-ABI older names (the _v1 forms
+// of the process and PCI queries have other struct layouts and are deliberately not listed).
+#define GPUNODE_NVML_API_(E, X)                                                                    \
+  E(X, required, nvmlReturn_t, nvmlInit_v2, (void), (nvmlInit))                                    \
+  E(X, required, nvmlReturn_t, nvmlShutdown, (void), ())                                           \
+  E(X, required, const char*, nvmlErrorString, (nvmlReturn_t result), ())                          \
+  E(X, required, nvmlReturn_t, nvmlSystemGetDriverVersion,                                         \
+    (char* version, unsigned int length), ())                                                      \
+  E(X, optional, nvmlReturn_t, nvmlSystemGetNVMLVersion, (char* version, unsigned int length), ()) \
+  E(X, optional, nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2,                                  \
+    (int* cudaDriverVersion), (nvmlSystemGetCudaDriverVersion))                                    \
+  E(X, required, nvmlReturn_t, nvmlDeviceGetCount_v2,                                              \
+    (unsigned int* deviceCount), (nvmlDeviceGetCount))                                             \
+  E(X, required, nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2,                                      \
+    (unsigned int index, nvmlDevice_t* device), (nvmlDeviceGetHandleByIndex))                      \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetName,                                                  \
+    (nvmlDevice_t device, char* name, unsigned int length), ())                                    \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetUUID,                                                  \
+    (nvmlDevice_t device, char* uuid, unsigned int length), ())                                    \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetPciInfo_v3,                                            \
+    (nvmlDevice_t device, nvmlPciInfo_t* pci), (nvmlDeviceGetPciInfo_v2))                          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMinorNumber,                                           \
+    (nvmlDevice_t device, unsigned int* minorNumber), ())                                          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int* index), ()) \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetVbiosVersion,                                          \
+    (nvmlDevice_t device, char* version, unsigned int length), ())                                 \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMemoryInfo,                                            \
+    (nvmlDevice_t device, nvmlMemory_t* memory), ())                                               \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2,                                         \
+    (nvmlDevice_t device, nvmlMemory_v2_t* memory), ())                                            \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetPersistenceMode,                                       \
+    (nvmlDevice_t device, nvmlEnableState_t* mode), ())                                            \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetEccMode,                                               \
+    (nvmlDevice_t device, nvmlEnableState_t* current, nvmlEnableState_t* pending), ())             \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetTotalEccErrors,                                        \
+    (nvmlDevice_t device, nvmlMemoryErrorType_t errorType, nvmlEccCounterType_t counterType,       \
+     unsigned long long* eccCounts), ())                                                           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetRetiredPagesPendingStatus,                             \
+    (nvmlDevice_t device, nvmlEnableState_t* isPending), ())                                       \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetRemappedRows,                                          \
+    (nvmlDevice_t device, unsigned int* corrRows, unsigned int* uncRows, unsigned int* isPending,  \
+     unsigned int* failureOccurred), ())                                                           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetCurrPcieLinkGeneration,                                \
+    (nvmlDevice_t device, unsigned int* gen), ())                                                  \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMaxPcieLinkGeneration,                                 \
+    (nvmlDevice_t device, unsigned int* gen), ())                                                  \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuMaxPcieLinkGeneration,                              \
+    (nvmlDevice_t device, unsigned int* gen), ())                                                  \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetCurrPcieLinkWidth,                                     \
+    (nvmlDevice_t device, unsigned int* width), ())                                                \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMaxPcieLinkWidth,                                      \
+    (nvmlDevice_t device, unsigned int* width), ())                                                \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetTemperature,                                           \
+    (nvmlDevice_t device, nvmlTemperatureSensors_t sensor, unsigned int* temp), ())                \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetPowerUsage,                                            \
+    (nvmlDevice_t device, unsigned int* milliwatts), ())                                           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetPowerManagementLimit,                                  \
+    (nvmlDevice_t device, unsigned int* milliwatts), ())                                           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetEnforcedPowerLimit,                                    \
+    (nvmlDevice_t device, unsigned int* milliwatts), ())                                           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetTotalEnergyConsumption,                                \
+    (nvmlDevice_t device, unsigned long long* millijoules), ())                                    \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                      \
+    (nvmlDevice_t device, nvmlUtilization_t* utilization), ())                                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetClockInfo,                                             \
+    (nvmlDevice_t device, nvmlClockType_t type, unsigned int* clockMHz), ())                       \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                 \
+    (nvmlDevice_t device, int* major, int* minor), ())                                             \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                            \
+    (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos),                      \
+    (nvmlDeviceGetComputeRunningProcesses_v2))                                                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMigMode,                                               \
+    (nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode), ())               \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount,                                     \
+    (nvmlDevice_t device, unsigned int* count), ())                                                \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex,                                \
+    (nvmlDevice_t device, unsigned int index, nvmlDevice_t* migDevice), ())                        \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstanceId,                                         \
+    (nvmlDevice_t device, unsigned int* id), ())                                                   \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetComputeInstanceId,                                     \
+    (nvmlDevice_t device, unsigned int* id), ())                                                   \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetAttributes_v2,                                         \
+    (nvmlDevice_t device, nvmlDeviceAttributes_t* attributes), (nvmlDeviceGetAttributes))          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor,                                \
+    (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t* pathInfo), ())            \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetNvLinkState,                                           \
+    (nvmlDevice_t device, unsigned int link, nvmlEnableState_t* isActive), ())                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2,                                \
+    (nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci),                                  \
+    (nvmlDeviceGetNvLinkRemotePciInfo))                                                            \
+  E(X, optional, nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t * set), ())                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceRegisterEvents,                                           \
+    (nvmlDevice_t device, unsigned long long eventTypes, nvmlEventSet_t set), ())                  \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetSupportedEventTypes,                                   \
+    (nvmlDevice_t device, unsigned long long* eventTypes), ())                                     \
+  E(X, optional, nvmlReturn_t, nvmlEventSetWait_v2,                                                \
+    (nvmlEventSet_t set, nvmlEventData_t * data, unsigned int timeoutms), (nvmlEventSetWait))      \
+  E(X, optional, nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set), ())                         \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetCurrentClocksEventReasons,                             \
+    (nvmlDevice_t device, unsigned long long* clocksEventReasons),                                 \
+    (nvmlDeviceGetCurrentClocksThrottleReasons))                                                   \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetFieldValues,                                           \
+    (nvmlDevice_t device, int valuesCount, nvmlFieldValue_t* values), ())                          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetPcieReplayCounter,                                     \
+    (nvmlDevice_t device, unsigned int* value), ())                                                \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetEncoderUtilization,                                    \
+    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs), ())          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetDecoderUtilization,                                    \
+    (nvmlDevice_t device, unsigned int* utilization, unsigned int* samplingPeriodUs), ())          \
+  E(X, optional, nvmlReturn_t, nvmlGpmQueryDeviceSupport,                                          \
+    (nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport), ())                                       \
+  E(X, optional, nvmlReturn_t, nvmlGpmSampleAlloc, (nvmlGpmSample_t * gpmSample), ())              \
+  E(X, optional, nvmlReturn_t, nvmlGpmSampleFree, (nvmlGpmSample_t gpmSample), ())                 \
+  E(X, optional, nvmlReturn_t, nvmlGpmSampleGet,                                                   \
+    (nvmlDevice_t device, nvmlGpmSample_t gpmSample), ())                                          \
+  E(X, optional, nvmlReturn_t, nvmlGpmMetricsGet, (nvmlGpmMetricsGet_t * metricsGet), ())          \
+  E(X, optional, nvmlReturn_t, nvmlDeviceSetMigMode,                                               \
+    (nvmlDevice_t device, unsigned int mode, nvmlReturn_t * activationStatus), ())                 \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfo,                                \
+    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t* info), ())           \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfoV,                               \
+    (nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_v2_t* info), ())        \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstancePossiblePlacements_v2,                      \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t* placements,          \
+     unsigned int* count), ())                                                                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstanceRemainingCapacity,                          \
+    (nvmlDevice_t device, unsigned int profileId, unsigned int* count), ())                        \
+  E(X, optional, nvmlReturn_t, nvmlDeviceCreateGpuInstance,                                        \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t * gpuInstance), ())            \
+  E(X, optional, nvmlReturn_t, nvmlDeviceCreateGpuInstanceWithPlacement,                           \
+    (nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t* placement,     \
+     nvmlGpuInstance_t* gpuInstance), ())                                                          \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceDestroy, (nvmlGpuInstance_t gpuInstance), ())        \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstances,                                          \
+    (nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t* gpuInstances,                 \
+     unsigned int* count), ())                                                                     \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceGetInfo,                                             \
+    (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t * info), ())                             \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfo,                       \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                 \
+     nvmlComputeInstanceProfileInfo_t* info), ())                                                  \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfoV,                      \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,                 \
+     nvmlComputeInstanceProfileInfo_v2_t* info), ())                                               \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceRemainingCapacity,                 \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId, unsigned int* count), ())              \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceCreateComputeInstance,                               \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                        \
+     nvmlComputeInstance_t* computeInstance), ())                                                  \
+  E(X, optional, nvmlReturn_t, nvmlComputeInstanceDestroy,                                         \
+    (nvmlComputeInstance_t computeInstance), ())                                                   \
+  E(X, optional, nvmlReturn_t, nvmlGpuInstanceGetComputeInstances,                                 \
+    (nvmlGpuInstance_t gpuInstance, unsigned int profileId,                                        \
+     nvmlComputeInstance_t* computeInstances, unsigned int* count), ())                            \
+  E(X, optional, nvmlReturn_t, nvmlComputeInstanceGetInfo_v2,                                      \
+    (nvmlComputeInstance_t computeInstance, nvmlComputeInstanceInfo_t * info), ())
 
-// libcuda: the driver API calls gpunode makes (CUresult is an int enum).
-typedef int CUresult;
-#define GPUNODE_CUDA_SUCCESS 0
-#define GPUNODE_CUDA_ERROR_NOT_INITIALIZED 3
-#define GPUNODE_CUDA_ERROR_INSUFFICIENT_DRIVER 35
-#define GPUNODE_CUDA_ERROR_NO_DEVICE 100
-#define GPUNODE_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH 803
-#define GPUNODE_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE 804
-
-#define GPUNODE_CUDA_FUNCTIONS(X)                                  \
-  X(CUresult, cuInit, (unsigned int flags))                        \
-  X(CUresult, cuDriverGetVersion, (int* driverVersion))            \
-  X(CUresult, cuDeviceGetCount, (int* count))                      \
-  X(CUresult, cuGetErrorName, (CUresult error, const char** pStr)) \
-  X(CUresult, cuGetErrorString, (CUresult error, const char** pStr))
+// The views of the list. X(need, return, name, params, fallbacks): the loader (src/gpu/nvml.h).
+#define GPUNODE_NVML_API(X) GPUNODE_NVML_API_(GPUNODE_ABI_ALL, X)
+// X(return, name, params) for each entry: what the simulator implements and the tests resolve.
+#define GPUNODE_NVML_FUNCTIONS(X) GPUNODE_NVML_API_(GPUNODE_ABI_DECL, X)
+// X(return, fallback name, params) for each fallback name (older drivers export these instead).
+#define GPUNODE_NVML_FALLBACK_FUNCTIONS(X) GPUNODE_NVML_API_(GPUNODE_ABI_FALLBACK_DECLS, X)
 
 #ifdef __cplusplus
 }  // extern "C"
 #endif
+
+// The libcuda part of the ABI (CUresult, GPUNODE_CUDA_FUNCTIONS), which the simulator implements too.
+#include "src/gpu/cuda_abi.h"
 
 #endif  // GPUNODE_GPU_NVML_ABI_H_

@@ -37,25 +37,21 @@ Status Annotate(const Status& s, const std::string& what) {
 }
 
 StatusOr<GpuMigState> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
-  const auto& f = nvml.fn();
   GpuMigState g;
   g.index = index;
   GPUNODE_ASSIGN_OR_RETURN(nvmlDevice_t dev, nvml.DeviceHandle(index));
   char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-  if (f.nvmlDeviceGetName != nullptr &&
-      nvml.Check(f.nvmlDeviceGetName(dev, buf, sizeof buf), "nvmlDeviceGetName").ok())
+  if (nvml.Check(nvml.nvmlDeviceGetName(dev, buf, sizeof buf), "nvmlDeviceGetName").ok())
     g.name = Trim(buf, sizeof buf);
   char ubuf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-  if (f.nvmlDeviceGetUUID != nullptr &&
-      nvml.Check(f.nvmlDeviceGetUUID(dev, ubuf, sizeof ubuf), "nvmlDeviceGetUUID").ok())
+  if (nvml.Check(nvml.nvmlDeviceGetUUID(dev, ubuf, sizeof ubuf), "nvmlDeviceGetUUID").ok())
     g.uuid = Trim(ubuf, sizeof ubuf);
   nvmlPciInfo_t pci{};
-  if (f.nvmlDeviceGetPciInfo_v3 != nullptr &&
-      nvml.Check(f.nvmlDeviceGetPciInfo_v3(dev, &pci), "nvmlDeviceGetPciInfo_v3").ok())
+  if (nvml.Check(nvml.nvmlDeviceGetPciInfo_v3(dev, &pci), "nvmlDeviceGetPciInfo_v3").ok())
     g.pci_id = pci.pciDeviceId;
   uint64_t total_mib = 0;
   nvmlMemory_t mem{};
-  if (f.nvmlDeviceGetMemoryInfo != nullptr && f.nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS)
+  if (nvml.nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS)
     total_mib = mem.total >> 20;
 
   auto mode = nvml.GetMigMode(dev);
@@ -142,13 +138,12 @@ StatusOr<GpuMigState> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
   }
   // Compute processes on the GPU and on each of its MIG devices.
   std::vector<nvmlDevice_t> devices = {dev};
-  if (g.mig_current && f.nvmlDeviceGetMaxMigDeviceCount != nullptr &&
-      f.nvmlDeviceGetMigDeviceHandleByIndex != nullptr) {
+  if (g.mig_current) {
     unsigned max = 0;
-    if (f.nvmlDeviceGetMaxMigDeviceCount(dev, &max) == NVML_SUCCESS) {
+    if (nvml.nvmlDeviceGetMaxMigDeviceCount(dev, &max) == NVML_SUCCESS) {
       for (unsigned i = 0; i < max; ++i) {
         nvmlDevice_t m = nullptr;
-        if (f.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &m) == NVML_SUCCESS) devices.push_back(m);
+        if (nvml.nvmlDeviceGetMigDeviceHandleByIndex(dev, i, &m) == NVML_SUCCESS) devices.push_back(m);
       }
     }
   }

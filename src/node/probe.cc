@@ -60,14 +60,13 @@ std::unique_ptr<NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLa
       layer.gpu_failures.push_back(GpuFailure{i, gpu.status()});
     }
   }
-  if (options.query_topology && lib.fn().nvmlDeviceGetTopologyCommonAncestor &&
-      handles.size() == layer.gpus.size() && handles.size() > 1) {
+  if (options.query_topology && handles.size() == layer.gpus.size() && handles.size() > 1) {
     size_t n = handles.size();
     layer.topology.assign(n * n, 0);
     for (size_t a = 0; a < n; ++a) {
       for (size_t b = a + 1; b < n; ++b) {
         nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
-        if (lib.fn().nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) == NVML_SUCCESS) {
+        if (lib.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) == NVML_SUCCESS) {
           layer.topology[a * n + b] = layer.topology[b * n + a] = static_cast<int>(level);
         } else {
           layer.topology.clear();

@@ -43,7 +43,8 @@ PluginDevice FullGpu(const NodeInventory& inv, const GpuInfo& g, DeviceIdStrateg
   d.memory_total_bytes = g.memory_total_bytes;
   d.cc_major = g.cc_major;
   d.cc_minor = g.cc_minor;
-  d.base = d.id = ids == DeviceIdStrategy::kUuid ? d.uuid : d.index;
+  d.base = d.id = d.uuid;
+  d.visible = ids == DeviceIdStrategy::kUuid ? d.uuid : d.index;
   return d;
 }
 
@@ -52,7 +53,8 @@ PluginDevice MigOf(const NodeInventory& inv, const GpuInfo& g, const MigDevice& 
   d.mig = true;
   d.uuid = m.uuid;
   d.index = absl::StrCat(g.index, ":", m.index);
-  d.base = d.id = ids == DeviceIdStrategy::kUuid ? d.uuid : d.index;
+  d.base = d.id = d.uuid;
+  d.visible = ids == DeviceIdStrategy::kUuid ? d.uuid : d.index;
   return d;
 }
 
@@ -220,7 +222,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildAllocateResponse(const Resourc
     }
   }
   std::vector<std::string> bases;
-  for (const PluginDevice* d : physical) bases.push_back(d->base);
+  for (const PluginDevice* d : physical) bases.push_back(d->visible);
 
   v1beta1::ContainerAllocateResponse r;
   if (resource.shared && config.sharing.strategy == SharingStrategy::kMps) {

@@ -25,8 +25,10 @@ inline constexpr char kHealthy[] = "Healthy";
 inline constexpr char kUnhealthy[] = "Unhealthy";
 
 struct PluginDevice {
-  std::string id;     // the kubelet's ID: "GPU-...", "0", "MIG-...", "0:1", "GPU-...::3"
-  std::string base;   // the ID without the replica suffix (what NVIDIA_VISIBLE_DEVICES gets)
+  std::string id;     // the kubelet's ID: "GPU-...", "MIG-...", "GPU-...::3"
+  std::string base;   // the ID without the replica suffix: the GPU or MIG UUID
+  std::string visible;  // what NVIDIA_VISIBLE_DEVICES and volume mounts get: UUID or index, by
+                        // the device ID strategy (as NVIDIA's plugin, the kubelet's IDs stay UUIDs)
   std::string uuid;   // GPU or MIG UUID
   std::string index;  // "0", or "0:1" for MIG device 1 of GPU 0
   unsigned gpu = 0;   // index of the (parent) GPU in inventory.driver.gpus

@@ -72,7 +72,11 @@ void HealthMonitor::Stop() {
     own_pump_.reset();
     pump_ = nullptr;
   }
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(wait_mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -98,15 +102,13 @@ void HealthMonitor::Report(const std::string& uuid, bool healthy, const std::str
 
 void HealthMonitor::Run() {
   using Clock = std::chrono::steady_clock;
-  const auto& fn = nvml_.fn();
-  const auto step = std::chrono::milliseconds(std::min<int64_t>(options_.poll_interval.count(), 100));
   while (!stop_) {
     // The poll: each GPU must still answer; an unhealthy one that answered for the quiet period
     // with no new critical XID is healthy again. Events arrive meanwhile through the pump.
     for (const auto& [index, uuid] : gpus_) {
       auto h = nvml_.DeviceHandle(index);
       char buf[96] = {0};
-      const bool answers = h.ok() && fn.nvmlDeviceGetUUID(*h, buf, sizeof buf) == NVML_SUCCESS && uuid == buf;
+      const bool answers = h.ok() && nvml_.nvmlDeviceGetUUID(*h, buf, sizeof buf) == NVML_SUCCESS && uuid == buf;
       if (!answers) {
         Report(uuid, false, h.ok() ? "GPU does not answer NVML" : std::string(h.status().message()));
         continue;
@@ -123,8 +125,9 @@ void HealthMonitor::Run() {
                             " s with no critical XID"));
       }
     }
-    const auto next_poll = Clock::now() + options_.poll_interval;
-    while (!stop_ && Clock::now() < next_poll) std::this_thread::sleep_for(step);
+    // One wake-up per poll interval; Stop ends the wait at once.
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    wake_.wait_for(lock, options_.poll_interval, [this] { return stop_.load(); });
   }
 }
 

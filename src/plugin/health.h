@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -78,6 +79,8 @@ class HealthMonitor {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mu_;  // events (pump thread) and the poll (own thread) both report
+  std::mutex wait_mu_;
+  std::condition_variable wake_;  // Stop wakes the poll's wait at once
   std::map<std::string, bool> healthy_;  // by UUID
   std::map<std::string, std::chrono::steady_clock::time_point> last_bad_;
 };

@@ -73,14 +73,20 @@ void FullGpuAttributes(const GpuInfo& g, Labels* out) {
   }
 }
 
-// A MIG device's attributes under `resource`. GFD also emits engines.{copy,decoder,encoder,jpeg,
-// ofa}; the inventory does not hold the shared engine counts, so they are left out.
+// A MIG device's attributes under `resource`, as GFD: memory, multiprocessors, slices and the
+// engines it shares.
 void MigAttributes(const std::string& resource, const MigDevice& m, Labels* out) {
   if (m.memory_total_bytes)
     (*out)[resource + ".memory"] = absl::StrCat(*m.memory_total_bytes / kMiB);
   if (m.multiprocessors) (*out)[resource + ".multiprocessors"] = absl::StrCat(*m.multiprocessors);
   if (m.slices) (*out)[resource + ".slices.gi"] = absl::StrCat(*m.slices);
   if (m.compute_slices) (*out)[resource + ".slices.ci"] = absl::StrCat(*m.compute_slices);
+  const std::pair<const char*, const std::optional<unsigned>*> engines[] = {
+      {"copy", &m.copy_engines}, {"decoder", &m.decoders}, {"encoder", &m.encoders},
+      {"jpeg", &m.jpegs},        {"ofa", &m.ofas}};
+  for (const auto& [name, count] : engines) {
+    if (*count) (*out)[absl::StrCat(resource, ".engines.", name)] = absl::StrCat(**count);
+  }
 }
 
 bool MigEnabled(const GpuInfo& g) { return g.mig_enabled.value_or(false); }
@@ -147,6 +153,7 @@ void InvalidSingleLabels(const GpuInfo& first_mig, const std::string& reason, La
   l["nvidia.com/gpu.product"] = ProductName({first_mig.name, "MIG", "INVALID"}, false);
   l["nvidia.com/gpu.count"] = "0";
   l["nvidia.com/gpu.replicas"] = "0";
+  l["nvidia.com/gpu.sharing-strategy"] = "";  // GFD empties it: no resource to share
   l["nvidia.com/gpu.memory"] = "0";
 }
 
@@ -186,7 +193,19 @@ void MigLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, Lab
   }
 }
 
-void VersionLabels(const UserDriverLayer& d, LabelSet* set) {
+// The highest CUDA the driver supports when NVML could not say: nvmlSystemGetCudaDriverVersion
+// asks libcuda, which gpunode's services keep out of their process (src/cli/libcuda_guard.h), so
+// on a real node it fails there; the driver branch's CUDA version from the compat data set is the
+// same number (580 -> 13.0; a branch's CUDA version is fixed at release).
+std::optional<Version> CudaOfDriverBranch(const UserDriverLayer& d, const compat::CompatData* data) {
+  if (data == nullptr || !d.driver_version) return std::nullopt;
+  for (const compat::DriverBranch& b : data->branches) {
+    if (b.branch == static_cast<int>(d.driver_version->major()) && b.max_cuda) return b.max_cuda;
+  }
+  return std::nullopt;
+}
+
+void VersionLabels(const UserDriverLayer& d, const compat::CompatData* compat_data, LabelSet* set) {
   Labels& l = set->labels;
   if (d.driver_version) {
     const std::string full = d.driver_version->ToString();
@@ -205,9 +224,10 @@ void VersionLabels(const UserDriverLayer& d, LabelSet* set) {
       l["nvidia.com/cuda.driver-version.full"] = full;
     }
   }
-  if (d.cuda_version) {
-    const std::string major = absl::StrCat(d.cuda_version->major());
-    const std::string minor = absl::StrCat(d.cuda_version->minor());
+  const std::optional<Version> cuda = d.cuda_version ? d.cuda_version : CudaOfDriverBranch(d, compat_data);
+  if (cuda) {
+    const std::string major = absl::StrCat(cuda->major());
+    const std::string minor = absl::StrCat(cuda->minor());
     l["nvidia.com/cuda.runtime.major"] = major;  // deprecated
     l["nvidia.com/cuda.runtime.minor"] = minor;  // deprecated
     l["nvidia.com/cuda.runtime-version.major"] = major;
@@ -311,7 +331,7 @@ LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
 
   const std::vector<GpuInfo>& gpus = inv.driver.gpus;
   if (!gpus.empty()) {
-    VersionLabels(inv.driver, &set);
+    VersionLabels(inv.driver, options.compat, &set);
     const bool capable = std::any_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) {
       return g.mig_enabled.has_value() || g.mig_max_devices.value_or(0) > 0;
     });
@@ -328,6 +348,13 @@ LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
     MigLabels(gpus, config, &set);
     l["nvidia.com/gpu.mode"] = GpuMode(inv);
   }
+  if (options.vgpu) {
+    l["nvidia.com/vgpu.present"] = options.vgpu->present ? "true" : "false";
+    if (options.vgpu->host) {
+      l["nvidia.com/vgpu.host-driver-version"] = options.vgpu->host->driver_version;
+      l["nvidia.com/vgpu.host-driver-branch"] = options.vgpu->host->driver_branch;
+    }
+  }
   GpunodeLabels(inv, options, &set);
 
   // Every value must be a valid label value; the builders above already produce them, this keeps
@@ -336,6 +363,62 @@ LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
     if (!IsValidLabelValue(value)) value = SanitizeLabelValue(value);
   }
   return set;
+}
+
+StatusOr<std::optional<VgpuHost>> ParseVgpuConfigSpace(absl::string_view config) {
+  // PCI: status register bit 4 says a capability list exists; its head is at 0x34; each entry is
+  // id, next, and (vendor-specific, id 0x09) a length byte.
+  constexpr size_t kStatus = 0x06, kCapList = 0x34;
+  constexpr uint8_t kHasCapList = 0x10, kVendorSpecific = 0x09;
+  // NVIDIA's vGPU capability: "VF" at bytes 3-4, then records from byte 5: id, length, data;
+  // record 0 holds the host driver's version and branch, 10 NUL-padded bytes each.
+  constexpr size_t kRecordStart = 5, kVersionLen = 10, kBranchLen = 10;
+  if (config.size() < 256) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the PCI configuration space is ", config.size(),
+        " bytes, not the 256 of a privileged read"));
+  }
+  auto byte = [&config](size_t at) -> uint8_t {
+    return at < config.size() ? static_cast<uint8_t>(config[at]) : 0;
+  };
+  if ((byte(kStatus) & kHasCapList) == 0) return std::optional<VgpuHost>();
+  absl::string_view cap;
+  bool visited[256] = {};
+  for (uint8_t pos = byte(kCapList); pos != 0;) {
+    const uint8_t id = byte(pos), next = byte(pos + 1u), length = byte(pos + 2u);
+    if (visited[pos] || id == 0xff) break;  // a looping or broken chain
+    if (id == kVendorSpecific) {
+      cap = config.substr(pos, std::min<size_t>(length, config.size() - pos));
+      break;
+    }
+    visited[pos] = true;
+    pos = next;
+  }
+  if (cap.size() < 5 || cap[3] != 'V' || cap[4] != 'F') return std::optional<VgpuHost>();
+  auto at = [&cap](size_t i) -> uint8_t {
+    return i < cap.size() ? static_cast<uint8_t>(cap[i]) : 0;
+  };
+  size_t pos = kRecordStart;
+  uint8_t record = at(pos);
+  while (record != 0 && pos < cap.size()) {
+    const uint8_t length = at(pos + 1);
+    if (length == 0) break;  // a record that does not advance: no host driver record
+    pos = (pos + length) & 0xff;  // GFD walks with a one-byte offset
+    record = at(pos);
+  }
+  if (record != 0 || pos + 2 + kVersionLen + kBranchLen > cap.size()) {
+    return absl::NotFoundError("the vGPU capability has no host driver record");
+  }
+  auto field = [&cap](size_t from, size_t n) {
+    std::string s(cap.substr(from, n));
+    const size_t b = s.find_first_not_of('\0');
+    if (b == std::string::npos) return std::string();
+    return s.substr(b, s.find_last_not_of('\0') - b + 1);
+  };
+  VgpuHost host;
+  host.driver_version = field(pos + 2, kVersionLen);
+  host.driver_branch = field(pos + 2 + kVersionLen, kBranchLen);
+  return std::optional<VgpuHost>(std::move(host));
 }
 
 std::string RenderFeaturesFile(const Labels& labels) {

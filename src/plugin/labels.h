@@ -25,7 +25,28 @@ namespace gpunode::plugin {
 // Label key -> value, sorted by key (the order of the features file).
 using Labels = std::map<std::string, std::string>;
 
+// GFD's vGPU labels (nvidia.com/vgpu.*): whether an NVIDIA PCI function is a vGPU (its
+// configuration space has a vendor-specific capability signed "VF"), and the hypervisor's driver
+// that the capability's record 0 names.
+struct VgpuHost {
+  std::string driver_version;  // e.g. "460.16"
+  std::string driver_branch;   // e.g. "r460_00"
+};
+struct VgpuInfo {
+  bool present = false;                 // some NVIDIA function is a vGPU
+  std::optional<VgpuHost> host;         // of the last vGPU function read (GFD keeps the last)
+};
+
+// One function's PCI configuration space (sysfs `config`) -> nullopt when it is not a vGPU, else
+// its host driver record. As GFD: fewer than 256 bytes (an unprivileged read) is
+// FailedPrecondition, a vGPU capability without the record is NotFound.
+StatusOr<std::optional<VgpuHost>> ParseVgpuConfigSpace(absl::string_view config);
+
 struct LabelOptions {
+  // nvidia.com/vgpu.present (and .host-driver-version/-branch); nullopt leaves them out, as GFD
+  // does when a configuration space cannot be read.
+  std::optional<VgpuInfo> vgpu;
+
   // Unix seconds for `nvidia.com/gfd.timestamp`; empty leaves the label out (--no-timestamp).
   std::optional<int64_t> timestamp;
   // The DMI product name as read (e.g. "DGX H200"), "unknown" when it could not be read.

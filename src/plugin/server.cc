@@ -1,5 +1,8 @@
 #include "src/plugin/server.h"
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,7 +165,9 @@ grpc::Status ResourceServer::ListAndWatch(grpc::ServerContext* ctx, const v1beta
       if (!ok) break;
       continue;
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    // A change notifies cv_; the sync API tells of a kubelet that went away only through
+    // IsCancelled, so look at that once a second.
+    cv_.wait_for(lock, std::chrono::seconds(1));
   }
   return grpc::Status::OK;
 }
@@ -234,7 +239,10 @@ grpc::Status ResourceServer::PreStartContainer(grpc::ServerContext*, const v1bet
 PluginManager::PluginManager(std::vector<Resource> resources, PluginConfig config,
                              std::vector<std::string> control_nodes, std::shared_ptr<const LinkMatrix> links,
                              ManagerOptions options, Logger log)
-    : config_(std::move(config)), options_(std::move(options)), log_(std::move(log)) {
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (options_.kubelet_socket.empty()) {
     options_.kubelet_socket = (std::filesystem::path(options_.plugin_dir) / kKubeletSocketName).string();
   }
@@ -243,7 +251,17 @@ PluginManager::PluginManager(std::vector<Resource> resources, PluginConfig confi
   }
 }
 
-PluginManager::~PluginManager() { ShutdownAll(); }
+PluginManager::~PluginManager() {
+  ShutdownAll();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void PluginManager::Interrupt() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+}
 
 Status PluginManager::ServeAll() {
   for (auto& s : servers_) {
@@ -282,8 +300,23 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
   bool said_absent = false;
   bool quick_retry_done = false;  // one immediate retry after the kubelet emptied our folder
   GPUNODE_RETURN_IF_ERROR(ServeAll());
+  // inotify on the plugin folder (and the kubelet socket's, if elsewhere): sockets deleted or
+  // made wake the loop at once; without inotify it looks every watch interval.
+  const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF;
+  if (watch >= 0) {
+    ::inotify_add_watch(watch, options_.plugin_dir.c_str(), mask);
+    const std::string kdir = std::filesystem::path(options_.kubelet_socket).parent_path().string();
+    if (!kdir.empty() && kdir != options_.plugin_dir) ::inotify_add_watch(watch, kdir.c_str(), mask);
+  }
+  bool waiting_for_kubelet = false;  // the last attempt found no kubelet.sock
   while (!stop) {
     const auto kubelet_now = Identity(options_.kubelet_socket);
+    if (!registered && waiting_for_kubelet && kubelet_now.second) {
+      // The kubelet's socket appeared (inotify woke us): register now, not after the backoff.
+      waiting_for_kubelet = false;
+      next_attempt = Clock::now();
+    }
     if (registered) {
       // A kubelet restart deletes our sockets and makes a new kubelet.sock.
       const bool kubelet_new = kubelet_now.second && kubelet_now != kubelet_seen;
@@ -308,6 +341,7 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
       Status st = absl::OkStatus();
       if (!kubelet_now.second) {
         st = absl::UnavailableError(absl::StrCat("no kubelet socket at ", options_.kubelet_socket));
+        waiting_for_kubelet = true;
       }
       for (auto& s : servers_) {
         if (!st.ok()) break;
@@ -325,6 +359,7 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
                                        s->resource().socket_name, ")"));
         }
         log_(absl::StrCat("registered with the kubelet: ", absl::StrJoin(names, ", ")));
+        if (options_.on_registered) options_.on_registered();
       } else if (kubelet_now.second && !SocketsIntact() && !quick_retry_done) {
         quick_retry_done = true;
         // A starting kubelet empties the plugin folder: our socket went while we registered. Serve
@@ -341,8 +376,29 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
         backoff = std::min(backoff * 2, options_.max_backoff);
       }
     }
-    std::this_thread::sleep_for(options_.watch_interval);
+    if (stop) break;
+    auto wait = options_.watch_interval;
+    if (!registered) {
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::max(Clock::duration::zero(), next_attempt - Clock::now())) +
+                                std::chrono::milliseconds(1));
+    }
+    if (watch < 0 && wake_fd_ < 0) {
+      std::this_thread::sleep_for(wait);
+      continue;
+    }
+    pollfd fds[2] = {{watch, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(wait.count())) > 0) {
+      char buf[4096];
+      for (const pollfd& f : fds) {
+        if (f.fd >= 0 && (f.revents & POLLIN)) {
+          while (::read(f.fd, buf, sizeof buf) > 0) {
+          }
+        }
+      }
+    }
   }
+  if (watch >= 0) ::close(watch);
   ShutdownAll();
   return absl::OkStatus();
 }

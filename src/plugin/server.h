@@ -87,8 +87,12 @@ class ResourceServer final : public v1beta1::DevicePlugin::Service {
 struct ManagerOptions {
   std::string plugin_dir = kDefaultPluginDir;
   std::string kubelet_socket;  // empty: <plugin_dir>/kubelet.sock
-  std::chrono::milliseconds watch_interval{200};
+  // The folder is watched with inotify (a kubelet restart deletes our sockets and makes a new
+  // kubelet.sock: seen at once); this is the longest wait between two looks without an event.
+  std::chrono::milliseconds watch_interval{1000};
   std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
+  // Called (on Run's thread) after each successful registration.
+  std::function<void()> on_registered;
 };
 
 class PluginManager {
@@ -104,6 +108,8 @@ class PluginManager {
   void SetHealth(const std::string& uuid, bool healthy, const std::string& reason);
   // Number of successful registrations so far (tests, logs).
   int registrations() const { return registrations_; }
+  // Wakes Run at once (after setting its `stop`, so it need not wait for the watch interval).
+  void Interrupt();
 
  private:
   Status ServeAll();
@@ -115,6 +121,7 @@ class PluginManager {
   ManagerOptions options_;
   Logger log_;
   std::atomic<int> registrations_{0};
+  const int wake_fd_;  // eventfd for Interrupt (-1 if none could be made)
 };
 
 }  // namespace gpunode::plugin

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "src/container/hooks.h"
@@ -86,6 +87,7 @@ class SimNode {
   }
   const DriverFiles& files() const { return files_; }
   NodeInventory& inventory() { return inv_; }
+  fs::path root() const { return dir_ / "root"; }
 
  private:
   fs::path dir_;
@@ -117,6 +119,27 @@ TEST(CdiGenerateTest, TheSimulatedDgxH200MatchesTheGoldenSpecByteForByte) {
     std::ofstream(golden, std::ios::binary) << yaml;
   }
   EXPECT_EQ(yaml, ReadAll(golden)) << "regenerate: see the comment at the top of this file";
+}
+
+// Found on the H200 beside nvidia-ctk (docs/examples/h200/peers/real/): a driver whose firmware is
+// where firmware_class's custom path says (/usr/local/nvidia/firmware there) had none mounted.
+TEST(CdiGenerateTest, GspFirmwareIsFoundInTheKernelsFirmwareSearchPathAsNvidiaCtkFindsIt) {
+  SimNode node("dgx-h200");
+  const fs::path custom = node.root() / "usr/local/nvidia/firmware/nvidia/580.95.05";
+  fs::create_directories(custom);
+  std::ofstream(custom / "gsp_gh100.bin") << "firmware";
+  std::ofstream(custom / "gsp_ga10x.bin") << "the same name as in /lib/firmware: this one wins";
+  fs::create_directories(node.root() / "sys/module/firmware_class/parameters");
+  std::ofstream(node.root() / "sys/module/firmware_class/parameters/path") << "/usr/local/nvidia/firmware\n";
+  auto built = node.Build();
+  ASSERT_OK(built) << built.status();
+  std::vector<std::string> firmware;
+  for (const cdi::Mount& m : built->spec.edits.mounts) {
+    if (absl::StrContains(m.container_path, "firmware")) firmware.push_back(m.container_path);
+  }
+  EXPECT_THAT(firmware, ElementsAre("/usr/local/nvidia/firmware/nvidia/580.95.05/gsp_ga10x.bin",
+                                    "/usr/local/nvidia/firmware/nvidia/580.95.05/gsp_gh100.bin",
+                                    "/lib/firmware/nvidia/580.95.05/gsp_tu10x.bin"));
 }
 
 TEST(CdiGenerateTest, TheDgxH200SpecNamesEveryGpuTwiceAndMountsTheDriverOfItsVersion) {

@@ -3,7 +3,7 @@
 //   g++ -std=c++20 -I. -I<dir of nvml.h> test/gpu/nvml_abi_check.cc -ldl -o nvml_abi_check
 //   ./nvml_abi_check
 // Compile-time: struct sizes, field offsets and enum values agree. Run time: every symbol of
-// GPUNODE_NVML_FUNCTIONS resolves in the installed driver (or in a fallback name we accept).
+// GPUNODE_NVML_API resolves in the installed driver (or in a fallback name we accept).
 #include <dlfcn.h>
 
 #include <cstddef>
@@ -241,13 +241,18 @@ int main() {
     return 1;
   }
   int missing = 0, total = 0;
-#define CHECK_SYMBOL(ret, name, params)                              \
-  ++total;                                                           \
-  if (!dlsym(lib, #name)) {                                          \
-    std::printf("missing in the real NVML: %s\n", #name);          \
-    ++missing;                                                       \
+#define CHECK_SYMBOL(need, ret, name, params, fallbacks)                          \
+  {                                                                                \
+    ++total;                                                                       \
+    const char* names[] = {#name, GPUNODE_ABI_NAMES(fallbacks)};                   \
+    bool found = false;                                                            \
+    for (const char* n : names) found = found || dlsym(lib, n) != nullptr;         \
+    if (!found) {                                                                  \
+      std::printf("missing in the real NVML (%s): %s\n", #need, #name);           \
+      ++missing;                                                                   \
+    }                                                                              \
   }
-  GPUNODE_NVML_FUNCTIONS(CHECK_SYMBOL)
+  GPUNODE_NVML_API(CHECK_SYMBOL)
 #undef CHECK_SYMBOL
   std::printf("nvml ABI check: layouts and values match nvml.h; %d of %d symbols present\n", total - missing, total);
   return missing == 0 ? 0 : 1;

@@ -359,15 +359,15 @@ class MigApplyTest : public ::testing::Test {
   // MIG devices the existing enumeration (nvmlDeviceGetMigDeviceHandleByIndex) shows, node-wide.
   static unsigned EnumeratedMigDevices(const NvmlLibrary& nvml) {
     unsigned total = 0, n = 0;
-    EXPECT_EQ(nvml.fn().nvmlDeviceGetCount_v2(&n), NVML_SUCCESS);
+    EXPECT_EQ(nvml.nvmlDeviceGetCount_v2(&n), NVML_SUCCESS);
     for (unsigned i = 0; i < n; ++i) {
       nvmlDevice_t d = nullptr;
-      nvml.fn().nvmlDeviceGetHandleByIndex_v2(i, &d);
+      nvml.nvmlDeviceGetHandleByIndex_v2(i, &d);
       unsigned max = 0;
-      if (nvml.fn().nvmlDeviceGetMaxMigDeviceCount(d, &max) != NVML_SUCCESS) continue;
+      if (nvml.nvmlDeviceGetMaxMigDeviceCount(d, &max) != NVML_SUCCESS) continue;
       for (unsigned k = 0; k < max; ++k) {
         nvmlDevice_t m = nullptr;
-        if (nvml.fn().nvmlDeviceGetMigDeviceHandleByIndex(d, k, &m) == NVML_SUCCESS) ++total;
+        if (nvml.nvmlDeviceGetMigDeviceHandleByIndex(d, k, &m) == NVML_SUCCESS) ++total;
       }
     }
     return total;
@@ -408,14 +408,14 @@ TEST_F(MigApplyTest, DgxH200ThroughLayoutsAndBackIsIdempotent) {
                                      std::make_pair(std::string("3g.71gb"), 1u)));
   // The MIG devices carry the real names and sizes.
   nvmlDevice_t gpu0 = nullptr, m = nullptr;
-  nvml->fn().nvmlDeviceGetHandleByIndex_v2(0, &gpu0);
+  nvml->nvmlDeviceGetHandleByIndex_v2(0, &gpu0);
   std::map<std::string, unsigned long long> sizes;
   for (unsigned k = 0; k < 7; ++k) {
-    if (nvml->fn().nvmlDeviceGetMigDeviceHandleByIndex(gpu0, k, &m) != NVML_SUCCESS) continue;
+    if (nvml->nvmlDeviceGetMigDeviceHandleByIndex(gpu0, k, &m) != NVML_SUCCESS) continue;
     char name[96] = {};
     nvmlMemory_t mem{};
-    nvml->fn().nvmlDeviceGetName(m, name, sizeof name);
-    nvml->fn().nvmlDeviceGetMemoryInfo(m, &mem);
+    nvml->nvmlDeviceGetName(m, name, sizeof name);
+    nvml->nvmlDeviceGetMemoryInfo(m, &mem);
     sizes[name] = mem.total >> 20;
   }
   EXPECT_EQ(sizes["NVIDIA H200 MIG 1g.18gb"], 16384u);

@@ -53,6 +53,9 @@ MigDevice Mig(unsigned index, unsigned slices, uint64_t mib, unsigned sms) {
   m.compute_slices = slices;
   m.memory_total_bytes = mib * kMiB;
   m.multiprocessors = sms;
+  // A 1g slice of an A100: one copy engine, no decoder, encoder, JPEG or OFA engine of its own.
+  m.copy_engines = slices;
+  m.decoders = m.encoders = m.jpegs = m.ofas = 0;
   return m;
 }
 
@@ -264,6 +267,23 @@ TEST(BuildLabelsTest, DriverAndCudaVersionsUseBothTheDeprecatedAndTheNewNames) {
   EXPECT_EQ(l.at("nvidia.com/cuda.runtime-version.full"), "13.0");
 }
 
+// On a real node the services keep libcuda out, so NVML cannot give the CUDA version (it asks
+// libcuda; seen on the H200, docs/examples/h200/peers/): the driver branch's, from the compat
+// data, as GFD would have read it (580 -> 13.0).
+TEST(BuildLabelsTest, TheCudaVersionComesFromTheDriverBranchWhenNvmlCannotSay) {
+  NodeInventory inv = H100s(1);
+  inv.driver.cuda_version.reset();
+  EXPECT_THAT(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels,
+              Not(Contains(Key("nvidia.com/cuda.runtime-version.full"))));
+  auto data = compat::LoadBuiltin();
+  ASSERT_OK(data);
+  LabelOptions options;
+  options.compat = &*data;
+  const Labels l = BuildLabels(inv, PluginConfig{}, options).labels;
+  EXPECT_EQ(l.at("nvidia.com/cuda.runtime-version.full"), "13.0");
+  EXPECT_EQ(l.at("nvidia.com/cuda.runtime.major"), "13");
+}
+
 TEST(BuildLabelsTest, ATwoPartDriverVersionHasAnEmptyRevision) {
   NodeInventory inv = H100s(1);
   inv.driver.driver_version = *Version::Parse("570.26");
@@ -404,6 +424,8 @@ TEST(BuildLabelsTest, MigStrategySingleReplacesTheGpuLabelsWithTheMigDevices) {
   EXPECT_EQ(l.at("nvidia.com/gpu.multiprocessors"), "14");
   EXPECT_EQ(l.at("nvidia.com/gpu.slices.gi"), "1");
   EXPECT_EQ(l.at("nvidia.com/gpu.slices.ci"), "1");
+  EXPECT_EQ(l.at("nvidia.com/gpu.engines.copy"), "1");  // the shared engines, as GFD
+  EXPECT_EQ(l.at("nvidia.com/gpu.engines.ofa"), "0");
   EXPECT_EQ(l.at("nvidia.com/gpu.family"), "ampere");  // from the full-GPU labels, as in GFD
   EXPECT_THAT(set.warnings, IsEmpty());
 }
@@ -438,6 +460,9 @@ TEST(BuildLabelsTest, MigStrategySingleWithInvalidLayoutsSaysMigInvalid) {
     EXPECT_EQ(set.labels.at("nvidia.com/gpu.count"), "0") << k.reason;
     EXPECT_EQ(set.labels.at("nvidia.com/gpu.replicas"), "0") << k.reason;
     EXPECT_EQ(set.labels.at("nvidia.com/gpu.memory"), "0") << k.reason;
+    // GFD empties the strategy of the invalid resource (test/peers/labels_test.sh checks it
+    // against GFD itself).
+    EXPECT_EQ(set.labels.at("nvidia.com/gpu.sharing-strategy"), "") << k.reason;
     EXPECT_THAT(set.warnings, Contains(HasSubstr(k.reason))) << k.reason;
   }
 }
@@ -654,6 +679,94 @@ TEST(BuildLabelsSimTest, EveryKeyAndValueIsAValidKubernetesLabelOnEveryBuiltinPr
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace gpunode::plugin
+
+namespace gpunode::plugin {
+namespace {
+
+// A 256-byte type-0 configuration space of an NVIDIA function; `caps` are written from 0x40 as
+// (id, next, payload...) entries chained in order.
+std::string ConfigSpace(const std::vector<std::string>& caps) {
+  std::string c(256, '\0');
+  c[0] = '\xde';
+  c[1] = '\x10';
+  if (caps.empty()) return c;
+  c[0x06] = 0x10;  // status: capability list
+  c[0x34] = 0x40;
+  size_t pos = 0x40;
+  for (size_t i = 0; i < caps.size(); ++i) {
+    const size_t next = i + 1 < caps.size() ? pos + caps[i].size() + 2 : 0;
+    c[pos] = caps[i][0];
+    c[pos + 1] = static_cast<char>(next);
+    c.replace(pos + 2, caps[i].size() - 1, caps[i].substr(1));
+    pos += caps[i].size() + 2;
+  }
+  return c;
+}
+
+// NVIDIA's vGPU vendor capability: id 0x09, length, "VF", then records from byte 5.
+std::string VgpuCapability(const std::string& records) {
+  std::string cap;
+  cap += '\x09';
+  const std::string rest = std::string("VF", 2) + records;
+  cap += static_cast<char>(3 + rest.size());  // length from the id byte
+  cap += rest;
+  return cap;
+}
+
+std::string Padded(const std::string& s, size_t n) { return s + std::string(n - s.size(), '\0'); }
+
+TEST(ParseVgpuConfigSpaceTest, ABareMetalGpuIsNotAVgpu) {
+  auto none = ParseVgpuConfigSpace(ConfigSpace({}));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  // A vendor-specific capability that is not signed "VF" (power management first).
+  auto other = ParseVgpuConfigSpace(ConfigSpace({std::string("\x01\x03\x00", 3),
+                                                 std::string("\x09\x08XYabc", 7)}));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->has_value());
+}
+
+TEST(ParseVgpuConfigSpaceTest, AVgpuNamesItsHostDriverFromRecordZero) {
+  // Record 1 (3 bytes) is skipped; record 0 holds version and branch, 10 bytes each.
+  const std::string records = std::string("\x01\x03\x07", 3) + std::string("\x00\x16", 2) +
+                              Padded("460.16", 10) + Padded("r460_00", 10);
+  auto host = ParseVgpuConfigSpace(ConfigSpace({VgpuCapability(records)}));
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(host->has_value());
+  EXPECT_EQ((*host)->driver_version, "460.16");
+  EXPECT_EQ((*host)->driver_branch, "r460_00");
+}
+
+TEST(ParseVgpuConfigSpaceTest, ShortReadsAndMissingRecordsAreErrors) {
+  EXPECT_EQ(ParseVgpuConfigSpace(std::string(64, '\0')).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // what an unprivileged read of sysfs gives
+  const std::string no_record = std::string("\x01\x03\x07", 3);
+  EXPECT_EQ(ParseVgpuConfigSpace(ConfigSpace({VgpuCapability(no_record)})).status().code(),
+            absl::StatusCode::kNotFound);
+  const std::string stuck = std::string("\x01\x00\x07", 3);  // a record of length 0
+  EXPECT_EQ(ParseVgpuConfigSpace(ConfigSpace({VgpuCapability(stuck)})).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(BuildLabelsTest, VgpuLabelsFollowWhatTheConfigSpacesSaid) {
+  LabelOptions o;
+  o.timestamp.reset();
+  EXPECT_THAT(BuildLabels(H100s(1), PluginConfig(), o).labels,
+              Not(Contains(Key("nvidia.com/vgpu.present"))));
+  o.vgpu = VgpuInfo();
+  Labels l = BuildLabels(H100s(1), PluginConfig(), o).labels;
+  EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "false");
+  EXPECT_THAT(l, Not(Contains(Key("nvidia.com/vgpu.host-driver-version"))));
+  o.vgpu->present = true;
+  o.vgpu->host = VgpuHost{"460.16", "r460_00"};
+  l = BuildLabels(H100s(1), PluginConfig(), o).labels;
+  EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "true");
+  EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-version"), "460.16");
+  EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-branch"), "r460_00");
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ PluginConfig MpsConfig(int replicas) {
 
 PluginDevice Gpu(const std::string& uuid, uint64_t gib, int cc_major = 9) {
   PluginDevice d;
-  d.uuid = d.gpu_uuid = d.base = d.id = uuid;
+  d.uuid = d.gpu_uuid = d.base = d.id = d.visible = uuid;
   d.memory_total_bytes = gib << 30;
   d.cc_major = cc_major;
   d.cc_minor = 0;

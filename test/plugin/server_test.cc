@@ -105,6 +105,7 @@ class PluginTest : public ::testing::Test {
 
   void TearDown() override {
     stop_ = true;
+    if (manager_) manager_->Interrupt();
     if (monitor_) monitor_->Stop();
     if (runner_.joinable()) runner_.join();
     kubelet_.reset();
@@ -177,6 +178,27 @@ TEST_F(PluginTest, AllocateAnswersPerContainerAndNamesUnknownIds) {
   grpc::Status bad = kubelet_->Allocate(kGpuResource, {Uuid(1), "GPU-not-here"}, &resp);
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad.error_message(), HasSubstr("unknown device ID(s) for nvidia.com/gpu: GPU-not-here"));
+}
+
+// As NVIDIA's plugin: the kubelet's IDs stay UUIDs under deviceIDStrategy index (it checkpoints
+// them across reboots that may renumber GPUs); only what the container is told becomes an index.
+TEST_F(PluginTest, IndexIdStrategyKeepsUuidIdsAndPassesIndices) {
+  Open("dgx-h200");
+  kubelet_ = std::make_unique<gpunode::testing::KubeletEmulator>((dir_ / "dp").string());
+  ASSERT_TRUE(kubelet_->Start());
+  PluginConfig config;
+  config.device_id = DeviceIdStrategy::kIndex;
+  config.device_list.volume_mounts = true;
+  StartPlugin(config);
+  ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return r.devices_size() == 8; }, 10s)) << Log();
+  EXPECT_EQ(kubelet_->Lists(kGpuResource).back().devices(3).id(), Uuid(3));
+  v1beta1::AllocateResponse resp;
+  ASSERT_TRUE(kubelet_->Allocate(kGpuResource, {Uuid(3), Uuid(6)}, &resp).ok());
+  const auto& c = resp.container_responses(0);
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), "3,6");
+  std::vector<std::string> mounts;
+  for (const auto& m : c.mounts()) mounts.push_back(m.container_path());
+  EXPECT_THAT(mounts, ElementsAre("/var/run/nvidia-container-devices/3", "/var/run/nvidia-container-devices/6"));
 }
 
 TEST_F(PluginTest, PreferredAllocationKeepsFourGpusOnOneNumaNodeAndHonoursMustInclude) {

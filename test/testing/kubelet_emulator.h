@@ -150,6 +150,13 @@ class KubeletEmulator final : public v1beta1::Registration::Service {
     auto it = lists_.find(resource);
     return it == lists_.end() ? std::vector<v1beta1::ListAndWatchResponse>{} : it->second;
   }
+  // The resource names registered so far, sorted.
+  std::vector<std::string> Resources() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& [name, p] : plugins_) out.push_back(name);
+    return out;
+  }
   v1beta1::DevicePluginOptions Options(const std::string& resource) const {
     std::lock_guard<std::mutex> lock(mu_);
     return plugins_.at(resource).options;
