@@ -390,11 +390,19 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
     pollfd fds[2] = {{watch, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (::poll(fds, 2, static_cast<int>(wait.count())) > 0) {
       char buf[4096];
-      for (const pollfd& f : fds) {
-        if (f.fd >= 0 && (f.revents & POLLIN)) {
-          while (::read(f.fd, buf, sizeof buf) > 0) {
-          }
+      if (fds[1].revents & POLLIN) {
+        while (::read(wake_fd_, buf, sizeof buf) > 0) {
         }
+      }
+      if (fds[0].revents & POLLIN) {
+        // The folder changed: let it settle first (a starting kubelet deletes every socket in it,
+        // one after the other, then makes kubelet.sock), so that a socket we serve again is not
+        // deleted by the same sweep. Until 100 ms pass without a change, at most a second.
+        const auto settle_until = Clock::now() + std::chrono::seconds(1);
+        do {
+          while (::read(watch, buf, sizeof buf) > 0) {
+          }
+        } while (!stop && Clock::now() < settle_until && ::poll(&fds[0], 1, 100) > 0);
       }
     }
   }
