@@ -49,6 +49,8 @@
 #include <thread>
 #include <vector>
 
+#include "test/testing/free_port.h"
+
 extern char** environ;
 
 namespace {
@@ -263,18 +265,7 @@ int main(int argc, char** argv) {
   const std::string dir = ::mkdtemp(dir_template);
   std::ofstream(dir + "/web.yml") << "basic_auth_users:\n  prometheus: " << hash << "\n";
 
-  int port = 0;
-  {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    ::close(s);
-  }
+  const int port = gpunode::testing::FreePort();
   std::vector<std::string> args = {o.gpunode};
   if (!o.simulate.empty()) args.insert(args.end(), {"--simulate", o.simulate});
   args.insert(args.end(), {"exporter", "-c", "1000", "--listen", "127.0.0.1:" + std::to_string(port),

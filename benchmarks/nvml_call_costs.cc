@@ -1,7 +1,7 @@
-// Times every NVML query gpunode's GpuInfo reader makes, on GPU 0 (or --gpu N), through the same
+// Times every NVML query gpunode's gpu::GpuInfo reader makes, on GPU 0 (or --gpu N), through the same
 // loader (src/gpu/nvml.h): the first call (NVML attaches the device lazily) and the median of 50.
 // Usage: nvml_call_costs [--gpu N] [--library libnvidia-ml.so.1]
-// Also times ReadGpu() as a whole and the phases doctor pays (load+init, handle, ReadGpu).
+// Also times gpu::ReadGpu() as a whole and the phases doctor pays (load+init, handle, gpu::ReadGpu).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,13 +52,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--library")) library = argv[++i];
   }
   auto t0 = Clock::now();
-  auto lib = gpunode::NvmlLibrary::Open(library);
+  auto lib = gpunode::gpu::NvmlLibrary::Open(library);
   auto t1 = Clock::now();
   if (!lib.ok()) {
     std::fprintf(stderr, "%s\n", std::string(lib.status().message()).c_str());
     return 1;
   }
-  const gpunode::NvmlLibrary& f = **lib;  // the generated wrappers
+  const gpunode::gpu::NvmlLibrary& f = **lib;  // the generated wrappers
   nvmlDevice_t dev = nullptr;
   auto h0 = Clock::now();
   nvmlReturn_t hret = f.nvmlDeviceGetHandleByIndex_v2(gpu, &dev);
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   rows.push_back(Time("nvmlDeviceGetNvLinkState(0)", [&] { return int(f.nvmlDeviceGetNvLinkState(dev, 0, &st)); }));
   rows.push_back(Time("nvmlSystemGetDriverVersion", [&] { return int(f.nvmlSystemGetDriverVersion(buf, 80)); }));
   rows.push_back(Time("ReadGpu (all of the above, gpunode's reader)", [&] {
-    return (*lib)->nvmlDeviceGetCount_v2.bound() && gpunode::ReadGpu(**lib, gpu).ok() ? 0 : 1;
+    return (*lib)->nvmlDeviceGetCount_v2.bound() && gpunode::gpu::ReadGpu(**lib, gpu).ok() ? 0 : 1;
   }));
   std::printf("%-48s %10s %10s %4s\n", "call", "first us", "median us", "ret");
   for (const Row& r : rows) std::printf("%-48s %10.1f %10.1f %4d\n", r.name.c_str(), r.first_us, r.median_us, r.ret);

@@ -33,7 +33,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using gpunode::NodeInventory;
+using gpunode::node::NodeInventory;
 using gpunode::plugin::LinkMatrix;
 
 struct Stats {
@@ -66,7 +66,7 @@ void PrintRow(const std::string& what, int gpus, int size, const Stats& s) {
               s.p99_us, s.max_us);
 }
 
-gpunode::StatusOr<NodeInventory> ProbeDgxH200(const std::string& sim_library) {
+gpunode::StatusOr<gpunode::node::NodeInventory> ProbeDgxH200(const std::string& sim_library) {
   const fs::path dir =
       fs::temp_directory_path() / ("gpunode-alloc-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -77,28 +77,28 @@ gpunode::StatusOr<NodeInventory> ProbeDgxH200(const std::string& sim_library) {
   GPUNODE_RETURN_IF_ERROR(gpunode::sim::WriteHostRoot(profile, (dir / "root").string()));
   ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
   GPUNODE_ASSIGN_OR_RETURN(auto host, gpunode::HostFs::Open((dir / "root").string()));
-  gpunode::ProbeOptions options;
+  gpunode::node::ProbeOptions options;
   options.nvml_library = options.cuda_library = sim_library;
   options.init_cuda = false;
   options.query_topology = true;
   options.live_metrics = false;
-  auto inv = gpunode::ProbeNode(host, options);
+  auto inv = gpunode::node::ProbeNode(host, options);
   fs::remove_all(dir);
   return inv;
 }
 
 // Four islands of 4 GPUs ({0,1,8,9}, {2,3,10,11}, ...) joined by direct NVLinks, 6 links per
 // pair in islands 0 and 2, 2 in islands 1 and 3; two PCIe switches per socket; 8 GPUs a socket.
-NodeInventory SixteenGpus() {
-  NodeInventory inv;
+gpunode::node::NodeInventory SixteenGpus() {
+  gpunode::node::NodeInventory inv;
   const unsigned n = 16;
   for (unsigned i = 0; i < n; ++i) {
-    gpunode::GpuInfo g;
+    gpunode::gpu::GpuInfo g;
     g.index = i;
     g.uuid = absl::StrCat("GPU-bench-", i);
     g.pci_bus_id = absl::StrFormat("0000:%02x:00.0", 0x10 + i * 0x0e);
     inv.driver.gpus.push_back(g);
-    gpunode::PciDevice d;
+    gpunode::node::PciDevice d;
     d.bus_id = g.pci_bus_id;
     d.numa_node = i < 8 ? 0 : 1;
     inv.hardware.gpus.push_back(d);
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
                runs, [] {}, [&] { dgx_matrix = gpunode::plugin::BuildLinkMatrix(*dgx); }));
   TimeSizes("PreferredGpus dgx-h200", dgx_matrix, dgx_matrix.uuids, runs);
 
-  const NodeInventory sixteen = SixteenGpus();
+  const gpunode::node::NodeInventory sixteen = SixteenGpus();
   const LinkMatrix islands = gpunode::plugin::BuildLinkMatrix(sixteen);
   TimeSizes("PreferredGpus 16 islands", islands, islands.uuids, runs);
   std::vector<std::string> partial;

@@ -30,7 +30,7 @@ endif()
 set(GPUNODE_STATIC_DEPS_REGEX "^(grpc|grpc\\+\\+|gpr|upb|address_sorting|re2|cares|protobuf|absl_.*|yaml-cpp)$")
 # The pkg-config modules behind gpunode's gRPC (proto/), abseil (src/base) and yaml-cpp.
 set(GPUNODE_STATIC_DEPS_MODULES grpc++ protobuf absl_status absl_statusor absl_strings absl_cord
-    absl_str_format absl_flat_hash_map absl_hash yaml-cpp)
+    absl_str_format absl_flat_hash_map absl_hash absl_synchronization yaml-cpp)
 
 function(gpunode_static_deps_link target)
   find_package(PkgConfig REQUIRED)

@@ -10,6 +10,11 @@ function(gpunode_warnings target)
       target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-Wno-restrict>)
     endif()
   endif()
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    # The ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations on our absl::Mutex members
+    # are checked only by clang; a guarded member touched without its lock fails the build.
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety)
+  endif()
   if(GPUNODE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

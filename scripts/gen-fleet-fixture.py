@@ -4,7 +4,7 @@ fleet with skew, as the API server formats it (a NodeList of real Node objects: 
 labels and annotations, spec, status with capacity, allocatable, conditions, addresses, nodeInfo).
 
 Deterministic (seeded): running it again writes the same bytes. The labels are those gpunode's
-agent sets (src/plugin/labels.cc: GFD's nvidia.com/* set plus gpunode.io/*), the GpuStackReady
+agent sets (src/labels/labels.cc: GFD's nvidia.com/* set plus gpunode.io/*), the GpuStackReady
 condition is the agent's validation gate, nvidia.com/* resources are the device plugin's.
 
 The fleet: 8 CPU-only nodes and 192 GPU nodes of 4 products (H100, A100, L40S, H200) with several

@@ -151,9 +151,7 @@ run gpunode "${G[@]}" mig show 2>&1 | head -5 > "$L/mig-after.txt"
 
 # ------------------------------------------------------------------ ABI check (MIG structs too)
 if [ "$SIM" != 1 ]; then
-  inc=$(dirname "$(find / -name nvml.h -path '*include*' 2>/dev/null | head -1)")
-  { echo "nvml.h from: $inc"
-    g++ -std=c++20 -I. -I"$inc" test/gpu/nvml_abi_check.cc -ldl -o /tmp/nvml_abi_check && /tmp/nvml_abi_check; } > "$L/abi.txt" 2>&1
+  scripts/nvml-abi-check.sh > "$L/abi.txt" 2>&1
   say "ABI check"; tail -5 "$L/abi.txt" | add
 fi
 [ $FAILED = 0 ] && say "PASS" || say "FAILED"

@@ -13,9 +13,7 @@ OUT=$(mktemp -d)
 trap 'tar -C "$OUT" -czf "$FINAL/exporter.tgz" . ; ls -la "$OUT"' EXIT
 B=.gpubundle/run
 
-inc=$(dirname "$(find / -name nvml.h -path '*include*' 2>/dev/null | head -1)")
-{ echo "nvml.h from: $inc"
-  g++ -std=c++20 -I. -I"$inc" test/gpu/nvml_abi_check.cc -ldl -o /tmp/nvml_abi_check && /tmp/nvml_abi_check; } > "$OUT/abi.txt" 2>&1
+scripts/nvml-abi-check.sh > "$OUT/abi.txt" 2>&1
 tail -3 "$OUT/abi.txt"
 nvidia-smi --query-gpu=name,driver_version,temperature.gpu,temperature.memory,power.draw,utilization.gpu,memory.used --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 

@@ -37,9 +37,7 @@ python3 benchmarks/doctor_bench.py --runs 20 --json "$OUT/bench.json" -- $B gpun
 python3 benchmarks/doctor_bench.py --runs 20 --json "$OUT/bench-nocuda.json" -- $B gpunode doctor --no-cuda >> "$OUT/bench.txt" 2>&1
 cat "$OUT/bench.txt"
 
-inc=$(dirname "$(find / -name nvml.h -path '*include*' 2>/dev/null | head -1)")
-{ echo "nvml.h from: $inc"
-  g++ -std=c++20 -I. -I"$inc" test/gpu/nvml_abi_check.cc -ldl -o /tmp/nvml_abi_check && /tmp/nvml_abi_check; } > "$OUT/abi.txt" 2>&1
+scripts/nvml-abi-check.sh > "$OUT/abi.txt" 2>&1
 cat "$OUT/abi.txt"
 tail -5 "$OUT/doctor.txt"
 $B gpunode compat driver-for --cuda 13.0 --gpu H200 > "$OUT/compat-driver-for.txt" 2>&1

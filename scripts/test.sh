@@ -26,6 +26,11 @@ fi
 if nvcc_line=$(scripts/fetch-nvcc.sh 2>/dev/null); then export "$nvcc_line"; else
   echo "test: could not fetch nvcc from PyPI: bench_ptx_current will skip" >&2
 fi
+# NVIDIA's nvml.h of CUDA 13.0 from PyPI (cached), so the build compiles test/gpu/nvml_abi_check.cc
+# and checks our NVML ABI against it (ctest nvml_abi_check; not built when PyPI cannot be reached).
+if nvml_inc=$(scripts/fetch-nvml-header.sh 2>/dev/null); then export GPUNODE_NVML_INCLUDE_DIR=$nvml_inc; else
+  echo "test: could not fetch nvml.h from PyPI: nvml_abi_check will not be built" >&2
+fi
 # The gpunode image of the Kubernetes tests is built from a Release tree.
 cmake -S . -B build-rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUNODE_BUILD_TESTS=OFF >/dev/null
 cmake --build build-rel --target gpunode gpunode_simnvml

@@ -1,5 +1,6 @@
 #include "src/agent/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <set>
@@ -11,116 +12,90 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/base/yaml.h"
+#include "src/base/yaml_reader.h"
 
 namespace gpunode::agent {
 namespace {
 
 // A strict walk over one mapping: every key read is remembered, the rest are "unknown key".
-// Errors read "FILE:LINE: KEY.PATH: what was expected, what was found".
+// Errors are src/base/yaml_reader.h's: "FILE:LINE: KEY.PATH: expected ..., got ...".
 class Reader {
  public:
-  Reader(const YAML::Node& node, std::string source, std::string path)
-      : node_(node), source_(std::move(source)), path_(std::move(path)) {}
+  explicit Reader(YamlValue v) : v_(std::move(v)) {}
 
-  Status Error(const YAML::Node& at, absl::string_view key, absl::string_view problem) const {
-    const int line = at.IsDefined() ? at.Mark().line + 1 : node_.Mark().line + 1;
-    return absl::InvalidArgumentError(absl::StrCat(source_, ":", line, ": ", Path(key), ": ", problem));
-  }
-  std::string Path(absl::string_view key) const {
-    if (key.empty()) return path_.empty() ? "(document)" : path_;
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
-  }
-
+  // An absent or null section reads as empty; anything else must be a map of known keys.
   Status Check() const {
-    if (!node_.IsDefined() || node_.IsNull()) return absl::OkStatus();
-    if (!node_.IsMap()) return Error(node_, "", "want a mapping");
-    for (const auto& kv : node_) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      if (!seen_.count(key)) {
-        std::vector<std::string> known(seen_.begin(), seen_.end());
-        return Error(kv.first, key, absl::StrCat("unknown key (known here: ", absl::StrJoin(known, ", "), ")"));
-      }
-    }
-    return absl::OkStatus();
+    if (!v_.IsSet()) return absl::OkStatus();
+    return v_.ExpectMap(seen_);
   }
 
-  YAML::Node Get(const std::string& key) {
-    seen_.insert(key);
-    if (!node_.IsDefined() || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    return node_[key];
+  YamlValue Get(const std::string& key) {
+    if (std::find(seen_.begin(), seen_.end(), key) == seen_.end()) seen_.push_back(key);
+    return v_.Child(key);
   }
 
   Status String(const std::string& key, std::string* out) {
-    YAML::Node n = Get(key);
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(n, key, "want a string");
-    *out = n.Scalar();
+    const YamlValue n = Get(key);
+    if (!n.IsSet()) return absl::OkStatus();
+    GPUNODE_ASSIGN_OR_RETURN(*out, n.String());
     return absl::OkStatus();
   }
+  // true or false in any case.
   Status Bool(const std::string& key, bool* out) {
-    YAML::Node n = Get(key);
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    const std::string v = n.IsScalar() ? absl::AsciiStrToLower(n.Scalar()) : "";
+    const YamlValue n = Get(key);
+    if (!n.IsSet()) return absl::OkStatus();
+    const std::string v = n.IsScalar() ? absl::AsciiStrToLower(n.node().Scalar()) : "";
     if (v == "true") {
       *out = true;
     } else if (v == "false") {
       *out = false;
     } else {
-      return Error(n, key, absl::StrCat("want true or false, found \"", n.IsScalar() ? n.Scalar() : "a collection", "\""));
+      return n.Expected("true or false");
     }
     return absl::OkStatus();
   }
   // A duration ("30s", "5m"); a bare number is in `bare_unit_ms` milliseconds.
   Status Duration(const std::string& key, std::chrono::milliseconds* out, int64_t bare_unit_ms = 1000) {
-    YAML::Node n = Get(key);
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(n, key, "want a duration such as 30s or 5m");
+    const YamlValue n = Get(key);
+    if (!n.IsSet()) return absl::OkStatus();
+    if (!n.IsScalar()) return n.Expected("a duration such as 30s or 5m");
     int64_t bare = 0;
-    if (absl::SimpleAtoi(n.Scalar(), &bare) && bare >= 0) {
+    if (absl::SimpleAtoi(n.node().Scalar(), &bare) && bare >= 0) {
       *out = std::chrono::milliseconds(bare * bare_unit_ms);
       return absl::OkStatus();
     }
-    auto d = ParseDuration(n.Scalar());
-    if (!d.ok()) return Error(n, key, d.status().message());
+    auto d = ParseDuration(n.node().Scalar());
+    if (!d.ok()) return n.Expected("a duration such as 30s, 5m or 500ms");
     *out = *d;
     return absl::OkStatus();
   }
   Status Strings(const std::string& key, std::vector<std::string>* out) {
-    YAML::Node n = Get(key);
-    if (!n.IsDefined() || n.IsNull()) return absl::OkStatus();
-    if (!n.IsSequence()) return Error(n, key, "want a list of strings");
-    out->clear();
-    for (const auto& item : n) {
-      if (!item.IsScalar()) return Error(item, key, "want a list of strings");
-      out->push_back(item.Scalar());
+    const YamlValue n = Get(key);
+    if (!n.IsSet()) return absl::OkStatus();
+    if (!n.IsList()) return n.Expected("a list of strings");
+    GPUNODE_ASSIGN_OR_RETURN(*out, n.Strings());
+    return absl::OkStatus();
+  }
+  // `value` (read from `key`) must be empty or one of `allowed`.
+  Status OneOf(const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
+    if (value.empty()) return absl::OkStatus();
+    for (const char* a : allowed) {
+      if (value == a) return absl::OkStatus();
     }
-    return absl::OkStatus();
+    std::vector<std::string> names(allowed.begin(), allowed.end());
+    return Get(key).Expected(absl::StrCat("one of ", absl::StrJoin(names, ", ")));
   }
-  Reader Section(const std::string& key) {
-    YAML::Node n = Get(key);
-    return Reader(n, source_, Path(key));
-  }
+  Reader Section(const std::string& key) { return Reader(Get(key)); }
   Status CheckSectionType() const {
-    if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) return Error(node_, "", "want a mapping");
+    if (v_.IsSet() && !v_.IsMap()) return v_.Expected("a map");
     return absl::OkStatus();
   }
+  const YamlValue& value() const { return v_; }
 
  private:
-  YAML::Node node_;
-  std::string source_;
-  std::string path_;
-  std::set<std::string> seen_;
+  YamlValue v_;
+  std::vector<std::string> seen_;
 };
-
-Status OneOf(Reader& r, const std::string& key, const std::string& value, std::initializer_list<const char*> allowed) {
-  if (value.empty()) return absl::OkStatus();
-  for (const char* a : allowed) {
-    if (value == a) return absl::OkStatus();
-  }
-  std::vector<std::string> names(allowed.begin(), allowed.end());
-  return r.Error(YAML::Node(YAML::NodeType::Undefined), key,
-                 absl::StrCat("\"", value, "\" is not one of ", absl::StrJoin(names, ", ")));
-}
 
 Status ParseOneShot(Reader r, OneShotSection* s) {
   GPUNODE_RETURN_IF_ERROR(r.CheckSectionType());
@@ -128,6 +103,89 @@ Status ParseOneShot(Reader r, OneShotSection* s) {
   GPUNODE_RETURN_IF_ERROR(r.Strings("args", &s->args));
   GPUNODE_RETURN_IF_ERROR(r.Strings("globalArgs", &s->global_args));
   return r.Check();
+}
+
+Status ParseKubernetes(Reader k, KubernetesSection* s) {
+  GPUNODE_RETURN_IF_ERROR(k.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(k.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(k.String("kubeconfig", &s->kubeconfig));
+  GPUNODE_RETURN_IF_ERROR(k.String("daemonset", &s->daemonset));
+  GPUNODE_RETURN_IF_ERROR(k.Strings("removeOnUninstall", &s->remove_on_uninstall));
+  if (!s->daemonset.empty() && s->daemonset.find('/') == std::string::npos) {
+    return k.Get("daemonset").Expected("NAMESPACE/NAME");
+  }
+  return k.Check();
+}
+
+Status ParsePlugin(Reader p, PluginSection* s) {
+  GPUNODE_RETURN_IF_ERROR(p.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(p.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(p.String("kubeletDir", &s->kubelet_dir));
+  GPUNODE_RETURN_IF_ERROR(p.String("kubeletSocket", &s->kubelet_socket));
+  GPUNODE_RETURN_IF_ERROR(p.String("configFile", &s->config_file));
+  GPUNODE_RETURN_IF_ERROR(p.String("configDir", &s->config_dir));
+  GPUNODE_RETURN_IF_ERROR(p.String("defaultConfig", &s->default_config));
+  GPUNODE_RETURN_IF_ERROR(p.Duration("healthRecovery", &s->health_recovery));
+  GPUNODE_RETURN_IF_ERROR(p.String("migStrategy", &s->mig_strategy));
+  GPUNODE_RETURN_IF_ERROR(p.OneOf("migStrategy", s->mig_strategy, {"none", "single", "mixed"}));
+  GPUNODE_RETURN_IF_ERROR(p.String("deviceListStrategy", &s->device_list_strategy));
+  GPUNODE_RETURN_IF_ERROR(p.String("deviceIdStrategy", &s->device_id_strategy));
+  GPUNODE_RETURN_IF_ERROR(p.OneOf("deviceIdStrategy", s->device_id_strategy, {"uuid", "index"}));
+  GPUNODE_RETURN_IF_ERROR(p.String("passDeviceSpecs", &s->pass_device_specs));
+  GPUNODE_RETURN_IF_ERROR(p.String("failOnInitError", &s->fail_on_init_error));
+  if (!s->config_file.empty() && !s->config_dir.empty()) {
+    return p.Get("configDir").Error(
+        "configFile and configDir are exclusive (configDir + defaultConfig pick a named config per node)");
+  }
+  return p.Check();
+}
+
+Status ParseLabels(Reader l, LabelsSection* s) {
+  GPUNODE_RETURN_IF_ERROR(l.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(l.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(l.Bool("nodeLabels", &s->node_labels));
+  GPUNODE_RETURN_IF_ERROR(l.String("featuresFile", &s->features_file));
+  GPUNODE_RETURN_IF_ERROR(l.Duration("interval", &s->interval));
+  return l.Check();
+}
+
+Status ParseExporter(Reader e, ExporterSection* s) {
+  GPUNODE_RETURN_IF_ERROR(e.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(e.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(e.String("listen", &s->listen));
+  GPUNODE_RETURN_IF_ERROR(e.Duration("collectInterval", &s->collect_interval, /*bare_unit_ms=*/1));
+  if (s->collect_interval < std::chrono::milliseconds(100) || s->collect_interval > std::chrono::hours(1)) {
+    return e.Get("collectInterval")
+        .Expected("100ms to 1h (a bare number is milliseconds, as dcgm-exporter's -c)");
+  }
+  GPUNODE_RETURN_IF_ERROR(e.Bool("kubernetes", &s->kubernetes));
+  GPUNODE_RETURN_IF_ERROR(e.String("podResourcesSocket", &s->pod_resources_socket));
+  GPUNODE_RETURN_IF_ERROR(e.String("collectors", &s->collectors));
+  GPUNODE_RETURN_IF_ERROR(e.String("webConfigFile", &s->web_config_file));
+  GPUNODE_RETURN_IF_ERROR(e.String("hostnameLabel", &s->hostname_label));
+  GPUNODE_RETURN_IF_ERROR(e.OneOf("hostnameLabel", s->hostname_label, {"", "Hostname", "hostname"}));
+  GPUNODE_RETURN_IF_ERROR(e.Strings("resourceNames", &s->resource_names));
+  return e.Check();
+}
+
+Status ParseValidator(Reader v, ValidatorSection* s) {
+  GPUNODE_RETURN_IF_ERROR(v.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(v.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(v.Bool("cuda", &s->cuda));
+  GPUNODE_RETURN_IF_ERROR(v.Duration("interval", &s->interval));
+  GPUNODE_RETURN_IF_ERROR(v.Duration("retry", &s->retry));
+  GPUNODE_RETURN_IF_ERROR(v.Bool("gate", &s->gate));
+  if (s->retry < std::chrono::seconds(1) || s->interval < std::chrono::seconds(1)) {
+    return v.value().Error("interval and retry must be at least 1s");
+  }
+  return v.Check();
+}
+
+Status ParseMig(Reader m, MigSection* s) {
+  GPUNODE_RETURN_IF_ERROR(m.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(m.String("configFile", &s->config_file));
+  GPUNODE_RETURN_IF_ERROR(m.Bool("allowReal", &s->allow_real));
+  return m.Check();
 }
 
 }  // namespace
@@ -164,111 +222,26 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   AgentConfig c;
   c.source = std::string(source);
   GPUNODE_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(text, source));
-  Reader r(root, std::string(source), "");
+  Reader r(YamlValue(root, std::string(source)));
   GPUNODE_RETURN_IF_ERROR(r.CheckSectionType());
   std::string api_version, kind;
   GPUNODE_RETURN_IF_ERROR(r.String("apiVersion", &api_version));
   GPUNODE_RETURN_IF_ERROR(r.String("kind", &kind));
-  if (!api_version.empty() && api_version != "gpunode/v1") {
-    return r.Error(root["apiVersion"], "apiVersion", absl::StrCat("\"", api_version, "\": want gpunode/v1"));
-  }
-  if (!kind.empty() && kind != "AgentConfig") {
-    return r.Error(root["kind"], "kind", absl::StrCat("\"", kind, "\": want AgentConfig"));
-  }
+  if (!api_version.empty() && api_version != "gpunode/v1") return r.Get("apiVersion").Expected("gpunode/v1");
+  if (!kind.empty() && kind != "AgentConfig") return r.Get("kind").Expected("AgentConfig");
   GPUNODE_RETURN_IF_ERROR(r.String("nodeName", &c.node_name));
   GPUNODE_RETURN_IF_ERROR(r.String("logFormat", &c.log_format));
-  GPUNODE_RETURN_IF_ERROR(OneOf(r, "logFormat", c.log_format, {"text", "json"}));
+  GPUNODE_RETURN_IF_ERROR(r.OneOf("logFormat", c.log_format, {"text", "json"}));
   GPUNODE_RETURN_IF_ERROR(r.String("healthListen", &c.health_listen));
   GPUNODE_RETURN_IF_ERROR(r.Duration("watchConfig", &c.watch_config));
-
-  {
-    Reader k = r.Section("kubernetes");
-    GPUNODE_RETURN_IF_ERROR(k.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(k.Bool("enabled", &c.kubernetes.enabled));
-    GPUNODE_RETURN_IF_ERROR(k.String("kubeconfig", &c.kubernetes.kubeconfig));
-    GPUNODE_RETURN_IF_ERROR(k.String("daemonset", &c.kubernetes.daemonset));
-    GPUNODE_RETURN_IF_ERROR(k.Strings("removeOnUninstall", &c.kubernetes.remove_on_uninstall));
-    if (!c.kubernetes.daemonset.empty() && c.kubernetes.daemonset.find('/') == std::string::npos) {
-      return k.Error(root["kubernetes"]["daemonset"], "daemonset",
-                     absl::StrCat("\"", c.kubernetes.daemonset, "\": want NAMESPACE/NAME"));
-    }
-    GPUNODE_RETURN_IF_ERROR(k.Check());
-  }
+  GPUNODE_RETURN_IF_ERROR(ParseKubernetes(r.Section("kubernetes"), &c.kubernetes));
   GPUNODE_RETURN_IF_ERROR(ParseOneShot(r.Section("cdi"), &c.cdi));
   GPUNODE_RETURN_IF_ERROR(ParseOneShot(r.Section("runtime"), &c.runtime));
-  {
-    Reader p = r.Section("plugin");
-    PluginSection& s = c.plugin;
-    GPUNODE_RETURN_IF_ERROR(p.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(p.Bool("enabled", &s.enabled));
-    GPUNODE_RETURN_IF_ERROR(p.String("kubeletDir", &s.kubelet_dir));
-    GPUNODE_RETURN_IF_ERROR(p.String("kubeletSocket", &s.kubelet_socket));
-    GPUNODE_RETURN_IF_ERROR(p.String("configFile", &s.config_file));
-    GPUNODE_RETURN_IF_ERROR(p.String("configDir", &s.config_dir));
-    GPUNODE_RETURN_IF_ERROR(p.String("defaultConfig", &s.default_config));
-    GPUNODE_RETURN_IF_ERROR(p.Duration("healthRecovery", &s.health_recovery));
-    GPUNODE_RETURN_IF_ERROR(p.String("migStrategy", &s.mig_strategy));
-    GPUNODE_RETURN_IF_ERROR(OneOf(p, "migStrategy", s.mig_strategy, {"none", "single", "mixed"}));
-    GPUNODE_RETURN_IF_ERROR(p.String("deviceListStrategy", &s.device_list_strategy));
-    GPUNODE_RETURN_IF_ERROR(p.String("deviceIdStrategy", &s.device_id_strategy));
-    GPUNODE_RETURN_IF_ERROR(OneOf(p, "deviceIdStrategy", s.device_id_strategy, {"uuid", "index"}));
-    GPUNODE_RETURN_IF_ERROR(p.String("passDeviceSpecs", &s.pass_device_specs));
-    GPUNODE_RETURN_IF_ERROR(p.String("failOnInitError", &s.fail_on_init_error));
-    if (!s.config_file.empty() && !s.config_dir.empty()) {
-      return p.Error(root["plugin"]["configDir"], "configDir",
-                     "configFile and configDir are exclusive (configDir + defaultConfig pick a named config per node)");
-    }
-    GPUNODE_RETURN_IF_ERROR(p.Check());
-  }
-  {
-    Reader l = r.Section("labels");
-    GPUNODE_RETURN_IF_ERROR(l.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(l.Bool("enabled", &c.labels.enabled));
-    GPUNODE_RETURN_IF_ERROR(l.Bool("nodeLabels", &c.labels.node_labels));
-    GPUNODE_RETURN_IF_ERROR(l.String("featuresFile", &c.labels.features_file));
-    GPUNODE_RETURN_IF_ERROR(l.Duration("interval", &c.labels.interval));
-    GPUNODE_RETURN_IF_ERROR(l.Check());
-  }
-  {
-    Reader e = r.Section("exporter");
-    ExporterSection& s = c.exporter;
-    GPUNODE_RETURN_IF_ERROR(e.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(e.Bool("enabled", &s.enabled));
-    GPUNODE_RETURN_IF_ERROR(e.String("listen", &s.listen));
-    GPUNODE_RETURN_IF_ERROR(e.Duration("collectInterval", &s.collect_interval, /*bare_unit_ms=*/1));
-    if (s.collect_interval < std::chrono::milliseconds(100) || s.collect_interval > std::chrono::hours(1)) {
-      return e.Error(root["exporter"]["collectInterval"], "collectInterval", "want 100ms to 1h (a bare number is milliseconds, as dcgm-exporter's -c)");
-    }
-    GPUNODE_RETURN_IF_ERROR(e.Bool("kubernetes", &s.kubernetes));
-    GPUNODE_RETURN_IF_ERROR(e.String("podResourcesSocket", &s.pod_resources_socket));
-    GPUNODE_RETURN_IF_ERROR(e.String("collectors", &s.collectors));
-    GPUNODE_RETURN_IF_ERROR(e.String("webConfigFile", &s.web_config_file));
-    GPUNODE_RETURN_IF_ERROR(e.String("hostnameLabel", &s.hostname_label));
-    GPUNODE_RETURN_IF_ERROR(OneOf(e, "hostnameLabel", s.hostname_label, {"", "Hostname", "hostname"}));
-    GPUNODE_RETURN_IF_ERROR(e.Strings("resourceNames", &s.resource_names));
-    GPUNODE_RETURN_IF_ERROR(e.Check());
-  }
-  {
-    Reader v = r.Section("validator");
-    ValidatorSection& s = c.validator;
-    GPUNODE_RETURN_IF_ERROR(v.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(v.Bool("enabled", &s.enabled));
-    GPUNODE_RETURN_IF_ERROR(v.Bool("cuda", &s.cuda));
-    GPUNODE_RETURN_IF_ERROR(v.Duration("interval", &s.interval));
-    GPUNODE_RETURN_IF_ERROR(v.Duration("retry", &s.retry));
-    GPUNODE_RETURN_IF_ERROR(v.Bool("gate", &s.gate));
-    if (s.retry < std::chrono::seconds(1) || s.interval < std::chrono::seconds(1)) {
-      return v.Error(root["validator"], "retry", "interval and retry must be at least 1s");
-    }
-    GPUNODE_RETURN_IF_ERROR(v.Check());
-  }
-  {
-    Reader m = r.Section("mig");
-    GPUNODE_RETURN_IF_ERROR(m.CheckSectionType());
-    GPUNODE_RETURN_IF_ERROR(m.String("configFile", &c.mig.config_file));
-    GPUNODE_RETURN_IF_ERROR(m.Bool("allowReal", &c.mig.allow_real));
-    GPUNODE_RETURN_IF_ERROR(m.Check());
-  }
+  GPUNODE_RETURN_IF_ERROR(ParsePlugin(r.Section("plugin"), &c.plugin));
+  GPUNODE_RETURN_IF_ERROR(ParseLabels(r.Section("labels"), &c.labels));
+  GPUNODE_RETURN_IF_ERROR(ParseExporter(r.Section("exporter"), &c.exporter));
+  GPUNODE_RETURN_IF_ERROR(ParseValidator(r.Section("validator"), &c.validator));
+  GPUNODE_RETURN_IF_ERROR(ParseMig(r.Section("mig"), &c.mig));
   GPUNODE_RETURN_IF_ERROR(r.Check());
   return c;
 }

@@ -3,7 +3,9 @@
 
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/agent/components.h"
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
@@ -22,7 +24,7 @@ class ExporterComponent final : public Component {
       : ctx_(ctx), s_(std::move(s)), log_(log), extra_(std::move(extra)), routes_(std::move(routes)) {}
   std::string name() const override { return "exporter"; }
   bool Ready() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return exporter_ != nullptr && exporter_->Health().ok;
   }
 
@@ -40,7 +42,7 @@ class ExporterComponent final : public Component {
       server_options.web = std::move(web);
     }
     Status why;
-    const NvmlLibrary* nvml = ctx_.Nvml(&why);
+    const gpu::NvmlLibrary* nvml = ctx_.Nvml(&why);
     if (nvml == nullptr) return absl::FailedPreconditionError(absl::StrCat("NVML: ", why.message()));
     exporter::ExporterOptions options;
     options.counters = std::move(counters);
@@ -51,7 +53,7 @@ class ExporterComponent final : public Component {
     options.events = ctx_.Pump();
     options.extra_metrics = extra_;
     // A GPU lost before the first pass still gets its bus id and UUID: sysfs and /proc keep them.
-    options.bus_gpus = NvidiaGpusOnBus(ProbeHardware(ctx_.fs()), ProbeKernelDriver(ctx_.fs()));
+    options.bus_gpus = node::NvidiaGpusOnBus(node::ProbeHardware(ctx_.fs()), node::ProbeKernelDriver(ctx_.fs()));
     struct stat st {};
     if (s_.kubernetes || ::stat(s_.pod_resources_socket.c_str(), &st) == 0) {
       exporter::PodMapperOptions pods;
@@ -64,7 +66,7 @@ class ExporterComponent final : public Component {
                              exporter::MetricsServer::Create(*exp, server_options));
     exp->Start();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       exporter_ = exp.get();
     }
     log_.Info(name(), absl::StrCat("serving ", server->tls() ? "https" : "http", " on ", s_.listen, " (port ",
@@ -75,7 +77,7 @@ class ExporterComponent final : public Component {
       server->Serve();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       exporter_ = nullptr;
     }
     exp->Stop();
@@ -88,8 +90,8 @@ class ExporterComponent final : public Component {
   Log& log_;
   std::function<std::string()> extra_;
   std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes_;
-  mutable std::mutex mu_;
-  exporter::Exporter* exporter_ = nullptr;
+  mutable absl::Mutex mu_;
+  exporter::Exporter* exporter_ ABSL_GUARDED_BY(mu_) = nullptr;  // while serving
 };
 
 }  // namespace

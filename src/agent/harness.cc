@@ -2,8 +2,10 @@
 
 #include <pthread.h>
 
+#include <condition_variable>
 #include <ctime>
 #include <iostream>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/json.h"
@@ -11,6 +13,8 @@
 namespace gpunode::agent {
 
 bool RealClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
+  // A plain sleep that a stop ends: std::condition_variable_any is the one wait that takes a
+  // stop_token, and its local mutex guards nothing.
   std::mutex m;
   std::condition_variable_any cv;
   std::unique_lock<std::mutex> lock(m);
@@ -19,27 +23,30 @@ bool RealClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
 }
 
 Clock::TimePoint FakeClock::Now() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return now_;
 }
 
 bool FakeClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
-  std::unique_lock<std::mutex> lock(mu_);
+  // The Await below is looked at again whenever mu_ is released; a stop is requested without
+  // mu_, so its callback takes mu_ once. Declared before `lock`: it is never destroyed (which
+  // waits for a running callback) while this thread holds mu_.
+  std::stop_callback wake(stop, [this] { absl::MutexLock touch(&mu_); });
+  absl::MutexLock lock(&mu_);
   ++waiters_;
-  cv_.notify_all();
-  cv_.wait(lock, stop, [&] { return now_ >= deadline; });
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop.stop_requested() || now_ >= deadline; };
+  mu_.Await(absl::Condition(&done));
   --waiters_;
   return !stop.stop_requested();
 }
 
 void FakeClock::Advance(std::chrono::milliseconds d) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   now_ += d;
-  cv_.notify_all();
 }
 
 int FakeClock::waiters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return waiters_;
 }
 
@@ -66,7 +73,7 @@ void Log::Write(const char* level, const std::string& component, const std::stri
     line = absl::StrCat(when, " gpunode agent [", component, "] ",
                         std::string_view(level) == "info" ? "" : absl::StrCat(level, ": "), msg);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (sink_) {
     sink_(line);
   } else {
@@ -109,12 +116,12 @@ void Harness::Add(std::unique_ptr<Component> c, bool enabled) {
   slot->component = std::move(c);
   slot->enabled = enabled;
   slot->state = enabled ? ComponentState::kStarting : ComponentState::kDisabled;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   slots_.push_back(std::move(slot));
 }
 
 void Harness::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (started_) return;
   started_ = true;
   for (auto& s : slots_) {
@@ -124,13 +131,16 @@ void Harness::Start() {
 }
 
 void Harness::Stop() {
+  std::vector<Slot*> slots;  // joined without mu_: the loops take it to finish
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_.request_stop();
-    for (auto& s : slots_) s->run_stop.request_stop();
+    for (auto& s : slots_) {
+      s->run_stop.request_stop();
+      slots.push_back(s.get());
+    }
   }
-  cv_.notify_all();
-  for (auto& s : slots_) {
+  for (Slot* s : slots) {
     if (s->thread.joinable()) s->thread.join();
   }
 }
@@ -144,9 +154,13 @@ void Harness::Loop(Slot* slot) {
     std::shared_ptr<Component> c;
     std::stop_source run;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!slot->enabled) slot->state = ComponentState::kDisabled;
-      if (!cv_.wait(lock, harness_stop, [&] { return slot->enabled; })) break;
+      auto enabled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return slot->enabled || harness_stop.stop_requested();
+      };
+      mu_.Await(absl::Condition(&enabled));
+      if (!slot->enabled) break;
       slot->run_stop = std::stop_source();
       run = slot->run_stop;
       slot->restart_requested = false;
@@ -159,7 +173,7 @@ void Harness::Loop(Slot* slot) {
       std::stop_callback forward(harness_stop, [run]() mutable { run.request_stop(); });
       st = c->Run(run.get_token());
     }
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::ReleasableMutexLock lock(&mu_);
     if (harness_stop.stop_requested()) break;
     if (slot->restart_requested || !slot->enabled) {
       log_.Info(slot->name, slot->enabled ? "restarting with new settings" : "switched off");
@@ -170,7 +184,10 @@ void Harness::Loop(Slot* slot) {
       slot->state = ComponentState::kDone;
       slot->last_error.clear();
       backoff = options_.initial_backoff;
-      cv_.wait(lock, harness_stop, [&] { return slot->restart_requested || !slot->enabled; });
+      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return slot->restart_requested || !slot->enabled || harness_stop.stop_requested();
+      };
+      mu_.Await(absl::Condition(&changed));
       continue;
     }
     slot->last_error = st.ok() ? std::string("ended by itself") : std::string(st.message());
@@ -182,8 +199,7 @@ void Harness::Loop(Slot* slot) {
       slot->state = ComponentState::kStopped;
       stop_.request_stop();
       for (auto& other : slots_) other->run_stop.request_stop();
-      lock.unlock();
-      cv_.notify_all();
+      lock.Release();
       if (options_.on_failure) options_.on_failure();
       return;
     }
@@ -194,20 +210,20 @@ void Harness::Loop(Slot* slot) {
                                         std::chrono::duration<double>(backoff).count(), " s"));
     slot->run_stop = std::stop_source();
     std::stop_source wait = slot->run_stop;
-    lock.unlock();
+    lock.Release();
     {
       std::stop_callback forward(harness_stop, [wait]() mutable { wait.request_stop(); });
       clock_.WaitFor(backoff, wait.get_token());
     }
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   slot->state = ComponentState::kStopped;
 }
 
 bool Harness::SetEnabled(const std::string& name, bool enabled) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Slot* slot = nullptr;
     for (auto& s : slots_) {
       if (s->name == name) slot = s.get();
@@ -218,13 +234,12 @@ bool Harness::SetEnabled(const std::string& name, bool enabled) {
     if (!enabled) slot->run_stop.request_stop();
     log_.Info(name, enabled ? "switched on" : "switching off");
   }
-  cv_.notify_all();
   return true;
 }
 
 bool Harness::Restart(const std::string& name) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Slot* slot = nullptr;
     for (auto& s : slots_) {
       if (s->name == name) slot = s.get();
@@ -233,14 +248,13 @@ bool Harness::Restart(const std::string& name) {
     slot->restart_requested = true;
     slot->run_stop.request_stop();
   }
-  cv_.notify_all();
   return true;
 }
 
 bool Harness::Replace(std::unique_ptr<Component> c) {
   const std::string name = c->name();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     Slot* slot = nullptr;
     for (auto& s : slots_) {
       if (s->name == name) slot = s.get();
@@ -252,7 +266,7 @@ bool Harness::Replace(std::unique_ptr<Component> c) {
 }
 
 std::vector<ComponentInfo> Harness::Components() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<ComponentInfo> out;
   for (const auto& s : slots_) {
     ComponentInfo i;
@@ -269,7 +283,7 @@ std::vector<ComponentInfo> Harness::Components() const {
 }
 
 Status Harness::failure(std::string* who) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (who != nullptr) *who = failed_;
   return failure_;
 }

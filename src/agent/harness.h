@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 
 namespace gpunode::agent {
@@ -55,10 +56,9 @@ class FakeClock final : public Clock {
   int waiters() const;
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable_any cv_;
-  TimePoint now_{std::chrono::hours(1)};
-  int waiters_ = 0;
+  mutable absl::Mutex mu_;
+  TimePoint now_ ABSL_GUARDED_BY(mu_){std::chrono::hours(1)};
+  int waiters_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Log lines: "2026-12-01T13:00:00Z gpunode agent [plugin] message" or, with json, one object per
@@ -79,9 +79,9 @@ class Log {
 
  private:
   Format format_;
-  Sink sink_;  // nullptr: stderr
+  absl::Mutex mu_;  // one line at a time
+  Sink sink_ ABSL_GUARDED_BY(mu_);  // nullptr: stderr
   std::string program_;
-  std::mutex mu_;
 };
 
 // A long-running part of the agent.
@@ -156,18 +156,20 @@ class Harness {
 
  private:
   struct Slot;
-  void Loop(Slot* slot);
+  void Loop(Slot* slot) ABSL_LOCKS_EXCLUDED(mu_);
 
   Clock& clock_;
   Log& log_;
   HarnessOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable_any cv_;  // enabled/restart changes
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::stop_source stop_;
-  bool started_ = false;
-  Status failure_;
-  std::string failed_;
+  // Guards slots_ and each Slot's fields but `thread` (set by Start, joined by Stop). A Loop waits
+  // with Await: every change it waits for (enabled, restart_requested, stop_) is made with mu_
+  // held, and absl re-checks the waiting conditions when mu_ is released.
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  std::stop_source stop_;  // requested only with mu_ held (see above)
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  Status failure_ ABSL_GUARDED_BY(mu_);
+  std::string failed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpunode::agent

@@ -8,7 +8,7 @@
 #include "src/agent/components.h"
 #include "src/compat/dataset.h"
 #include "src/kube/node.h"
-#include "src/plugin/labels.h"
+#include "src/labels/labels.h"
 
 namespace gpunode::agent {
 namespace {
@@ -56,22 +56,22 @@ class LabelsComponent final : public Component {
   }
 
   Status Round(const plugin::PluginConfig& config, bool refresh) {
-    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory(refresh));
-    plugin::LabelOptions options;
+    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const node::NodeInventory> inv, ctx_.Inventory(refresh));
+    labels::LabelOptions options;
     if (!config.gfd_no_timestamp) options.timestamp = static_cast<int64_t>(std::time(nullptr));
     if (auto text = ctx_.fs().ReadFile(config.machine_type_file, 4096); text.ok()) {
       std::string t(absl::StripAsciiWhitespace(*text));
       if (!t.empty()) options.machine_type = t;
     }
     options.compat = compat_ ? &*compat_ : nullptr;
-    plugin::LabelSet set = plugin::BuildLabels(*inv, config, options);
+    labels::LabelSet set = labels::BuildLabels(*inv, config, options);
     for (const std::string& w : set.warnings) Warn(w);
     set.labels["gpunode.io/agent.version"] = GPUNODE_VERSION;
     if (!s_.features_file.empty()) {
       WriteOptions w;
       w.mode = 0644;
       w.keep_mode = false;
-      GPUNODE_RETURN_IF_ERROR(HostFs::Local().WriteFileAtomically(s_.features_file, plugin::RenderFeaturesFile(set.labels), w).status());
+      GPUNODE_RETURN_IF_ERROR(HostFs::Local().WriteFileAtomically(s_.features_file, labels::RenderFeaturesFile(set.labels), w).status());
     }
     if (s_.node_labels && kube_ && ctx_.kube() != nullptr) {
       std::map<std::string, std::string> node_labels = set.labels;

@@ -25,10 +25,10 @@ NodeContext::~NodeContext() {
   if (pump_) pump_->Stop();
 }
 
-const NvmlLibrary* NodeContext::Nvml(Status* why) {
-  std::lock_guard<std::mutex> lock(mu_);
+const gpu::NvmlLibrary* NodeContext::Nvml(Status* why) {
+  absl::MutexLock lock(&mu_);
   if (!nvml_) {
-    auto lib = NvmlLibrary::Open(options_.probe.nvml_library);
+    auto lib = gpu::NvmlLibrary::Open(options_.probe.nvml_library);
     if (lib.ok()) {
       nvml_ = *std::move(lib);
       nvml_status_ = absl::OkStatus();
@@ -40,16 +40,16 @@ const NvmlLibrary* NodeContext::Nvml(Status* why) {
   return nvml_.get();
 }
 
-NvmlEventPump* NodeContext::Pump() {
-  const NvmlLibrary* nvml = Nvml();
+gpu::NvmlEventPump* NodeContext::Pump() {
+  const gpu::NvmlLibrary* nvml = Nvml();
   if (nvml == nullptr) return nullptr;
   auto inv = Inventory();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!pump_) {
-    pump_ = std::make_unique<NvmlEventPump>(*nvml);
+    pump_ = std::make_unique<gpu::NvmlEventPump>(*nvml);
     std::vector<std::pair<unsigned, std::string>> gpus;
     if (inv.ok()) {
-      for (const GpuInfo& g : (*inv)->driver.gpus) gpus.emplace_back(g.index, g.uuid);
+      for (const gpu::GpuInfo& g : (*inv)->driver.gpus) gpus.emplace_back(g.index, g.uuid);
     }
     pump_->Start(gpus);
   }
@@ -58,30 +58,30 @@ NvmlEventPump* NodeContext::Pump() {
 
 namespace {
 // What makes two inventories "the same node" for the components: driver, GPUs, MIG devices.
-std::string InventoryKey(const NodeInventory& inv) {
+std::string InventoryKey(const node::NodeInventory& inv) {
   std::string key = absl::StrCat(inv.driver.driver_version ? inv.driver.driver_version->ToString() : "", "|",
                                  inv.kernel.version_line, "|",
                                  inv.driver.status.ok() ? "ok" : inv.driver.status.message(), "|");
-  for (const GpuInfo& g : inv.driver.gpus) {
+  for (const gpu::GpuInfo& g : inv.driver.gpus) {
     absl::StrAppend(&key, g.uuid, ",");
-    for (const MigDevice& m : g.mig_devices) absl::StrAppend(&key, m.uuid, ";");
+    for (const gpu::MigDevice& m : g.mig_devices) absl::StrAppend(&key, m.uuid, ";");
   }
-  for (const GpuFailure& f : inv.driver.gpu_failures) absl::StrAppend(&key, "!", f.index);
+  for (const gpu::GpuFailure& f : inv.driver.gpu_failures) absl::StrAppend(&key, "!", f.index);
   return key;
 }
 }  // namespace
 
-StatusOr<std::shared_ptr<const NodeInventory>> NodeContext::Inventory(bool refresh) {
-  std::lock_guard<std::mutex> probe_lock(probe_mu_);
+StatusOr<std::shared_ptr<const node::NodeInventory>> NodeContext::Inventory(bool refresh) {
+  absl::MutexLock probe_lock(&probe_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (inventory_ && !refresh) return inventory_;
   }
   Nvml();  // keeps NVML initialised between probes: each probe's own init is a reference count
-  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, ProbeNode(options_.fs, options_.probe));
-  auto shared = std::make_shared<const NodeInventory>(std::move(inv));
+  GPUNODE_ASSIGN_OR_RETURN(node::NodeInventory inv, node::ProbeNode(options_.fs, options_.probe));
+  auto shared = std::make_shared<const node::NodeInventory>(std::move(inv));
   const std::string key = InventoryKey(*shared);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (key != inventory_key_) {
     inventory_key_ = key;
     ++generation_;
@@ -91,20 +91,20 @@ StatusOr<std::shared_ptr<const NodeInventory>> NodeContext::Inventory(bool refre
 }
 
 uint64_t NodeContext::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return generation_;
 }
 
 Gate NodeContext::gate() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return gate_;
 }
 
 void NodeContext::SetGate(const Gate& g) {
-  std::lock_guard<std::mutex> calls(gate_call_mu_);  // a removed subscriber is never called after
+  absl::MutexLock calls(&gate_call_mu_);  // a removed subscriber is never called after
   std::vector<std::function<void(const Gate&)>> call;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const bool changed = g.open != gate_.open;
     gate_ = g;
     if (changed) {
@@ -115,25 +115,25 @@ void NodeContext::SetGate(const Gate& g) {
 }
 
 int NodeContext::OnGateChange(std::function<void(const Gate&)> f) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const int id = next_id_++;
   gate_subscribers_[id] = std::move(f);
   return id;
 }
 
 void NodeContext::RemoveGateSubscriber(int id) {
-  std::lock_guard<std::mutex> calls(gate_call_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock calls(&gate_call_mu_);
+  absl::MutexLock lock(&mu_);
   gate_subscribers_.erase(id);
 }
 
 std::string NodeContext::plugin_config_name() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return plugin_config_name_;
 }
 
 void NodeContext::set_plugin_config_name(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   plugin_config_name_ = name;
 }
 

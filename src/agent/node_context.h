@@ -1,5 +1,5 @@
 // What the agent's components share: the host (HostFs), one NVML session and one NVML event pump
-// for the whole process, the latest NodeInventory (probed again when something changed: a driver
+// for the whole process, the latest node::NodeInventory (probed again when something changed: a driver
 // change, a GPU lost, a MIG layout), the validation gate, the node's per-node settings from its
 // labels, and the Kubernetes client. Thread-safe.
 #ifndef GPUNODE_AGENT_NODE_CONTEXT_H_
@@ -9,11 +9,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/gpu/event_pump.h"
@@ -33,7 +34,7 @@ struct Gate {
 
 struct NodeContextOptions {
   HostFs fs = HostFs::Local();
-  ProbeOptions probe;
+  node::ProbeOptions probe;
   std::string node_name;
   // `gpunode` and the global options that reach the same node (--host-root, --simulate's
   // library...): child steps (doctor, cdi generate) run as `self_args + their args`.
@@ -50,7 +51,7 @@ class NodeContext {
   NodeContext& operator=(const NodeContext&) = delete;
 
   const HostFs& fs() const { return options_.fs; }
-  const ProbeOptions& probe_options() const { return options_.probe; }
+  const node::ProbeOptions& probe_options() const { return options_.probe; }
   const std::string& node_name() const { return options_.node_name; }
   const std::vector<std::string>& self_args() const { return options_.self_args; }
   // Milliseconds since the context was made (the agent's start), for the timing log lines.
@@ -60,12 +61,12 @@ class NodeContext {
   kube::Client* kube() const { return options_.kube.get(); }
 
   // The one NVML session (opened on first use, again after it failed); nullptr with the reason.
-  const NvmlLibrary* Nvml(Status* why = nullptr);
+  const gpu::NvmlLibrary* Nvml(Status* why = nullptr);
   // The one event pump, started over the inventory's GPUs on first use; nullptr without NVML.
-  NvmlEventPump* Pump();
+  gpu::NvmlEventPump* Pump();
 
   // The latest inventory; `refresh` probes again. Probing is serialised.
-  StatusOr<std::shared_ptr<const NodeInventory>> Inventory(bool refresh = false);
+  StatusOr<std::shared_ptr<const node::NodeInventory>> Inventory(bool refresh = false);
   // Incremented each time a probe found a different set of GPUs or driver.
   uint64_t generation() const;
 
@@ -82,19 +83,19 @@ class NodeContext {
  private:
   NodeContextOptions options_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  mutable std::mutex mu_;
-  std::mutex probe_mu_;  // one probe at a time
-  std::mutex gate_call_mu_;  // held while gate subscribers run
-  std::unique_ptr<NvmlLibrary> nvml_;
-  Status nvml_status_;
-  std::unique_ptr<NvmlEventPump> pump_;
-  std::shared_ptr<const NodeInventory> inventory_;
-  std::string inventory_key_;
-  uint64_t generation_ = 0;
-  Gate gate_;
-  std::map<int, std::function<void(const Gate&)>> gate_subscribers_;
-  int next_id_ = 1;
-  std::string plugin_config_name_;
+  absl::Mutex probe_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one probe at a time
+  absl::Mutex gate_call_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // held while gate subscribers run
+  mutable absl::Mutex mu_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_ ABSL_GUARDED_BY(mu_);
+  Status nvml_status_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<gpu::NvmlEventPump> pump_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const node::NodeInventory> inventory_ ABSL_GUARDED_BY(mu_);
+  std::string inventory_key_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  Gate gate_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::function<void(const Gate&)>> gate_subscribers_ ABSL_GUARDED_BY(mu_);
+  int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string plugin_config_name_ ABSL_GUARDED_BY(mu_);
 };
 
 // Runs `args[0]` with `args[1..]` (no shell), waits at most `timeout`, and returns its exit

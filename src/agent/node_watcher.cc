@@ -140,7 +140,7 @@ class NodeWatcher final : public Component {
     }
     SetMigState("pending");
     auto file = mig::LoadMigConfigFile(mig_.config_file);
-    const NvmlLibrary* nvml = ctx_.Nvml();
+    const gpu::NvmlLibrary* nvml = ctx_.Nvml();
     StatusOr<mig::MigReport> report = !file.ok() ? StatusOr<mig::MigReport>(file.status())
                                       : nvml == nullptr ? StatusOr<mig::MigReport>(absl::FailedPreconditionError("NVML is not usable"))
                                                         : mig::ApplyMigConfig(*nvml, *file, config, {false, mig_.allow_real});

@@ -1,6 +1,7 @@
 // The plugin component: the device plugin of `gpunode plugin`, inside the agent.
 #include <cctype>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -105,7 +106,7 @@ class PluginComponent final : public Component {
     }
     // Probed again at every (re)start: a restart for new settings or SIGHUP sees the devices as
     // they are now.
-    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const NodeInventory> inv, ctx_.Inventory(/*refresh=*/true));
+    GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const node::NodeInventory> inv, ctx_.Inventory(/*refresh=*/true));
     if (!inv->driver.status.ok()) {
       const std::string msg = absl::StrCat("NVML: ", inv->driver.status.message());
       if (config.fail_on_init_error) return absl::FailedPreconditionError(msg);
@@ -113,13 +114,13 @@ class PluginComponent final : public Component {
     }
     GPUNODE_ASSIGN_OR_RETURN(std::vector<plugin::Resource> resources, plugin::BuildResources(*inv, config));
     std::vector<std::string> control;
-    for (const DeviceNode& n : inv->kernel.device_nodes) {
+    for (const node::DeviceNode& n : inv->kernel.device_nodes) {
       const bool per_gpu = n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]));
       if (n.present && !per_gpu) control.push_back(n.path);
     }
     auto links = std::make_shared<plugin::LinkMatrix>(plugin::BuildLinkMatrix(*inv));
     std::vector<std::pair<unsigned, std::string>> watched;
-    for (const GpuInfo& g : inv->driver.gpus) watched.emplace_back(g.index, g.uuid);
+    for (const gpu::GpuInfo& g : inv->driver.gpus) watched.emplace_back(g.index, g.uuid);
     size_t count = 0;
     for (const plugin::Resource& r : resources) count += r.devices.size();
 
@@ -135,6 +136,7 @@ class PluginComponent final : public Component {
     plugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
 
     // A device is advertised Healthy when its GPU is healthy (monitor) and the gate is open.
+    // (A local std::mutex: locals cannot carry ABSL_GUARDED_BY, so absl::Mutex would add nothing.)
     std::mutex mu;
     std::map<std::string, std::pair<bool, std::string>> monitor;  // uuid -> (healthy, reason)
     for (const auto& [index, uuid] : watched) monitor[uuid] = {true, ""};
@@ -154,7 +156,7 @@ class PluginComponent final : public Component {
     });
 
     std::unique_ptr<plugin::HealthMonitor> health_monitor;
-    if (const NvmlLibrary* nvml = ctx_.Nvml(); nvml != nullptr && !watched.empty()) {
+    if (const gpu::NvmlLibrary* nvml = ctx_.Nvml(); nvml != nullptr && !watched.empty()) {
       health_monitor = std::make_unique<plugin::HealthMonitor>(
           *nvml, watched, health,
           [&](const plugin::HealthEvent& e) {

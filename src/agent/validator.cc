@@ -88,12 +88,12 @@ class Validator final : public Component {
   Status Run(std::stop_token stop) override {
     std::atomic<bool> xid{false};
     int sub = 0;
-    NvmlEventPump* pump = ctx_.Pump();
+    gpu::NvmlEventPump* pump = ctx_.Pump();
     if (pump != nullptr) {
-      sub = pump->Subscribe([&xid](const NvmlEvent& e) {
+      sub = pump->Subscribe([&xid](const gpu::NvmlEvent& e) {
         // Application XIDs (13, 31, 43, 45, 68, 109) say nothing about the node.
         static const std::set<unsigned long long> kApp = {13, 31, 43, 45, 68, 109};
-        if (e.kind == NvmlEvent::Kind::kLost || !kApp.count(e.xid)) xid = true;
+        if (e.kind == gpu::NvmlEvent::Kind::kLost || !kApp.count(e.xid)) xid = true;
       });
     }
     std::string driver = DriverLine();

@@ -6,7 +6,7 @@ namespace gpunode::bench {
 
 StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& path) {
   std::unique_ptr<CudaDriver> drv(new CudaDriver());
-  if (Status s = drv->Load(path, CudaApi::kFull); !s.ok()) {
+  if (Status s = drv->Load(path, gpu::CudaApi::kFull); !s.ok()) {
     if (absl::IsNotFound(s)) {
       return Status(s.code(), absl::StrCat(s.message(), " (bench needs the NVIDIA driver's libcuda.so.1)"));
     }

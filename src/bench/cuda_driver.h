@@ -1,7 +1,7 @@
 // The CUDA driver API as `gpunode bench` uses it: the one libcuda loader (src/gpu/cuda.h,
-// CudaLibrary) opened for the full set of GPUNODE_CUDA_API (src/gpu/cuda_abi.h), plus cuInit and
-// the driver version. The entry points are CudaLibrary's generated wrappers (drv.cuMemAlloc_v2(...));
-// CUresult -> Status is CudaResultToStatus. Types (CUdevice, CUstream, CUtensorMap...) come from
+// gpu::CudaLibrary) opened for the full set of GPUNODE_CUDA_API (src/gpu/cuda_abi.h), plus cuInit and
+// the driver version. The entry points are gpu::CudaLibrary's generated wrappers (drv.cuMemAlloc_v2(...));
+// CUresult -> Status is gpu::CudaResultToStatus. Types (CUdevice, CUstream, CUtensorMap...) come from
 // cuda_abi.h; the constants below are the attribute and option values bench passes.
 #ifndef GPUNODE_BENCH_CUDA_DRIVER_H_
 #define GPUNODE_BENCH_CUDA_DRIVER_H_
@@ -32,9 +32,9 @@ inline constexpr int kCuTensorMapSwizzle128B = 3;
 inline constexpr int kCuTensorMapL2Promotion256B = 3;
 inline constexpr int kCuTensorMapOobFillNone = 0;
 
-// A loaded CUDA driver (CudaLibrary with the full API) on which cuInit(0) succeeded.
+// A loaded CUDA driver (gpu::CudaLibrary with the full API) on which cuInit(0) succeeded.
 // Thread-compatible; the process keeps the library mapped (unloading libcuda after cuInit is unsafe).
-class CudaDriver : public CudaLibrary {
+class CudaDriver : public gpu::CudaLibrary {
  public:
   // dlopen()s `path`, binds every entry (cuEventElapsedTime_v2 falls back to cuEventElapsedTime;
   // the optional ones, e.g. cuTensorMapEncodeTiled, may be absent: check .bound()) and runs cuInit(0).

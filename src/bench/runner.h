@@ -30,7 +30,7 @@ bool StopRequested();
 // unless options.force). Fails as a whole (kFailedPrecondition / kNotFound / kInvalidArgument)
 // only when nothing can run: no embedded kernels, libcuda missing or unusable, no GPU, a --gpus
 // index that does not exist. Per-test problems land in that test's verdict ("error") and reason.
-StatusOr<BenchReport> RunBench(const NodeInventory& inv, const BenchOptions& options,
+StatusOr<BenchReport> RunBench(const node::NodeInventory& inv, const BenchOptions& options,
                                const RunnerEnv& env);
 
 }  // namespace gpunode::bench

@@ -119,9 +119,9 @@ StatusOr<bench::BenchReport> RunBenchOnSession(const NodeSession& session,
     return absl::FailedPreconditionError(
         "bench needs real GPUs: under --simulate there is no CUDA driver to run kernels on");
   }
-  ProbeOptions probe = session.probe_options();
+  node::ProbeOptions probe = session.probe_options();
   probe.init_cuda = false;  // the runner initialises CUDA itself
-  auto inv = ProbeNode(session.fs(), probe);
+  auto inv = node::ProbeNode(session.fs(), probe);
   if (!inv.ok()) return inv.status();
   bench::RunnerEnv env;
   env.cuda_library = probe.cuda_library;

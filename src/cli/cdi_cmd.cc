@@ -263,7 +263,7 @@ StatusOr<GeneratedSpec> GenerateHostSpec(const GlobalOptions& global, const std:
   GPUNODE_ASSIGN_OR_RETURN(std::unique_ptr<NodeSession> session, NodeSession::Open(global));
   session->probe_options().init_cuda = false;  // NVML and the files are all a spec needs
   session->probe_options().query_topology = false;
-  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, session->Inventory());
+  GPUNODE_ASSIGN_OR_RETURN(node::NodeInventory inv, session->Inventory());
   GeneratedSpec out;
   GPUNODE_ASSIGN_OR_RETURN(out.files, container::DiscoverDriverFiles(session->fs(), inv, {driver_root, dev_root}));
   GPUNODE_ASSIGN_OR_RETURN(out.built, container::BuildSpec(inv, out.files, build));

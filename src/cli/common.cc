@@ -1,6 +1,7 @@
 #include "src/cli/common.h"
 
 #include "src/base/json.h"
+#include "src/base/yaml_emitter.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -13,7 +14,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -53,35 +53,6 @@ StatusOr<std::string> FindSimLibrary() {
   return absl::NotFoundError(absl::StrCat(
       "the simulated NVML library libgpunode-simnvml.so is not beside ", dir,
       "/gpunode nor in ../lib/gpunode; set GPUNODE_SIM_LIBRARY to its path"));
-}
-
-void EmitYaml(YAML::Emitter& out, const nlohmann::ordered_json& j) {
-  switch (j.type()) {
-    case nlohmann::ordered_json::value_t::object:
-      out << YAML::BeginMap;
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        out << YAML::Key << it.key() << YAML::Value;
-        EmitYaml(out, it.value());
-      }
-      out << YAML::EndMap;
-      break;
-    case nlohmann::json::value_t::array:
-      out << YAML::BeginSeq;
-      for (const auto& e : j) EmitYaml(out, e);
-      out << YAML::EndSeq;
-      break;
-    case nlohmann::json::value_t::string:
-      out << YAML::DoubleQuoted << j.get<std::string>();
-      break;
-    case nlohmann::json::value_t::boolean:
-      out << (j.get<bool>() ? "true" : "false");
-      break;
-    case nlohmann::json::value_t::null:
-      out << YAML::Null;
-      break;
-    default:
-      out << DumpJson(j);
-  }
 }
 
 // Simulated host roots are <tmp>/gpunode-sim-XXXXXX, each with a file .lock that its run holds
@@ -149,9 +120,9 @@ StatusOr<std::unique_ptr<NodeSession>> NodeSession::Open(const GlobalOptions& op
     if (profile_path.empty()) {
       // A built-in profile: the simulated library reads it from a file like any other.
       profile_path = tmpl + "/profile.yaml";
-      std::ofstream out(profile_path);
-      out << source.text;
-      if (!out) return absl::InternalError(absl::StrCat("write ", profile_path, ": failed"));
+      WriteOptions w;
+      w.durable = false;  // a throw-away copy in our temporary folder
+      GPUNODE_RETURN_IF_ERROR(HostFs::Local().WriteFileAtomically(profile_path, source.text, w).status());
     } else {
       profile_path = std::filesystem::absolute(profile_path).string();
     }
@@ -179,8 +150,8 @@ void NodeSession::KeepAcrossExec() const {
   if (lock_fd_ >= 0) ::fcntl(lock_fd_, F_SETFD, 0);
 }
 
-StatusOr<NodeInventory> NodeSession::Inventory() const {
-  GPUNODE_ASSIGN_OR_RETURN(NodeInventory inv, ProbeNode(*fs_, probe_options_));
+StatusOr<node::NodeInventory> NodeSession::Inventory() const {
+  GPUNODE_ASSIGN_OR_RETURN(node::NodeInventory inv, node::ProbeNode(*fs_, probe_options_));
   inv.simulated_profile = simulated_;
   return inv;
 }
@@ -201,9 +172,7 @@ bool UseColor(const GlobalOptions& options) {
 }
 
 std::string ToYaml(const nlohmann::ordered_json& doc) {
-  YAML::Emitter out;
-  EmitYaml(out, doc);
-  return std::string(out.c_str()) + "\n";
+  return JsonToYaml(doc) + "\n";
 }
 
 void PrintDocument(const nlohmann::ordered_json& doc, OutputFormat format) {

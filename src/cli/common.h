@@ -52,12 +52,12 @@ class NodeSession {
   static StatusOr<std::unique_ptr<NodeSession>> Open(const GlobalOptions& options);
 
   const HostFs& fs() const { return *fs_; }
-  const ProbeOptions& probe_options() const { return probe_options_; }
-  ProbeOptions& probe_options() { return probe_options_; }
+  const node::ProbeOptions& probe_options() const { return probe_options_; }
+  node::ProbeOptions& probe_options() { return probe_options_; }
   // Name of the simulated profile, if simulating.
   const std::optional<std::string>& simulated() const { return simulated_; }
   // Runs every probe.
-  StatusOr<NodeInventory> Inventory() const;
+  StatusOr<node::NodeInventory> Inventory() const;
   // A simulated node's host root stays locked in a program this process execs (the OCI shim's
   // runtime mounts from it); the first --simulate run after that program ends removes it.
   void KeepAcrossExec() const;
@@ -65,7 +65,7 @@ class NodeSession {
  private:
   NodeSession() = default;
   std::optional<HostFs> fs_;
-  ProbeOptions probe_options_;
+  node::ProbeOptions probe_options_;
   std::optional<std::string> simulated_;
   std::string temp_dir_;  // removed on destruction
   int lock_fd_ = -1;      // temp_dir_/.lock, flock'ed while the session (or a process it execs) lives

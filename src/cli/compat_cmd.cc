@@ -76,7 +76,7 @@ Status FillFromNode(const GlobalOptions& global, const compat::CompatData& data,
   if (need_gpus) {
     compat::GpuCatalog catalog(data);
     // One entry per distinct model: eight H200s answer like one.
-    for (const GpuInfo& g : inv->driver.gpus) {
+    for (const gpu::GpuInfo& g : inv->driver.gpus) {
       compat::GpuRef ref = catalog.FromNode(g.name, g.pci_device_id, g.cc_major, g.cc_minor);
       bool seen = false;
       for (const compat::GpuRef& r : target.gpus) {

@@ -252,7 +252,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
     PrintError(session.status());
     return kExitUsage;
   }
-  auto nvml = NvmlLibrary::Open((*session)->probe_options().nvml_library);
+  auto nvml = gpu::NvmlLibrary::Open((*session)->probe_options().nvml_library);
   if (!nvml.ok()) {
     PrintError(absl::StrCat("NVML: ", nvml.status().message(), " (run `gpunode doctor` to see which layer is broken)"));
     return kExitFailed;
@@ -289,7 +289,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
 
   if (flags.once) {
     // A GPU NVML cannot open keeps its bus id and name from sysfs and /proc (as when serving).
-    options.bus_gpus = NvidiaGpusOnBus(ProbeHardware((*session)->fs()), ProbeKernelDriver((*session)->fs()));
+    options.bus_gpus = node::NvidiaGpusOnBus(node::ProbeHardware((*session)->fs()), node::ProbeKernelDriver((*session)->fs()));
     exporter::Exporter exp(**nvml, std::move(options));
     // Two sampling rounds one interval apart (at most 1 s): rates and GPM need two samples.
     exp.CollectOnce(std::chrono::milliseconds(std::min<int64_t>(interval_ms, 1000)));

@@ -11,7 +11,7 @@
 #include "src/cli/common.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
-#include "src/plugin/labels.h"
+#include "src/plugin/sleep_interval.h"
 
 namespace gpunode::cli {
 namespace {

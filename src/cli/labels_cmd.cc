@@ -27,7 +27,9 @@
 #include "src/kube/client.h"
 #include "src/kube/node.h"
 #include "src/plugin/config.h"
-#include "src/plugin/labels.h"
+#include "src/labels/host_facts.h"
+#include "src/labels/labels.h"
+#include "src/plugin/sleep_interval.h"
 
 extern char** environ;
 
@@ -192,70 +194,6 @@ StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags
   sink.path = kDefaultOutput;
   sink.shown = fs.Resolve(kDefaultOutput);
   return sink;
-}
-
-// The DMI product name (GFD's nvidia.com/gpu.machine), through the host root.
-std::string MachineType(const HostFs& fs, const std::string& path, std::string* warning) {
-  if (path.empty()) return "unknown";
-  auto text = fs.ReadFile(path, 4096);
-  if (!text.ok()) {
-    *warning = absl::StrCat("machine type: ", text.status().message(),
-                            " (nvidia.com/gpu.machine=unknown)");
-    return "unknown";
-  }
-  std::string t(absl::StripAsciiWhitespace(*text));
-  return t.empty() ? "unknown" : t;
-}
-
-// GFD's vGPU detection: the configuration space of every NVIDIA PCI function, through the host
-// root. nullopt (no vgpu labels, a warning) when one cannot be read whole, as GFD.
-std::optional<plugin::VgpuInfo> ReadVgpu(const HostFs& fs, std::string* warning) {
-  constexpr char kDevices[] = "/sys/bus/pci/devices";
-  auto names = fs.ListDir(kDevices);
-  if (!names.ok()) {
-    *warning = absl::StrCat("vGPU: ", names.status().message(), " (no nvidia.com/vgpu labels)");
-    return std::nullopt;
-  }
-  std::sort(names->begin(), names->end());
-  plugin::VgpuInfo info;
-  for (const std::string& name : *names) {
-    const std::string dir = absl::StrCat(kDevices, "/", name);
-    auto vendor = fs.ReadLine(dir + "/vendor");
-    if (!vendor.ok() || absl::StripAsciiWhitespace(*vendor) != "0x10de") continue;
-    auto config = fs.ReadFile(dir + "/config", 4096);
-    if (!config.ok()) {  // unreadable (or absent): no answer, not "a vGPU"
-      *warning = absl::StrCat("vGPU: ", name, ": ", config.status().message(), " (no nvidia.com/vgpu labels)");
-      return std::nullopt;
-    }
-    StatusOr<std::optional<plugin::VgpuHost>> host = plugin::ParseVgpuConfigSpace(*config);
-    if (!host.ok() && host.status().code() != absl::StatusCode::kNotFound) {
-      *warning = absl::StrCat("vGPU: ", name, ": ", host.status().message(),
-                              " (no nvidia.com/vgpu labels)");
-      return std::nullopt;
-    }
-    if (!host.ok()) {  // a vGPU whose host driver record is missing
-      info.present = true;
-      *warning = absl::StrCat("vGPU: ", name, ": ", host.status().message());
-      continue;
-    }
-    if (!host->has_value()) continue;
-    info.present = true;
-    info.host = **host;
-  }
-  return info;
-}
-
-nlohmann::ordered_json LabelsDocument(const NodeInventory& inv, const plugin::LabelSet& set) {
-  nlohmann::ordered_json labels = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : set.labels) labels[k] = v;
-  nlohmann::ordered_json metadata = {{"hostname", inv.hostname}};
-  if (inv.simulated_profile) metadata["simulated"] = *inv.simulated_profile;
-  metadata["gpunodeVersion"] = GPUNODE_VERSION;
-  return {{"apiVersion", "gpunode/v1"},
-          {"kind", "NodeLabels"},
-          {"metadata", metadata},
-          {"labels", labels},
-          {"warnings", set.warnings}};
 }
 
 // GFD's flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.18.2,
@@ -445,17 +383,17 @@ class Labeller {
                               " (--fail-on-init-error: run `gpunode doctor` to see which layer is broken)"));
       return kExitFailed;
     }
-    plugin::LabelOptions options;
+    labels::LabelOptions options;
     if (!config_->gfd_no_timestamp) options.timestamp = static_cast<int64_t>(std::time(nullptr));
     std::string machine_warning;
     options.machine_type =
-        MachineType(session_->fs(), config_->machine_type_file, &machine_warning);
+        labels::MachineType(session_->fs(), config_->machine_type_file, &machine_warning);
     if (!machine_warning.empty()) Warn(machine_warning);
     std::string vgpu_warning;
-    options.vgpu = ReadVgpu(session_->fs(), &vgpu_warning);
+    options.vgpu = labels::ReadVgpu(session_->fs(), &vgpu_warning);
     if (!vgpu_warning.empty()) Warn(vgpu_warning);
     options.compat = compat_ ? &*compat_ : nullptr;
-    const plugin::LabelSet set = plugin::BuildLabels(*inv, *config_, options);
+    const labels::LabelSet set = labels::BuildLabels(*inv, *config_, options);
     for (const std::string& w : set.warnings) Warn(w);
 
     if (kube_) {
@@ -477,13 +415,13 @@ class Labeller {
     }
     if (sink_.to_stdout) {
       if (format_ == OutputFormat::kTable) {
-        std::cout << plugin::RenderFeaturesFile(set.labels) << std::flush;
+        std::cout << labels::RenderFeaturesFile(set.labels) << std::flush;
       } else {
-        PrintDocument(LabelsDocument(*inv, set), format_);
+        PrintDocument(labels::LabelsDocument(*inv, set), format_);
       }
       return kExitOk;
     }
-    Status st = WriteSink(plugin::RenderFeaturesFile(set.labels));
+    Status st = WriteSink(labels::RenderFeaturesFile(set.labels));
     if (!st.ok()) {
       if (first) {
         PrintError(st);

@@ -105,7 +105,7 @@ int RunShow(const GlobalOptions& global) {
     PrintError(session.status());
     return kExitUsage;
   }
-  auto nvml = NvmlLibrary::Open((*session)->probe_options().nvml_library);
+  auto nvml = gpu::NvmlLibrary::Open((*session)->probe_options().nvml_library);
   if (!nvml.ok()) {
     PrintError(nvml.status());
     return kExitFailed;
@@ -145,7 +145,7 @@ nlohmann::ordered_json StepJson(const mig::Step& s) {
 
 int ExitFor(const Status& s) {
   if (absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsPermissionDenied(s) ||
-      (absl::IsFailedPrecondition(s) && !NvmlReturnOf(s)))
+      (absl::IsFailedPrecondition(s) && !gpu::NvmlReturnOf(s)))
     return kExitUsage;
   return kExitFailed;
 }
@@ -171,7 +171,7 @@ int RunApply(const GlobalOptions& global, const MigFlags& flags) {
     PrintError(session.status());
     return kExitUsage;
   }
-  auto nvml = NvmlLibrary::Open((*session)->probe_options().nvml_library);
+  auto nvml = gpu::NvmlLibrary::Open((*session)->probe_options().nvml_library);
   if (!nvml.ok()) {
     PrintError(nvml.status());
     return kExitFailed;

@@ -1,6 +1,7 @@
 #include "src/compat/dataset.h"
 
 #include "src/base/yaml.h"
+#include "src/base/yaml_reader.h"
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -107,43 +108,27 @@ int CompatData::FcColumn(int branch) const {
 
 namespace {
 
-// Reads one YAML mapping strictly: typed getters, and Finish() rejects keys nobody asked for.
-// Every error names the origin, the line and the key path.
+// Reads one YAML mapping strictly: typed getters, and Finish() rejects keys nobody asked for
+// (src/base/yaml_reader.h words every error: file, line, key path, what was expected).
 class MapReader {
  public:
-  MapReader(const YAML::Node& node, std::string path, const std::string& origin)
-      : node_(node), path_(std::move(path)), origin_(origin) {}
+  explicit MapReader(YamlValue value) : v_(std::move(value)) {}
 
-  Status Error(const YAML::Node& at, absl::string_view key_path, absl::string_view what) const {
-    std::string where = origin_;
-    if (at.IsDefined() && at.Mark().line >= 0) absl::StrAppend(&where, ":", at.Mark().line + 1);
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", key_path, ": ", what));
-  }
+  Status CheckMap() const { return v_.ExpectMap(); }
 
-  Status CheckMap() const {
-    if (!node_.IsMap()) return Error(node_, path_, "expected a mapping");
-    return absl::OkStatus();
-  }
+  const YamlValue& value() const { return v_; }
 
-  std::string Path(absl::string_view key) const {
-    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
-  }
+  bool Has(absl::string_view key) { return Node(key).IsSet(); }
 
-  bool Has(absl::string_view key) {
-    used_.insert(std::string(key));
-    return node_[std::string(key)].IsDefined() && !node_[std::string(key)].IsNull();
-  }
-
-  YAML::Node Node(absl::string_view key) {
-    used_.insert(std::string(key));
-    return node_[std::string(key)];
+  YamlValue Node(absl::string_view key) {
+    if (std::find(asked_.begin(), asked_.end(), key) == asked_.end()) asked_.emplace_back(key);
+    return v_.Child(key);
   }
 
   StatusOr<std::string> String(absl::string_view key) {
-    YAML::Node n = Node(key);
-    if (!n.IsDefined() || n.IsNull()) return Error(node_, Path(key), "is required");
-    if (!n.IsScalar()) return Error(n, Path(key), "expected a string");
-    return n.Scalar();
+    YamlValue n = Node(key);
+    if (!n.IsSet() || !n.IsScalar()) return n.Expected("a string");
+    return n.node().Scalar();
   }
 
   StatusOr<std::string> OptString(absl::string_view key) {
@@ -154,7 +139,7 @@ class MapReader {
   StatusOr<Version> Ver(absl::string_view key) {
     GPUNODE_ASSIGN_OR_RETURN(std::string text, String(key));
     auto v = Version::Parse(text, "value");
-    if (!v.ok()) return Error(Node(key), Path(key), v.status().message());
+    if (!v.ok()) return Node(key).Error(v.status().message());
     return *v;
   }
 
@@ -167,9 +152,7 @@ class MapReader {
   StatusOr<int> Int(absl::string_view key) {
     GPUNODE_ASSIGN_OR_RETURN(std::string text, String(key));
     int value = 0;
-    if (!absl::SimpleAtoi(text, &value) || value < 0) {
-      return Error(Node(key), Path(key), absl::StrCat("\"", text, "\" is not a whole number"));
-    }
+    if (!absl::SimpleAtoi(text, &value) || value < 0) return Node(key).Expected("a whole number");
     return value;
   }
 
@@ -180,25 +163,19 @@ class MapReader {
   }
 
   StatusOr<bool> Bool(absl::string_view key) {
-    GPUNODE_ASSIGN_OR_RETURN(std::string text, String(key));
-    if (text == "true") return true;
-    if (text == "false") return false;
-    return Error(Node(key), Path(key), absl::StrCat("\"", text, "\" is not true or false"));
+    YamlValue n = Node(key);
+    if (!n.IsSet()) return n.Expected("true or false");
+    return n.Bool(YamlBool::kStrict);
   }
 
   StatusOr<std::vector<std::string>> Strings(absl::string_view key, bool required = true) {
-    std::vector<std::string> out;
-    YAML::Node n = Node(key);
-    if (!n.IsDefined() || n.IsNull()) {
-      if (required) return Error(node_, Path(key), "is required");
-      return out;
+    YamlValue n = Node(key);
+    if (!n.IsSet()) {
+      if (required) return n.Expected("a list");
+      return std::vector<std::string>();
     }
-    if (!n.IsSequence()) return Error(n, Path(key), "expected a list");
-    for (size_t i = 0; i < n.size(); ++i) {
-      if (!n[i].IsScalar()) return Error(n[i], absl::StrCat(Path(key), "[", i, "]"), "expected a string");
-      out.push_back(n[i].Scalar());
-    }
-    return out;
+    if (!n.IsList()) return n.Expected("a list");
+    return n.Strings();
   }
 
   StatusOr<std::vector<Version>> Versions(absl::string_view key, bool required = true) {
@@ -206,9 +183,7 @@ class MapReader {
     std::vector<Version> out;
     for (size_t i = 0; i < texts.size(); ++i) {
       auto v = Version::Parse(texts[i], "value");
-      if (!v.ok()) {
-        return Error(Node(key)[i], absl::StrCat(Path(key), "[", i, "]"), v.status().message());
-      }
+      if (!v.ok()) return Node(key).Item(i).Error(v.status().message());
       out.push_back(*v);
     }
     return out;
@@ -221,8 +196,7 @@ class MapReader {
     GPUNODE_ASSIGN_OR_RETURN(p.source, String(source_key));
     for (const std::string& id : CompatData::SourceIds(p.source)) {
       if (!sources.count(id)) {
-        return Error(Node(source_key), Path(source_key),
-                     absl::StrCat("unknown source id \"", id, "\" (not in the sources: map)"));
+        return Node(source_key).Error(absl::StrCat("unknown source id \"", id, "\" (not in the sources: map)"));
       }
     }
     GPUNODE_ASSIGN_OR_RETURN(std::string conf, String("confidence"));
@@ -235,46 +209,31 @@ class MapReader {
     } else if (conf == "unconfirmed") {
       p.confidence = Confidence::kUnconfirmed;
     } else {
-      return Error(Node("confidence"), Path("confidence"),
-                   absl::StrCat("\"", conf,
-                                "\" is not one of official, derived, third_party, unconfirmed"));
+      return Node("confidence").Expected("one of official, derived, third_party, unconfirmed");
     }
     GPUNODE_ASSIGN_OR_RETURN(p.note, OptString("note"));
     return p;
   }
 
-  Status Finish() const {
-    for (auto it = node_.begin(); it != node_.end(); ++it) {
-      std::string key = it->first.Scalar();
-      if (!used_.count(key)) return Error(it->first, Path(key), "unknown key");
-    }
-    return absl::OkStatus();
-  }
-
-  const std::string& path() const { return path_; }
+  // The keys asked for are the known ones.
+  Status Finish() const { return v_.ExpectMap(asked_); }
 
  private:
-  YAML::Node node_;
-  std::string path_;
-  const std::string& origin_;
-  std::set<std::string> used_;
+  YamlValue v_;
+  std::vector<std::string> asked_;
 };
 
 // Calls `fn(MapReader&)` for each mapping of the list at `key` of `parent`.
 template <typename Fn>
-Status ForEachItem(MapReader& parent, absl::string_view key, const std::string& origin, Fn fn) {
-  YAML::Node list = parent.Node(key);
-  if (!list.IsDefined() || list.IsNull()) {
-    return parent.Error(YAML::Node(), parent.Path(key), "is required");
-  }
-  if (!list.IsSequence()) return parent.Error(list, parent.Path(key), "expected a list");
-  for (size_t i = 0; i < list.size(); ++i) {
-    MapReader item(list[i], absl::StrCat(parent.Path(key), "[", i, "]"), origin);
+Status ForEachItem(MapReader& parent, absl::string_view key, Fn fn) {
+  YamlValue list = parent.Node(key);
+  if (!list.IsSet() || !list.IsList()) return list.Expected("a list");
+  return list.ForEachItem([&](const YamlValue& v) -> Status {
+    MapReader item(v);
     GPUNODE_RETURN_IF_ERROR(item.CheckMap());
     GPUNODE_RETURN_IF_ERROR(fn(item));
-    GPUNODE_RETURN_IF_ERROR(item.Finish());
-  }
-  return absl::OkStatus();
+    return item.Finish();
+  });
 }
 
 StatusOr<uint16_t> ParsePciId(absl::string_view text) {
@@ -300,33 +259,33 @@ StatusOr<uint16_t> ParsePciId(absl::string_view text) {
   return static_cast<uint16_t>(value);
 }
 
-Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatData& d) {
-  MapReader top(root, "", origin);
+// apiVersion, kind, metadata, updated, sources.
+Status ParseHeader(MapReader& top, CompatData& d) {
   GPUNODE_RETURN_IF_ERROR(top.CheckMap());
   GPUNODE_ASSIGN_OR_RETURN(std::string api, top.String("apiVersion"));
   if (api != "gpunode/v1") {
-    return top.Error(top.Node("apiVersion"), "apiVersion",
-                     absl::StrCat("\"", api, "\" is not supported (expected gpunode/v1)"));
+    return top.Node("apiVersion").Expected("gpunode/v1");
   }
   GPUNODE_ASSIGN_OR_RETURN(std::string kind, top.String("kind"));
   if (kind != "CompatData") {
-    return top.Error(top.Node("kind"), "kind",
-                     absl::StrCat("\"", kind, "\" is not CompatData"));
+    return top.Node("kind").Expected("CompatData");
   }
   top.Node("metadata");  // free-form
   GPUNODE_ASSIGN_OR_RETURN(d.updated, top.OptString("updated"));
 
-  YAML::Node sources = top.Node("sources");
-  if (!sources.IsMap()) return top.Error(sources, "sources", "expected a mapping of id: text");
-  for (auto it = sources.begin(); it != sources.end(); ++it) {
-    if (!it->second.IsScalar()) {
-      return top.Error(it->second, absl::StrCat("sources.", it->first.Scalar()),
-                       "expected a string");
-    }
-    d.sources[it->first.Scalar()] = it->second.Scalar();
+  const YamlValue sources = top.Node("sources");
+  if (!sources.IsMap()) return sources.Expected("a map of id: text");
+  for (auto it = sources.node().begin(); it != sources.node().end(); ++it) {
+    const std::string id = it->first.Scalar();  // as before: a key that is not a scalar reads as ""
+    const YamlValue text(it->second, sources.source(), sources.JoinPath(id), sources.line());
+    GPUNODE_ASSIGN_OR_RETURN(d.sources[id], text.String());
   }
+  return absl::OkStatus();
+}
 
-  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "toolkits", origin, [&](MapReader& r) -> Status {
+// toolkits, minor_version_compat, driver_branches.
+Status ParseCudaTables(MapReader& top, CompatData& d) {
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "toolkits", [&](MapReader& r) -> Status {
     Toolkit t;
     GPUNODE_ASSIGN_OR_RETURN(t.cuda, r.Ver("cuda"));
     GPUNODE_ASSIGN_OR_RETURN(t.release, r.String("release"));
@@ -337,7 +296,7 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     return absl::OkStatus();
   }));
 
-  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "minor_version_compat", origin, [&](MapReader& r) -> Status {
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "minor_version_compat", [&](MapReader& r) -> Status {
     MinorCompat m;
     GPUNODE_ASSIGN_OR_RETURN(m.cuda_major, r.Int("cuda_major"));
     GPUNODE_ASSIGN_OR_RETURN(m.floor, r.OptVer("floor"));
@@ -347,7 +306,7 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     return absl::OkStatus();
   }));
 
-  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "driver_branches", origin, [&](MapReader& r) -> Status {
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "driver_branches", [&](MapReader& r) -> Status {
     DriverBranch b;
     GPUNODE_ASSIGN_OR_RETURN(b.branch, r.Int("branch"));
     GPUNODE_ASSIGN_OR_RETURN(b.max_cuda, r.OptVer("max_cuda"));
@@ -358,50 +317,52 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     d.branches.push_back(std::move(b));
     return absl::OkStatus();
   }));
+  return absl::OkStatus();
+}
 
-  {
-    MapReader fc(top.Node("forward_compat"), "forward_compat", origin);
-    GPUNODE_RETURN_IF_ERROR(fc.CheckMap());
-    GPUNODE_ASSIGN_OR_RETURN(d.forward_compat.eligible_segments, fc.Strings("eligible_segments"));
-    GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> cols, fc.Strings("columns"));
-    for (size_t i = 0; i < cols.size(); ++i) {
-      int v = 0;
-      if (!absl::SimpleAtoi(cols[i], &v)) {
-        return fc.Error(fc.Node("columns")[i], absl::StrCat("forward_compat.columns[", i, "]"),
-                        absl::StrCat("\"", cols[i], "\" is not a driver branch number"));
-      }
-      d.forward_compat.columns.push_back(v);
+Status ParseForwardCompat(MapReader& top, CompatData& d) {
+  MapReader fc(top.Node("forward_compat"));
+  GPUNODE_RETURN_IF_ERROR(fc.CheckMap());
+  GPUNODE_ASSIGN_OR_RETURN(d.forward_compat.eligible_segments, fc.Strings("eligible_segments"));
+  GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> cols, fc.Strings("columns"));
+  for (size_t i = 0; i < cols.size(); ++i) {
+    int v = 0;
+    if (!absl::SimpleAtoi(cols[i], &v)) {
+      return fc.Node("columns").Item(i).Expected("a driver branch number");
     }
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(fc, "packages", origin, [&](MapReader& r) -> Status {
-      FcPackage p;
-      GPUNODE_ASSIGN_OR_RETURN(p.package, r.String("package"));
-      GPUNODE_ASSIGN_OR_RETURN(p.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> cells, r.Strings("support"));
-      if (cells.size() != d.forward_compat.columns.size()) {
-        return r.Error(r.Node("support"), r.Path("support"),
-                       absl::StrCat("has ", cells.size(), " cells but there are ",
-                                    d.forward_compat.columns.size(), " columns"));
-      }
-      for (size_t i = 0; i < cells.size(); ++i) {
-        if (cells[i] == "C") {
-          p.support.push_back(FcCell::kSupported);
-        } else if (cells[i] == "X") {
-          p.support.push_back(FcCell::kUnsupported);
-        } else if (cells[i] == "N/A") {
-          p.support.push_back(FcCell::kPaired);
-        } else {
-          return r.Error(r.Node("support")[i], absl::StrCat(r.Path("support"), "[", i, "]"),
-                         absl::StrCat("\"", cells[i], "\" is not C, X or N/A"));
-        }
-      }
-      d.forward_compat.packages.push_back(std::move(p));
-      return absl::OkStatus();
-    }));
-    GPUNODE_ASSIGN_OR_RETURN(d.forward_compat.provenance, fc.Prov(d.sources));
-    GPUNODE_RETURN_IF_ERROR(fc.Finish());
+    d.forward_compat.columns.push_back(v);
   }
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(fc, "packages", [&](MapReader& r) -> Status {
+    FcPackage p;
+    GPUNODE_ASSIGN_OR_RETURN(p.package, r.String("package"));
+    GPUNODE_ASSIGN_OR_RETURN(p.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> cells, r.Strings("support"));
+    if (cells.size() != d.forward_compat.columns.size()) {
+      return r.Node("support").Error(absl::StrCat("has ", cells.size(), " cells but there are ",
+                                  d.forward_compat.columns.size(), " columns"));
+    }
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (cells[i] == "C") {
+        p.support.push_back(FcCell::kSupported);
+      } else if (cells[i] == "X") {
+        p.support.push_back(FcCell::kUnsupported);
+      } else if (cells[i] == "N/A") {
+        p.support.push_back(FcCell::kPaired);
+      } else {
+        return r.Node("support").Item(i).Expected("C, X or N/A");
+      }
+    }
+    d.forward_compat.packages.push_back(std::move(p));
+    return absl::OkStatus();
+  }));
+  GPUNODE_ASSIGN_OR_RETURN(d.forward_compat.provenance, fc.Prov(d.sources));
+  GPUNODE_RETURN_IF_ERROR(fc.Finish());
+  return absl::OkStatus();
+}
 
-  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "architectures", origin, [&](MapReader& r) -> Status {
+// architectures, gpus.
+Status ParseHardware(MapReader& top, CompatData& d) {
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "architectures", [&](MapReader& r) -> Status {
     Architecture a;
     GPUNODE_ASSIGN_OR_RETURN(a.name, r.String("name"));
     GPUNODE_ASSIGN_OR_RETURN(a.cc, r.Versions("cc"));
@@ -414,7 +375,7 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     return absl::OkStatus();
   }));
 
-  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "gpus", origin, [&](MapReader& r) -> Status {
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(top, "gpus", [&](MapReader& r) -> Status {
     GpuModel g;
     GPUNODE_ASSIGN_OR_RETURN(g.name, r.String("name"));
     GPUNODE_ASSIGN_OR_RETURN(g.arch, r.String("arch"));
@@ -423,16 +384,13 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     static const std::set<std::string> kSegments = {"datacenter", "workstation", "consumer",
                                                     "embedded"};
     if (!kSegments.count(g.segment)) {
-      return r.Error(r.Node("segment"), r.Path("segment"),
-                     absl::StrCat("\"", g.segment,
-                                  "\" is not one of datacenter, workstation, consumer, embedded"));
+      return r.Node("segment").Expected("one of datacenter, workstation, consumer, embedded");
     }
     GPUNODE_ASSIGN_OR_RETURN(std::vector<std::string> ids, r.Strings("pci_ids", false));
     for (size_t i = 0; i < ids.size(); ++i) {
       auto id = ParsePciId(ids[i]);
       if (!id.ok()) {
-        return r.Error(r.Node("pci_ids")[i], absl::StrCat(r.Path("pci_ids"), "[", i, "]"),
-                       absl::StrCat("\"", ids[i], "\" is not a PCI device id such as 0x2335"));
+        return r.Node("pci_ids").Item(i).Expected("a PCI device id such as 0x2335");
       }
       g.pci_ids.push_back(*id);
     }
@@ -441,153 +399,152 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     d.gpus.push_back(std::move(g));
     return absl::OkStatus();
   }));
+  return absl::OkStatus();
+}
 
-  {
-    MapReader fw(top.Node("frameworks"), "frameworks", origin);
-    GPUNODE_RETURN_IF_ERROR(fw.CheckMap());
-    MapReader pt(fw.Node("pytorch"), "frameworks.pytorch", origin);
-    GPUNODE_RETURN_IF_ERROR(pt.CheckMap());
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "releases", origin, [&](MapReader& r) -> Status {
-      TorchRelease t;
-      GPUNODE_ASSIGN_OR_RETURN(t.torch, r.Ver("torch"));
-      GPUNODE_ASSIGN_OR_RETURN(t.wheels, r.Strings("wheels"));
-      GPUNODE_ASSIGN_OR_RETURN(t.pypi_default, r.OptString("pypi_default"));
-      GPUNODE_ASSIGN_OR_RETURN(t.provenance, r.Prov(d.sources));
-      d.torch_releases.push_back(std::move(t));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "arch_lists", origin, [&](MapReader& r) -> Status {
-      TorchArchList a;
-      GPUNODE_ASSIGN_OR_RETURN(a.torch, r.Versions("torch"));
-      GPUNODE_ASSIGN_OR_RETURN(a.wheel, r.String("wheel"));
-      GPUNODE_ASSIGN_OR_RETURN(std::vector<Version> range, r.Versions("sass_range", false));
-      if (!range.empty()) {
-        if (range.size() != 2) {
-          return r.Error(r.Node("sass_range"), r.Path("sass_range"),
-                         "expected [first, last]");
-        }
-        a.sass_min = range[0];
-        a.sass_max = range[1];
+Status ParseFrameworks(MapReader& top, CompatData& d) {
+  MapReader fw(top.Node("frameworks"));
+  GPUNODE_RETURN_IF_ERROR(fw.CheckMap());
+  MapReader pt(fw.Node("pytorch"));
+  GPUNODE_RETURN_IF_ERROR(pt.CheckMap());
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "releases", [&](MapReader& r) -> Status {
+    TorchRelease t;
+    GPUNODE_ASSIGN_OR_RETURN(t.torch, r.Ver("torch"));
+    GPUNODE_ASSIGN_OR_RETURN(t.wheels, r.Strings("wheels"));
+    GPUNODE_ASSIGN_OR_RETURN(t.pypi_default, r.OptString("pypi_default"));
+    GPUNODE_ASSIGN_OR_RETURN(t.provenance, r.Prov(d.sources));
+    d.torch_releases.push_back(std::move(t));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "arch_lists", [&](MapReader& r) -> Status {
+    TorchArchList a;
+    GPUNODE_ASSIGN_OR_RETURN(a.torch, r.Versions("torch"));
+    GPUNODE_ASSIGN_OR_RETURN(a.wheel, r.String("wheel"));
+    GPUNODE_ASSIGN_OR_RETURN(std::vector<Version> range, r.Versions("sass_range", false));
+    if (!range.empty()) {
+      if (range.size() != 2) {
+        return r.Node("sass_range").Expected("[first, last]");
       }
-      GPUNODE_ASSIGN_OR_RETURN(a.sass, r.Versions("sass", false));
-      GPUNODE_ASSIGN_OR_RETURN(a.ptx, r.Versions("ptx", false));
-      if (a.sass.empty() && !a.sass_min) {
-        return r.Error(r.Node("sass"), r.Path("sass"), "one of sass or sass_range is required");
-      }
-      GPUNODE_ASSIGN_OR_RETURN(a.provenance, r.Prov(d.sources));
-      d.torch_arch_lists.push_back(std::move(a));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "gpu_floors", origin, [&](MapReader& r) -> Status {
-      TorchGpuFloor f;
-      GPUNODE_ASSIGN_OR_RETURN(f.cc, r.Versions("cc"));
-      GPUNODE_ASSIGN_OR_RETURN(f.min_torch, r.Ver("min_torch"));
-      GPUNODE_ASSIGN_OR_RETURN(f.min_cuda, r.Ver("min_cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(f.provenance, r.Prov(d.sources));
-      d.torch_gpu_floors.push_back(std::move(f));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(pt.Finish());
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(fw, "tensorflow", origin, [&](MapReader& r) -> Status {
-      TensorflowBuild t;
-      GPUNODE_ASSIGN_OR_RETURN(t.tf, r.Versions("tf"));
-      GPUNODE_ASSIGN_OR_RETURN(t.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(t.cudnn, r.OptString("cudnn"));
-      GPUNODE_ASSIGN_OR_RETURN(t.provenance, r.Prov(d.sources));
-      d.tensorflow.push_back(std::move(t));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(fw, "jax", origin, [&](MapReader& r) -> Status {
-      JaxBuild j;
-      GPUNODE_ASSIGN_OR_RETURN(j.extra, r.String("extra"));
-      GPUNODE_ASSIGN_OR_RETURN(j.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(j.min_cc, r.Ver("min_cc"));
-      GPUNODE_ASSIGN_OR_RETURN(j.provenance, r.Prov(d.sources));
-      d.jax.push_back(std::move(j));
-      return absl::OkStatus();
-    }));
-    MapReader vl(fw.Node("vllm"), "frameworks.vllm", origin);
-    GPUNODE_RETURN_IF_ERROR(vl.CheckMap());
-    GPUNODE_ASSIGN_OR_RETURN(d.vllm_min_cc, vl.OptVer("min_cc"));
-    GPUNODE_ASSIGN_OR_RETURN(d.vllm_min_cc_source, vl.OptString("min_cc_source"));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(vl, "images", origin, [&](MapReader& r) -> Status {
-      VllmImage v;
-      GPUNODE_ASSIGN_OR_RETURN(v.tag, r.String("tag"));
-      GPUNODE_ASSIGN_OR_RETURN(v.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(v.provenance, r.Prov(d.sources));
-      d.vllm_images.push_back(std::move(v));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(vl.Finish());
-    GPUNODE_RETURN_IF_ERROR(fw.Finish());
-  }
-
-  {
-    MapReader im(top.Node("images"), "images", origin);
-    GPUNODE_RETURN_IF_ERROR(im.CheckMap());
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "families", origin, [&](MapReader& r) -> Status {
-      ImageFamily f;
-      GPUNODE_ASSIGN_OR_RETURN(f.family, r.String("family"));
-      GPUNODE_ASSIGN_OR_RETURN(f.repositories, r.Strings("repositories"));
-      GPUNODE_ASSIGN_OR_RETURN(f.parser, r.String("parser"));
-      static const std::set<std::string> kParsers = {
-          "cuda", "pytorch", "ngc-month", "triton-month", "vllm", "tensorflow",
-          "ngc-table", "tag-table", "sglang"};
-      if (!kParsers.count(f.parser)) {
-        return r.Error(r.Node("parser"), r.Path("parser"),
-                       absl::StrCat("\"", f.parser, "\" is not a known tag parser (",
-                                    absl::StrJoin(kParsers, ", "), ")"));
-      }
-      GPUNODE_ASSIGN_OR_RETURN(f.ships_cuda_compat, r.Bool("ships_cuda_compat"));
-      GPUNODE_ASSIGN_OR_RETURN(f.label, r.OptString("label"));
-      GPUNODE_ASSIGN_OR_RETURN(f.provenance, r.Prov(d.sources));
-      d.image_families.push_back(std::move(f));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "ngc_pytorch", origin, [&](MapReader& r) -> Status {
-      MonthCuda m;
-      m.variant = "py3";
-      GPUNODE_ASSIGN_OR_RETURN(std::string tag, r.String("tag"));
-      m.tags.push_back(tag);
-      GPUNODE_ASSIGN_OR_RETURN(m.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(m.provenance, r.Prov(d.sources));
-      d.ngc_pytorch.push_back(std::move(m));
-      return absl::OkStatus();
-    }));
-    GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "tritonserver", origin, [&](MapReader& r) -> Status {
-      MonthCuda m;
-      GPUNODE_ASSIGN_OR_RETURN(m.variant, r.String("variant"));
-      GPUNODE_ASSIGN_OR_RETURN(m.tags, r.Strings("tags"));
-      GPUNODE_ASSIGN_OR_RETURN(m.cuda, r.Ver("cuda"));
-      GPUNODE_ASSIGN_OR_RETURN(m.provenance, r.Prov(d.sources));
-      d.tritonserver.push_back(std::move(m));
-      return absl::OkStatus();
-    }));
-    if (im.Has("releases")) {
-      GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "releases", origin, [&](MapReader& r) -> Status {
-        ImageRelease rel;
-        GPUNODE_ASSIGN_OR_RETURN(rel.family, r.String("family"));
-        if (!d.FindFamily(rel.family)) {
-          return r.Error(r.Node("family"), r.Path("family"),
-                         absl::StrCat("\"", rel.family,
-                                      "\" is not an images.families[].family"));
-        }
-        GPUNODE_ASSIGN_OR_RETURN(rel.variant, r.OptString("variant"));
-        GPUNODE_ASSIGN_OR_RETURN(rel.tags, r.Strings("tags"));
-        if (rel.tags.empty()) return r.Error(r.Node("tags"), r.Path("tags"), "is empty");
-        GPUNODE_ASSIGN_OR_RETURN(rel.cuda, r.Ver("cuda"));
-        GPUNODE_ASSIGN_OR_RETURN(rel.min_driver, r.OptString("min_driver"));
-        GPUNODE_ASSIGN_OR_RETURN(rel.forward_compat, r.Strings("forward_compat", false));
-        GPUNODE_ASSIGN_OR_RETURN(rel.provenance, r.Prov(d.sources));
-        d.image_releases.push_back(std::move(rel));
-        return absl::OkStatus();
-      }));
+      a.sass_min = range[0];
+      a.sass_max = range[1];
     }
-    GPUNODE_RETURN_IF_ERROR(im.Finish());
-  }
-  GPUNODE_RETURN_IF_ERROR(top.Finish());
+    GPUNODE_ASSIGN_OR_RETURN(a.sass, r.Versions("sass", false));
+    GPUNODE_ASSIGN_OR_RETURN(a.ptx, r.Versions("ptx", false));
+    if (a.sass.empty() && !a.sass_min) {
+      return r.Node("sass").Error("one of sass or sass_range is required");
+    }
+    GPUNODE_ASSIGN_OR_RETURN(a.provenance, r.Prov(d.sources));
+    d.torch_arch_lists.push_back(std::move(a));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(pt, "gpu_floors", [&](MapReader& r) -> Status {
+    TorchGpuFloor f;
+    GPUNODE_ASSIGN_OR_RETURN(f.cc, r.Versions("cc"));
+    GPUNODE_ASSIGN_OR_RETURN(f.min_torch, r.Ver("min_torch"));
+    GPUNODE_ASSIGN_OR_RETURN(f.min_cuda, r.Ver("min_cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(f.provenance, r.Prov(d.sources));
+    d.torch_gpu_floors.push_back(std::move(f));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(pt.Finish());
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(fw, "tensorflow", [&](MapReader& r) -> Status {
+    TensorflowBuild t;
+    GPUNODE_ASSIGN_OR_RETURN(t.tf, r.Versions("tf"));
+    GPUNODE_ASSIGN_OR_RETURN(t.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(t.cudnn, r.OptString("cudnn"));
+    GPUNODE_ASSIGN_OR_RETURN(t.provenance, r.Prov(d.sources));
+    d.tensorflow.push_back(std::move(t));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(fw, "jax", [&](MapReader& r) -> Status {
+    JaxBuild j;
+    GPUNODE_ASSIGN_OR_RETURN(j.extra, r.String("extra"));
+    GPUNODE_ASSIGN_OR_RETURN(j.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(j.min_cc, r.Ver("min_cc"));
+    GPUNODE_ASSIGN_OR_RETURN(j.provenance, r.Prov(d.sources));
+    d.jax.push_back(std::move(j));
+    return absl::OkStatus();
+  }));
+  MapReader vl(fw.Node("vllm"));
+  GPUNODE_RETURN_IF_ERROR(vl.CheckMap());
+  GPUNODE_ASSIGN_OR_RETURN(d.vllm_min_cc, vl.OptVer("min_cc"));
+  GPUNODE_ASSIGN_OR_RETURN(d.vllm_min_cc_source, vl.OptString("min_cc_source"));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(vl, "images", [&](MapReader& r) -> Status {
+    VllmImage v;
+    GPUNODE_ASSIGN_OR_RETURN(v.tag, r.String("tag"));
+    GPUNODE_ASSIGN_OR_RETURN(v.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(v.provenance, r.Prov(d.sources));
+    d.vllm_images.push_back(std::move(v));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(vl.Finish());
+  GPUNODE_RETURN_IF_ERROR(fw.Finish());
+  return absl::OkStatus();
+}
 
-  // Cross-checks the engine relies on.
+Status ParseImages(MapReader& top, CompatData& d) {
+  MapReader im(top.Node("images"));
+  GPUNODE_RETURN_IF_ERROR(im.CheckMap());
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "families", [&](MapReader& r) -> Status {
+    ImageFamily f;
+    GPUNODE_ASSIGN_OR_RETURN(f.family, r.String("family"));
+    GPUNODE_ASSIGN_OR_RETURN(f.repositories, r.Strings("repositories"));
+    GPUNODE_ASSIGN_OR_RETURN(f.parser, r.String("parser"));
+    static const std::set<std::string> kParsers = {
+        "cuda", "pytorch", "ngc-month", "triton-month", "vllm", "tensorflow",
+        "ngc-table", "tag-table", "sglang"};
+    if (!kParsers.count(f.parser)) {
+      return r.Node("parser").Expected(absl::StrCat("a known tag parser (", absl::StrJoin(kParsers, ", "), ")"));
+    }
+    GPUNODE_ASSIGN_OR_RETURN(f.ships_cuda_compat, r.Bool("ships_cuda_compat"));
+    GPUNODE_ASSIGN_OR_RETURN(f.label, r.OptString("label"));
+    GPUNODE_ASSIGN_OR_RETURN(f.provenance, r.Prov(d.sources));
+    d.image_families.push_back(std::move(f));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "ngc_pytorch", [&](MapReader& r) -> Status {
+    MonthCuda m;
+    m.variant = "py3";
+    GPUNODE_ASSIGN_OR_RETURN(std::string tag, r.String("tag"));
+    m.tags.push_back(tag);
+    GPUNODE_ASSIGN_OR_RETURN(m.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(m.provenance, r.Prov(d.sources));
+    d.ngc_pytorch.push_back(std::move(m));
+    return absl::OkStatus();
+  }));
+  GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "tritonserver", [&](MapReader& r) -> Status {
+    MonthCuda m;
+    GPUNODE_ASSIGN_OR_RETURN(m.variant, r.String("variant"));
+    GPUNODE_ASSIGN_OR_RETURN(m.tags, r.Strings("tags"));
+    GPUNODE_ASSIGN_OR_RETURN(m.cuda, r.Ver("cuda"));
+    GPUNODE_ASSIGN_OR_RETURN(m.provenance, r.Prov(d.sources));
+    d.tritonserver.push_back(std::move(m));
+    return absl::OkStatus();
+  }));
+  if (im.Has("releases")) {
+    GPUNODE_RETURN_IF_ERROR(ForEachItem(im, "releases", [&](MapReader& r) -> Status {
+      ImageRelease rel;
+      GPUNODE_ASSIGN_OR_RETURN(rel.family, r.String("family"));
+      if (!d.FindFamily(rel.family)) {
+        return r.Node("family").Expected("an images.families[].family");
+      }
+      GPUNODE_ASSIGN_OR_RETURN(rel.variant, r.OptString("variant"));
+      GPUNODE_ASSIGN_OR_RETURN(rel.tags, r.Strings("tags"));
+      if (rel.tags.empty()) return r.Node("tags").Expected("at least one tag");
+      GPUNODE_ASSIGN_OR_RETURN(rel.cuda, r.Ver("cuda"));
+      GPUNODE_ASSIGN_OR_RETURN(rel.min_driver, r.OptString("min_driver"));
+      GPUNODE_ASSIGN_OR_RETURN(rel.forward_compat, r.Strings("forward_compat", false));
+      GPUNODE_ASSIGN_OR_RETURN(rel.provenance, r.Prov(d.sources));
+      d.image_releases.push_back(std::move(rel));
+      return absl::OkStatus();
+    }));
+  }
+  GPUNODE_RETURN_IF_ERROR(im.Finish());
+  return absl::OkStatus();
+}
+
+// Cross-checks the engine relies on.
+Status CrossCheck(const CompatData& d, const std::string& origin) {
   for (size_t i = 0; i < d.gpus.size(); ++i) {
     if (!d.FindArchitecture(d.gpus[i].cc)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -599,6 +556,19 @@ Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatDa
     return absl::InvalidArgumentError(absl::StrCat(origin, ": toolkits: the list is empty"));
   }
   return absl::OkStatus();
+}
+
+// The whole document, section by section; every key of every map is checked.
+Status ParseDocument(const YAML::Node& root, const std::string& origin, CompatData& d) {
+  MapReader top(YamlValue(root, origin));
+  GPUNODE_RETURN_IF_ERROR(ParseHeader(top, d));
+  GPUNODE_RETURN_IF_ERROR(ParseCudaTables(top, d));
+  GPUNODE_RETURN_IF_ERROR(ParseForwardCompat(top, d));
+  GPUNODE_RETURN_IF_ERROR(ParseHardware(top, d));
+  GPUNODE_RETURN_IF_ERROR(ParseFrameworks(top, d));
+  GPUNODE_RETURN_IF_ERROR(ParseImages(top, d));
+  GPUNODE_RETURN_IF_ERROR(top.Finish());
+  return CrossCheck(d, origin);
 }
 
 }  // namespace

@@ -8,33 +8,6 @@
 
 namespace gpunode::compat {
 
-absl::string_view VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kCompatible:
-      return "compatible";
-    case Verdict::kCompatibleWithCaveats:
-      return "compatible-with-caveats";
-    case Verdict::kIncompatible:
-      return "incompatible";
-    case Verdict::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
-
-int VerdictExitCode(Verdict v) {
-  switch (v) {
-    case Verdict::kCompatible:
-    case Verdict::kCompatibleWithCaveats:
-      return 0;
-    case Verdict::kIncompatible:
-      return 1;
-    case Verdict::kUnknown:
-      return 2;
-  }
-  return 2;
-}
-
 namespace {
 
 constexpr int kCostDriver = 1;
@@ -262,6 +235,28 @@ bool TorchVersionMatches(const std::vector<Version>& list, const Version& torch)
   return false;
 }
 
+// Data-set source ids, each once, in first-seen order, resolved to their text at the end.
+class SourceIdList {
+ public:
+  // `field` is a data-set source field, which may name several ids.
+  void Add(const std::string& field) {
+    for (const std::string& id : CompatData::SourceIds(field)) {
+      if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) ids_.push_back(id);
+    }
+  }
+  std::vector<SourceRef> Resolve(const CompatData& d) const {
+    std::vector<SourceRef> out;
+    for (const std::string& id : ids_) {
+      auto it = d.sources.find(id);
+      out.push_back({id, it == d.sources.end() ? std::string() : it->second});
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::string> ids_;
+};
+
 class Checker {
  public:
   Checker(const CompatData& d, const WorkloadSpec& w, const NodeTarget& t) : d_(d) {
@@ -369,25 +364,70 @@ class Checker {
     }
   }
 
+  // What the user-space driver rules know about the workload's CUDA release, and the phrases
+  // their sentences share.
+  struct ToolkitView {
+    ToolkitInfo tk;
+    const MinorCompat* mc = nullptr;
+    FcCheck fc;
+    std::string cuda_text;    // "12.4"
+    std::string release;      // "CUDA 12.4 GA"
+    std::string bmax;         // the branch's max CUDA; "?" when unknown
+    std::string driver_text;  // "driver 535.104.05 (R535, CUDA <= 12.2)"
+  };
+
+  // What the target's GPUs allow: they block driver upgrades and forward compatibility.
+  struct GpuLimits {
+    std::optional<int> arch_max_major;  // highest CUDA major every GPU's architecture allows
+    std::optional<int> arch_last_branch;
+    std::string arch_last_name;
+    bool all_fc_eligible = false;
+    std::vector<std::string> not_eligible;
+  };
+
+  // The outcome when the driver is below the toolkit driver.
+  struct BelowToolkit {
+    Verdict severity = Verdict::kIncompatible;
+    bool via_fc = false;
+    std::optional<Version> minimum;  // lowest driver that runs it at all
+  };
+
   // Rules paired-driver, minor-version-compat, forward-compat, minimum-driver.
   void UserDriverVsToolkit() {
-    ToolkitInfo tk = LookupToolkit(d_, cuda_);
-    const MinorCompat* mc = d_.FindMinorCompat(static_cast<int>(cuda_.major()));
-    r_.facts.toolkit_driver = tk.min_driver;
-    r_.facts.toolkit_driver_latest = tk.latest_driver;
-    r_.facts.toolkit_paired_branch = tk.paired_branch;
-    if (mc) r_.facts.minor_compat_floor = mc->floor;
-    if (!tk.note.empty()) r_.notes.push_back(tk.note);
-    FcCheck fc = CheckForwardCompat(d_, cuda_, branch_);
-    if (!fc.package.empty()) r_.facts.forward_compat_package = fc.package;
-    std::string cuda_text = cuda_.ToString();
-    std::string release = tk.releases.empty() ? absl::StrCat("CUDA ", cuda_text)
-                                              : absl::StrCat("CUDA ", tk.releases.front());
-    const std::string bmax =
-        r_.facts.branch_max_cuda ? r_.facts.branch_max_cuda->ToString() : std::string("?");
-    const std::string driver_text =
-        absl::StrCat("driver ", driver_.ToString(), " (R", branch_, ", CUDA <= ", bmax, ")");
+    const ToolkitView v = ViewToolkit();
+    if (JudgeAtOrAboveToolkit(v)) return;
+    const GpuLimits lim = LimitsOfGpus();
+    const BelowToolkit below = JudgeBelowToolkit(v, lim);
+    AddUpgradeDriverFix(v, lim, below);
+    AddForwardCompatFix(v, lim, below);
+    AddChangeImageFix(lim, below.severity);
+  }
 
+  // Looks up the toolkit, minor-version and forward-compat data of cuda_ and records the facts.
+  ToolkitView ViewToolkit() {
+    ToolkitView v;
+    v.tk = LookupToolkit(d_, cuda_);
+    v.mc = d_.FindMinorCompat(static_cast<int>(cuda_.major()));
+    r_.facts.toolkit_driver = v.tk.min_driver;
+    r_.facts.toolkit_driver_latest = v.tk.latest_driver;
+    r_.facts.toolkit_paired_branch = v.tk.paired_branch;
+    if (v.mc) r_.facts.minor_compat_floor = v.mc->floor;
+    if (!v.tk.note.empty()) r_.notes.push_back(v.tk.note);
+    v.fc = CheckForwardCompat(d_, cuda_, branch_);
+    if (!v.fc.package.empty()) r_.facts.forward_compat_package = v.fc.package;
+    v.cuda_text = cuda_.ToString();
+    v.release = v.tk.releases.empty() ? absl::StrCat("CUDA ", v.cuda_text)
+                                      : absl::StrCat("CUDA ", v.tk.releases.front());
+    v.bmax = r_.facts.branch_max_cuda ? r_.facts.branch_max_cuda->ToString() : std::string("?");
+    v.driver_text =
+        absl::StrCat("driver ", driver_.ToString(), " (R", branch_, ", CUDA <= ", v.bmax, ")");
+    return v;
+  }
+
+  // Rules paired-driver / paired-branch / branch-max-cuda / unknown-toolkit: the cases decided
+  // without minor-version or forward compatibility. Returns whether one of them decided.
+  bool JudgeAtOrAboveToolkit(const ToolkitView& v) {
+    const ToolkitInfo& tk = v.tk;
     // A bare branch (`--driver 550`) stands for that branch's releases: it is judged as the
     // branch, not as version 550.0 (which no driver is). R550 is the toolkit driver's branch for
     // CUDA 12.4 (550.54.14): full compatibility on its production releases from that one.
@@ -398,182 +438,222 @@ class Checker {
     if (tk.known && paired_ok) {
       if (branch_ok && static_cast<int>(tk.min_driver->major()) == branch_) {
         Add(Verdict::kCompatible, "paired-branch", kLayerUserDriver,
-            absl::StrCat("R", branch_, " is the branch of the toolkit driver of ", release, " (",
+            absl::StrCat("R", branch_, " is the branch of the toolkit driver of ", v.release, " (",
                          tk.min_driver->ToString(), "): full compatibility on R", branch_,
                          " releases from ", tk.min_driver->ToString(),
                          " (give the full version, e.g. --driver ", tk.min_driver->ToString(),
                          ", to check one release)"),
             tk.provenance.source, tk.provenance.confidence);
-        return;
+        return true;
       }
       std::string need = tk.min_driver ? absl::StrCat(">= ", tk.min_driver->ToString())
                                        : absl::StrCat("branch R", *tk.paired_branch, "+");
       Add(Verdict::kCompatible, tk.min_driver ? "paired-driver" : "paired-branch",
           kLayerUserDriver,
-          absl::StrCat(driver_text, " is at or above the toolkit driver of ", release, " (", need,
-                       "): full compatibility"),
+          absl::StrCat(v.driver_text, " is at or above the toolkit driver of ", v.release, " (",
+                       need, "): full compatibility"),
           tk.provenance.source, tk.provenance.confidence);
-      return;
+      return true;
     }
     if (!tk.known && r_.facts.branch_max_cuda && exact_branch() &&
         *r_.facts.branch_max_cuda >= cuda_.Truncate(2)) {
       const DriverBranch* b = d_.FindBranch(branch_);
       Add(Verdict::kCompatible, "branch-max-cuda", kLayerUserDriver,
-          absl::StrCat(driver_text, " supports CUDA up to ", bmax, ", which covers CUDA ",
-                       cuda_text, " (not itself in the data set)"),
+          absl::StrCat(v.driver_text, " supports CUDA up to ", v.bmax, ", which covers CUDA ",
+                       v.cuda_text, " (not itself in the data set)"),
           b->provenance.source, b->provenance.confidence);
-      return;
+      return true;
     }
-    if (!tk.known && !mc) {
+    if (!tk.known && !v.mc) {
       Add(Verdict::kUnknown, "unknown-toolkit", kLayerUserDriver,
-          absl::StrCat("CUDA ", cuda_text, " is not in the data set (neither the release nor CUDA ",
-                       cuda_.major(), ".x)"),
+          absl::StrCat("CUDA ", v.cuda_text,
+                       " is not in the data set (neither the release nor CUDA ", cuda_.major(),
+                       ".x)"),
           "", Confidence::kUnconfirmed);
-      r_.needed.push_back(absl::StrCat("a data set that lists CUDA ", cuda_text,
+      r_.needed.push_back(absl::StrCat("a data set that lists CUDA ", v.cuda_text,
                                        " and its driver (--data FILE)"));
-      return;
+      return true;
     }
+    return false;
+  }
 
-    // Which GPUs block driver upgrades or forward compatibility.
-    std::optional<int> arch_max_major;  // highest CUDA major every GPU's architecture allows
-    std::optional<int> arch_last_branch;
-    std::string arch_last_name;
+  // Which GPUs block driver upgrades or forward compatibility.
+  GpuLimits LimitsOfGpus() const {
+    GpuLimits lim;
     for (const GpuRef& g : r_.target.gpus) {
       if (const Architecture* a = ArchOf(g)) {
-        if (a->last_cuda_major && (!arch_max_major || *a->last_cuda_major < *arch_max_major)) {
-          arch_max_major = a->last_cuda_major;
+        if (a->last_cuda_major &&
+            (!lim.arch_max_major || *a->last_cuda_major < *lim.arch_max_major)) {
+          lim.arch_max_major = a->last_cuda_major;
         }
-        if (a->last_branch && (!arch_last_branch || *a->last_branch < *arch_last_branch)) {
-          arch_last_branch = a->last_branch;
-          arch_last_name = a->name;
+        if (a->last_branch && (!lim.arch_last_branch || *a->last_branch < *lim.arch_last_branch)) {
+          lim.arch_last_branch = a->last_branch;
+          lim.arch_last_name = a->name;
         }
       }
     }
-    bool all_fc_eligible = !r_.target.gpus.empty();
-    std::vector<std::string> not_eligible;
+    lim.all_fc_eligible = !r_.target.gpus.empty();
     for (const GpuRef& g : r_.target.gpus) {
       if (!FcEligible(d_, g)) {
-        all_fc_eligible = false;
-        not_eligible.push_back(absl::StrCat(GpuLabel(g), " is ",
-                                            g.segment.empty() ? "not known to be a datacenter GPU"
-                                                              : "a " + g.segment + " GPU"));
+        lim.all_fc_eligible = false;
+        lim.not_eligible.push_back(absl::StrCat(GpuLabel(g), " is ",
+                                                g.segment.empty()
+                                                    ? "not known to be a datacenter GPU"
+                                                    : "a " + g.segment + " GPU"));
       }
     }
+    return lim;
+  }
 
-    Verdict severity;
-    bool via_fc = false;
-    std::optional<Version> minimum;  // lowest driver that runs it at all
-    if (mc && mc->floor && driver_ >= *mc->floor) {
-      severity = Verdict::kCompatibleWithCaveats;
-      std::string below = tk.min_driver ? absl::StrCat("below the toolkit driver of ", release,
-                                                       " (", tk.min_driver->ToString(), ")")
-                                        : absl::StrCat("without a known toolkit driver for CUDA ",
-                                                       cuda_text);
-      Add(severity, "minor-version-compat", kLayerUserDriver,
-          absl::StrCat(driver_text, " is ", below, " but at or above ", mc->floor->ToString(),
-                       ", the minor-version compatibility floor of CUDA ", mc->cuda_major,
-                       ".x: it runs with minor-version compatibility"),
-          mc->provenance.source, mc->provenance.confidence);
-      r_.caveats.push_back(absl::StrCat(
-          "minor-version compatibility has a limited feature set: CUDA features that need a "
-          "driver newer than R",
-          branch_, " (CUDA ", bmax, ") are unavailable"));
-      r_.caveats.push_back(absl::StrCat(
-          "no PTX JIT of newer PTX: PTX produced by CUDA ", MajorMinor(cuda_),
-          " (embedded in binaries or generated at run time) cannot be compiled by this driver and "
-          "fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222); only code compiled to SASS for "
-          "the GPU runs"));
-      sources_.push_back("ERR222");
+  // Below the toolkit driver: minor-version compatibility, else forward compatibility, else
+  // incompatible.
+  BelowToolkit JudgeBelowToolkit(const ToolkitView& v, const GpuLimits& lim) {
+    BelowToolkit below;
+    if (v.mc && v.mc->floor && driver_ >= *v.mc->floor) {
+      below.severity = Verdict::kCompatibleWithCaveats;
+      AddMinorVersionCompat(v);
+      return below;
+    }
+    below.minimum = v.mc && v.mc->floor ? v.mc->floor : v.tk.min_driver;
+    if (w().ships_cuda_compat && v.fc.available && lim.all_fc_eligible) {
+      below.severity = Verdict::kCompatibleWithCaveats;
+      below.via_fc = true;
+      AddForwardCompat(v, below.minimum);
     } else {
-      minimum = mc && mc->floor ? mc->floor : tk.min_driver;
-      if (w().ships_cuda_compat && fc.available && all_fc_eligible) {
-        severity = Verdict::kCompatibleWithCaveats;
-        via_fc = true;
-        Add(severity, "forward-compat", kLayerUserDriver,
-            absl::StrCat(driver_text, " is below ", minimum ? minimum->ToString() : "the minimum",
-                         " needed by CUDA ", cuda_text, ", but the image carries ", fc.package,
-                         " and NVIDIA's forward-compatibility matrix supports it on R", branch_,
-                         " for datacenter GPUs"),
-            d_.forward_compat.provenance.source, d_.forward_compat.provenance.confidence);
-        r_.caveats.push_back(absl::StrCat(
-            "runs only through the image's forward-compatibility libraries (", fc.package,
-            "): they must be the ones loaded (the NVIDIA Container Toolkit does this for images "
-            "that set NV_CUDA_COMPAT_PACKAGE; otherwise put /usr/local/cuda/compat on "
-            "LD_LIBRARY_PATH)"));
-        r_.caveats.push_back(
-            "forward compatibility does not cover OpenGL/Vulkan interop; a mismatch between the "
-            "kernel-mode driver and the compat libraries reports CUDA_ERROR_SYSTEM_DRIVER_MISMATCH "
-            "(803)");
-        if (!fc.nfb_warning.empty()) r_.caveats.push_back(fc.nfb_warning);
-      } else {
-        severity = Verdict::kIncompatible;
-        std::string why;
-        if (mc && mc->floor) {
-          why = absl::StrCat("the minor-version compatibility floor of CUDA ", mc->cuda_major,
-                             ".x");
-        } else if (tk.min_driver) {
-          why = absl::StrCat("its toolkit driver; CUDA ", cuda_.major(),
-                             ".x has no minor-version compatibility");
-        }
-        std::string sentence =
-            absl::StrCat("CUDA ", cuda_text, " needs driver >= ",
-                         minimum ? minimum->ToString() : std::string("(unknown)"),
-                         why.empty() ? "" : " (" + why + ")", "; this is ", driver_text);
-        int needed_branch = minimum ? static_cast<int>(minimum->major()) : 0;
-        if (arch_last_branch && needed_branch > *arch_last_branch) {
-          absl::StrAppend(&sentence, ", and R", *arch_last_branch, " is the last branch for ",
-                          arch_last_name, ", so no driver upgrade makes this GPU run CUDA ",
-                          cuda_.major(), ".x");
-        }
-        const Provenance& p = mc && mc->floor ? mc->provenance : tk.provenance;
-        Add(severity, "minimum-driver", kLayerUserDriver, sentence, p.source, p.confidence);
-      }
+      below.severity = Verdict::kIncompatible;
+      AddMinimumDriver(v, lim, below.minimum);
     }
+    return below;
+  }
 
-    // Fixes.
-    std::optional<Version> target = tk.latest_driver;
+  // Rule minor-version-compat (the driver is at or above the floor of the CUDA major).
+  void AddMinorVersionCompat(const ToolkitView& v) {
+    const MinorCompat& mc = *v.mc;
+    std::string below = v.tk.min_driver
+                            ? absl::StrCat("below the toolkit driver of ", v.release, " (",
+                                           v.tk.min_driver->ToString(), ")")
+                            : absl::StrCat("without a known toolkit driver for CUDA ",
+                                           v.cuda_text);
+    Add(Verdict::kCompatibleWithCaveats, "minor-version-compat", kLayerUserDriver,
+        absl::StrCat(v.driver_text, " is ", below, " but at or above ", mc.floor->ToString(),
+                     ", the minor-version compatibility floor of CUDA ", mc.cuda_major,
+                     ".x: it runs with minor-version compatibility"),
+        mc.provenance.source, mc.provenance.confidence);
+    r_.caveats.push_back(absl::StrCat(
+        "minor-version compatibility has a limited feature set: CUDA features that need a "
+        "driver newer than R",
+        branch_, " (CUDA ", v.bmax, ") are unavailable"));
+    r_.caveats.push_back(absl::StrCat(
+        "no PTX JIT of newer PTX: PTX produced by CUDA ", MajorMinor(cuda_),
+        " (embedded in binaries or generated at run time) cannot be compiled by this driver and "
+        "fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222); only code compiled to SASS for "
+        "the GPU runs"));
+    sources_.push_back("ERR222");
+  }
+
+  // Rule forward-compat (the image carries the compat package and every GPU may use it).
+  void AddForwardCompat(const ToolkitView& v, const std::optional<Version>& minimum) {
+    Add(Verdict::kCompatibleWithCaveats, "forward-compat", kLayerUserDriver,
+        absl::StrCat(v.driver_text, " is below ", minimum ? minimum->ToString() : "the minimum",
+                     " needed by CUDA ", v.cuda_text, ", but the image carries ", v.fc.package,
+                     " and NVIDIA's forward-compatibility matrix supports it on R", branch_,
+                     " for datacenter GPUs"),
+        d_.forward_compat.provenance.source, d_.forward_compat.provenance.confidence);
+    r_.caveats.push_back(absl::StrCat(
+        "runs only through the image's forward-compatibility libraries (", v.fc.package,
+        "): they must be the ones loaded (the NVIDIA Container Toolkit does this for images "
+        "that set NV_CUDA_COMPAT_PACKAGE; otherwise put /usr/local/cuda/compat on "
+        "LD_LIBRARY_PATH)"));
+    r_.caveats.push_back(
+        "forward compatibility does not cover OpenGL/Vulkan interop; a mismatch between the "
+        "kernel-mode driver and the compat libraries reports CUDA_ERROR_SYSTEM_DRIVER_MISMATCH "
+        "(803)");
+    if (!v.fc.nfb_warning.empty()) r_.caveats.push_back(v.fc.nfb_warning);
+  }
+
+  // Rule minimum-driver (incompatible).
+  void AddMinimumDriver(const ToolkitView& v, const GpuLimits& lim,
+                        const std::optional<Version>& minimum) {
+    const MinorCompat* mc = v.mc;
+    std::string why;
+    if (mc && mc->floor) {
+      why = absl::StrCat("the minor-version compatibility floor of CUDA ", mc->cuda_major, ".x");
+    } else if (v.tk.min_driver) {
+      why = absl::StrCat("its toolkit driver; CUDA ", cuda_.major(),
+                         ".x has no minor-version compatibility");
+    }
+    std::string sentence =
+        absl::StrCat("CUDA ", v.cuda_text, " needs driver >= ",
+                     minimum ? minimum->ToString() : std::string("(unknown)"),
+                     why.empty() ? "" : " (" + why + ")", "; this is ", v.driver_text);
+    int needed_branch = minimum ? static_cast<int>(minimum->major()) : 0;
+    if (lim.arch_last_branch && needed_branch > *lim.arch_last_branch) {
+      absl::StrAppend(&sentence, ", and R", *lim.arch_last_branch, " is the last branch for ",
+                      lim.arch_last_name, ", so no driver upgrade makes this GPU run CUDA ",
+                      cuda_.major(), ".x");
+    }
+    const Provenance& p = mc && mc->floor ? mc->provenance : v.tk.provenance;
+    Add(Verdict::kIncompatible, "minimum-driver", kLayerUserDriver, sentence, p.source,
+        p.confidence);
+  }
+
+  // Fix upgrade-driver, unless the GPUs' last branch is below the one the CUDA release needs.
+  void AddUpgradeDriverFix(const ToolkitView& v, const GpuLimits& lim, const BelowToolkit& below) {
+    std::optional<Version> target = v.tk.latest_driver;
     int target_branch = target ? static_cast<int>(target->major())
-                               : (tk.paired_branch ? *tk.paired_branch : 0);
-    bool driver_blocked = arch_last_branch && target_branch > *arch_last_branch;
+                               : (v.tk.paired_branch ? *v.tk.paired_branch : 0);
+    bool driver_blocked = lim.arch_last_branch && target_branch > *lim.arch_last_branch;
     if (target_branch > 0 && !driver_blocked) {
       std::string to = target ? absl::StrCat(">= ", target->ToString(), " (R", target_branch, "+)")
                               : absl::StrCat("branch R", target_branch, "+");
       std::string action = absl::StrCat("upgrade the driver to ", to,
-                                        " for full compatibility with CUDA ", cuda_text);
-      if (severity == Verdict::kIncompatible && minimum && minimum != target &&
-          !(arch_last_branch && static_cast<int>(minimum->major()) > *arch_last_branch)) {
+                                        " for full compatibility with CUDA ", v.cuda_text);
+      const std::optional<Version>& minimum = below.minimum;
+      if (below.severity == Verdict::kIncompatible && minimum && minimum != target &&
+          !(lim.arch_last_branch && static_cast<int>(minimum->major()) > *lim.arch_last_branch)) {
         absl::StrAppend(&action, "; >= ", minimum->ToString(),
                         " is the minimum (minor-version compatibility)");
       }
-      AddFix(severity, "upgrade-driver", kCostDriver, action);
+      AddFix(below.severity, "upgrade-driver", kCostDriver, action);
     } else if (driver_blocked) {
-      r_.notes.push_back(absl::StrCat("a driver upgrade cannot help: CUDA ", cuda_text,
-                                      " needs R", target_branch, "+, and R", *arch_last_branch,
-                                      " is the last branch for ", arch_last_name));
+      r_.notes.push_back(absl::StrCat("a driver upgrade cannot help: CUDA ", v.cuda_text,
+                                      " needs R", target_branch, "+, and R",
+                                      *lim.arch_last_branch, " is the last branch for ",
+                                      lim.arch_last_name));
     }
-    if (!via_fc && fc.available) {
+  }
+
+  // Fix forward-compat when the matrix allows it and the image does not already use it; else
+  // a note saying why not.
+  void AddForwardCompatFix(const ToolkitView& v, const GpuLimits& lim, const BelowToolkit& below) {
+    const FcCheck& fc = v.fc;
+    if (!below.via_fc && fc.available) {
       if (r_.target.gpus.empty()) {
-        AddFix(severity, "forward-compat", kCostForwardCompat,
+        AddFix(below.severity, "forward-compat", kCostForwardCompat,
                absl::StrCat("use forward compatibility: ", fc.package, " on R", branch_,
                             " (a supported branch in NVIDIA's forward-compatibility matrix); "
                             "datacenter GPUs only"));
-      } else if (all_fc_eligible) {
-        AddFix(severity, "forward-compat", kCostForwardCompat,
+      } else if (lim.all_fc_eligible) {
+        AddFix(below.severity, "forward-compat", kCostForwardCompat,
                absl::StrCat("use forward compatibility: install ", fc.package,
                             " (in the image, or on the host) on this datacenter GPU; branch R",
                             branch_,
                             " is a supported target in NVIDIA's forward-compatibility matrix"));
       } else {
         r_.notes.push_back(absl::StrCat(
-            "forward compatibility is not possible: ", absl::StrJoin(not_eligible, "; "),
+            "forward compatibility is not possible: ", absl::StrJoin(lim.not_eligible, "; "),
             " (compat libraries there fail with CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)"));
       }
-      if (!fc.nfb_warning.empty() && !via_fc) r_.notes.push_back(fc.nfb_warning);
+      if (!fc.nfb_warning.empty() && !below.via_fc) r_.notes.push_back(fc.nfb_warning);
     } else if (!fc.available && !fc.package.empty() && !fc.paired) {
       r_.notes.push_back(absl::StrCat("forward compatibility is not possible: ", fc.why_not));
     }
-    std::optional<Version> best_full = BestFullCuda(d_, driver_, arch_max_major);
-    std::optional<int> best_mc = BestMinorCompatMajor(d_, driver_, arch_max_major);
+  }
+
+  // Fix change-image: the newest CUDA this driver runs with full (or minor-version) compatibility.
+  void AddChangeImageFix(const GpuLimits& lim, Verdict severity) {
+    std::optional<Version> best_full = BestFullCuda(d_, driver_, lim.arch_max_major);
+    std::optional<int> best_mc = BestMinorCompatMajor(d_, driver_, lim.arch_max_major);
     if (best_full) {
       std::string action = absl::StrCat("choose an image built for CUDA <= ", best_full->ToString(),
                                         " (full compatibility with driver ", driver_.ToString(),
@@ -753,24 +833,16 @@ class Checker {
     std::stable_sort(r_.fixes.begin(), r_.fixes.end(),
                      [](const Fix& a, const Fix& b) { return a.cost < b.cost; });
     // Sources of the decision, caveats and failures, and of the workload mapping.
-    std::vector<std::string> ids;
-    auto add_ids = [&](const std::string& field) {
-      for (const std::string& id : CompatData::SourceIds(field)) {
-        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-      }
-    };
-    add_ids(r_.decision.source);
+    SourceIdList ids;
+    ids.Add(r_.decision.source);
     for (const Finding& f : r_.findings) {
-      if (f.severity != Verdict::kCompatible) add_ids(f.source);
+      if (f.severity != Verdict::kCompatible) ids.Add(f.source);
     }
     if (verdict != Verdict::kCompatible) {
-      for (const std::string& s : sources_) add_ids(s);
+      for (const std::string& s : sources_) ids.Add(s);
     }
-    add_ids(r_.workload.source);
-    for (const std::string& id : ids) {
-      auto it = d_.sources.find(id);
-      r_.sources.push_back({id, it == d_.sources.end() ? std::string() : it->second});
-    }
+    ids.Add(r_.workload.source);
+    r_.sources = ids.Resolve(d_);
     return std::move(r_);
   }
 
@@ -789,30 +861,21 @@ CompatReport Check(const CompatData& data, const WorkloadSpec& workload, const N
   return Checker(data, workload, target).Run();
 }
 
-DriverForReport DriverFor(const CompatData& data, const Version& cuda,
-                          const std::vector<GpuRef>& gpus) {
-  DriverForReport r;
-  r.cuda = cuda;
-  r.gpus = gpus;
-  r.data_origin = data.origin;
-  ToolkitInfo tk = LookupToolkit(data, cuda);
-  const MinorCompat* mc = data.FindMinorCompat(static_cast<int>(cuda.major()));
+namespace {
+
+// The toolkit and minor-version facts of DriverFor, with their notes.
+void DescribeToolkit(const Version& cuda, const ToolkitInfo& tk, const MinorCompat* mc,
+                     DriverForReport& r, SourceIdList& ids) {
   r.known = tk.known || mc != nullptr;
   r.releases = tk.releases;
   r.toolkit_driver = tk.min_driver;
   r.toolkit_driver_latest = tk.latest_driver;
   r.paired_branch = tk.paired_branch;
   if (!tk.note.empty()) r.notes.push_back(tk.note);
-  std::vector<std::string> ids;
-  auto add_ids = [&](const std::string& field) {
-    for (const std::string& id : CompatData::SourceIds(field)) {
-      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-    }
-  };
-  add_ids(tk.provenance.source);
+  ids.Add(tk.provenance.source);
   if (mc) {
     r.minor_compat_floor = mc->floor;
-    add_ids(mc->provenance.source);
+    ids.Add(mc->provenance.source);
     if (!mc->floor) {
       r.notes.push_back(absl::StrCat("CUDA ", mc->cuda_major,
                                      ".x has no minor-version compatibility: every minor needs its "
@@ -827,348 +890,109 @@ DriverForReport DriverFor(const CompatData& data, const Version& cuda,
     r.notes.push_back(absl::StrCat("the driver paired with CUDA ", cuda.ToString(),
                                    " was not captured (unconfirmed)"));
   }
+}
+
+// The branches whose max CUDA covers `cuda`. A branch known only by its max CUDA major counts
+// once a branch with an exact max CUDA covered it.
+std::vector<int> CoveringBranches(const CompatData& data, const Version& cuda) {
+  std::vector<int> branches;
   Version mm = cuda.Truncate(2);
   for (const DriverBranch& b : data.branches) {
     bool covers = (b.max_cuda && *b.max_cuda >= mm) ||
                   (!b.max_cuda && b.max_cuda_major &&
                    *b.max_cuda_major >= static_cast<int>(cuda.major()) &&
-                   !r.branches.empty());
-    if (covers) r.branches.push_back(b.branch);
+                   !branches.empty());
+    if (covers) branches.push_back(b.branch);
   }
-  if (const FcPackage* pkg = data.FindFcPackage(cuda)) {
-    for (size_t i = 0; i < pkg->support.size(); ++i) {
-      if (pkg->support[i] != FcCell::kSupported) continue;
-      int col = data.forward_compat.columns[i];
-      std::string s = absl::StrCat(pkg->package, " on R", col);
-      if (const DriverBranch* b = data.FindBranch(col); b && b->type == "NFB") {
-        absl::StrAppend(&s, " (New Feature Branch: not a recommended target)");
-      }
-      r.forward_compat.push_back(s);
-    }
-    add_ids(data.forward_compat.provenance.source);
-  }
-  // The lowest branch that runs this CUDA at all, and the one for full compatibility.
-  int full_branch = tk.min_driver ? static_cast<int>(tk.min_driver->major())
-                                  : (tk.paired_branch ? *tk.paired_branch : 0);
-  int any_branch = mc && mc->floor ? static_cast<int>(mc->floor->major()) : full_branch;
-  for (const GpuRef& g : gpus) {
-    const Architecture* a = g.cc ? data.FindArchitecture(*g.cc) : nullptr;
-    if (!a) {
-      r.warnings.push_back(absl::StrCat(GpuLabel(g),
-                                        ": architecture not in the data set, not checked"));
-      continue;
-    }
-    bool toolkit_ok = true;
-    if (a->last_cuda_major && static_cast<int>(cuda.major()) > *a->last_cuda_major) {
-      toolkit_ok = false;
-      r.warnings.push_back(absl::StrCat("CUDA ", cuda.ToString(), " does not support ", a->name,
-                                        " (", GpuLabel(g), "): the last toolkit for ", a->name,
-                                        " is CUDA ", *a->last_cuda_major, ".x"));
-      add_ids(a->provenance.source);
-    } else if (mm < a->first_cuda) {
-      r.warnings.push_back(absl::StrCat("CUDA ", cuda.ToString(), " predates ", a->name, " (",
-                                        GpuLabel(g), "; first toolkit ",
-                                        a->first_cuda.ToString(),
-                                        "): no native code, PTX JIT only"));
-      add_ids(a->provenance.source);
-    }
-    if (a->last_branch && any_branch > *a->last_branch) {
-      r.warnings.push_back(absl::StrCat("no driver that runs CUDA ", cuda.ToString(), " supports ",
-                                        a->name, " (", GpuLabel(g), "): it needs R", any_branch,
-                                        "+, and R", *a->last_branch, " is the last branch for ",
-                                        a->name));
-      add_ids(a->provenance.source);
-    } else if (a->last_branch && full_branch > *a->last_branch && toolkit_ok) {
-      r.warnings.push_back(absl::StrCat(
-          "full compatibility needs R", full_branch, "+, which does not support ", a->name, " (",
-          GpuLabel(g), "); R", *a->last_branch, " runs it through minor-version compatibility"));
-      add_ids(a->provenance.source);
-    }
-    if (a->first_branch && *a->first_branch > any_branch) {
-      r.warnings.push_back(absl::StrCat(a->name, " GPUs (", GpuLabel(g), ") need branch R",
-                                        *a->first_branch, "+ whatever the CUDA version"));
-      add_ids(a->provenance.source);
-    }
-    if (!r.forward_compat.empty() && !FcEligible(data, g)) {
-      r.warnings.push_back(absl::StrCat(
-          "forward compatibility is not available on ", GpuLabel(g), " (",
-          g.segment.empty() ? "not known to be a datacenter GPU" : g.segment + " GPU",
-          "; CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)"));
-    }
-  }
-  for (const std::string& id : ids) {
-    auto it = data.sources.find(id);
-    r.sources.push_back({id, it == data.sources.end() ? std::string() : it->second});
-  }
-  return r;
+  return branches;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Rendering.
-
-namespace {
-
-nlohmann::ordered_json OptJson(const std::optional<Version>& v) {
-  return v ? nlohmann::ordered_json(v->ToString()) : nlohmann::ordered_json(nullptr);
-}
-
-nlohmann::ordered_json GpuJson(const GpuRef& g) {
-  nlohmann::ordered_json j = {{"name", g.name},
-                      {"architecture", g.arch.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.arch)},
-                      {"computeCapability", OptJson(g.cc)},
-                      {"segment", g.segment.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.segment)},
-                      {"inDataSet", g.in_data_set}};
-  if (g.pci_device_id) {
-    char buf[8];
-    snprintf(buf, sizeof(buf), "0x%04x", *g.pci_device_id);
-    j["pciDeviceId"] = buf;
-  } else {
-    j["pciDeviceId"] = nullptr;
+// "cuda-compat-12-4 on R535" for each branch the forward-compatibility matrix supports.
+void DescribeForwardCompat(const CompatData& data, const Version& cuda, DriverForReport& r,
+                           SourceIdList& ids) {
+  const FcPackage* pkg = data.FindFcPackage(cuda);
+  if (!pkg) return;
+  for (size_t i = 0; i < pkg->support.size(); ++i) {
+    if (pkg->support[i] != FcCell::kSupported) continue;
+    int col = data.forward_compat.columns[i];
+    std::string s = absl::StrCat(pkg->package, " on R", col);
+    if (const DriverBranch* b = data.FindBranch(col); b && b->type == "NFB") {
+      absl::StrAppend(&s, " (New Feature Branch: not a recommended target)");
+    }
+    r.forward_compat.push_back(s);
   }
-  return j;
+  ids.Add(data.forward_compat.provenance.source);
 }
 
-nlohmann::ordered_json SourcesJson(const std::vector<SourceRef>& sources) {
-  nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (const SourceRef& s : sources) a.push_back({{"id", s.id}, {"text", s.text}});
-  return a;
-}
-
-nlohmann::ordered_json FindingJson(const Finding& f) {
-  return {{"rule", f.rule},
-          {"result", std::string(VerdictName(f.severity))},
-          {"layer", f.layer},
-          {"text", f.sentence},
-          {"source", f.source},
-          {"confidence", std::string(ConfidenceName(f.confidence))},
-          {"gpu", f.gpu.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.gpu)}};
-}
-
-const char* VerdictColor(Verdict v) {
-  switch (v) {
-    case Verdict::kCompatible:
-      return "\033[32m";
-    case Verdict::kCompatibleWithCaveats:
-      return "\033[33m";
-    case Verdict::kIncompatible:
-      return "\033[31m";
-    case Verdict::kUnknown:
-      return "\033[35m";
+// The warnings about one GPU: its architecture against the CUDA release and the branches that
+// run it (`any_branch` at all, `full_branch` with full compatibility).
+void WarnAboutGpu(const CompatData& data, const Version& cuda, const GpuRef& g, int full_branch,
+                  int any_branch, DriverForReport& r, SourceIdList& ids) {
+  const Architecture* a = g.cc ? data.FindArchitecture(*g.cc) : nullptr;
+  if (!a) {
+    r.warnings.push_back(absl::StrCat(GpuLabel(g),
+                                      ": architecture not in the data set, not checked"));
+    return;
   }
-  return "";
-}
-
-std::string GpuLine(const GpuRef& g) {
-  std::string s = g.name.empty() ? std::string("(unnamed GPU)") : g.name;
-  std::vector<std::string> parts;
-  if (!g.arch.empty()) parts.push_back(g.arch);
-  if (g.cc) parts.push_back("cc " + g.cc->ToString());
-  if (!g.segment.empty()) parts.push_back(g.segment);
-  if (g.pci_device_id) {
-    char buf[8];
-    snprintf(buf, sizeof(buf), "0x%04x", *g.pci_device_id);
-    parts.push_back(std::string("pci ") + buf);
+  bool toolkit_ok = true;
+  if (a->last_cuda_major && static_cast<int>(cuda.major()) > *a->last_cuda_major) {
+    toolkit_ok = false;
+    r.warnings.push_back(absl::StrCat("CUDA ", cuda.ToString(), " does not support ", a->name,
+                                      " (", GpuLabel(g), "): the last toolkit for ", a->name,
+                                      " is CUDA ", *a->last_cuda_major, ".x"));
+    ids.Add(a->provenance.source);
+  } else if (cuda.Truncate(2) < a->first_cuda) {
+    r.warnings.push_back(absl::StrCat("CUDA ", cuda.ToString(), " predates ", a->name, " (",
+                                      GpuLabel(g), "; first toolkit ", a->first_cuda.ToString(),
+                                      "): no native code, PTX JIT only"));
+    ids.Add(a->provenance.source);
   }
-  if (!parts.empty()) absl::StrAppend(&s, " (", absl::StrJoin(parts, ", "), ")");
-  return s;
+  if (a->last_branch && any_branch > *a->last_branch) {
+    r.warnings.push_back(absl::StrCat("no driver that runs CUDA ", cuda.ToString(), " supports ",
+                                      a->name, " (", GpuLabel(g), "): it needs R", any_branch,
+                                      "+, and R", *a->last_branch, " is the last branch for ",
+                                      a->name));
+    ids.Add(a->provenance.source);
+  } else if (a->last_branch && full_branch > *a->last_branch && toolkit_ok) {
+    r.warnings.push_back(absl::StrCat(
+        "full compatibility needs R", full_branch, "+, which does not support ", a->name, " (",
+        GpuLabel(g), "); R", *a->last_branch, " runs it through minor-version compatibility"));
+    ids.Add(a->provenance.source);
+  }
+  if (a->first_branch && *a->first_branch > any_branch) {
+    r.warnings.push_back(absl::StrCat(a->name, " GPUs (", GpuLabel(g), ") need branch R",
+                                      *a->first_branch, "+ whatever the CUDA version"));
+    ids.Add(a->provenance.source);
+  }
+  if (!r.forward_compat.empty() && !FcEligible(data, g)) {
+    r.warnings.push_back(absl::StrCat(
+        "forward compatibility is not available on ", GpuLabel(g), " (",
+        g.segment.empty() ? "not known to be a datacenter GPU" : g.segment + " GPU",
+        "; CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)"));
+  }
 }
 
 }  // namespace
 
-nlohmann::ordered_json ToJson(const CompatReport& r) {
-  const WorkloadSpec& w = r.workload;
-  nlohmann::ordered_json workload = {
-      {"input", w.input},
-      {"family", w.family.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.family)},
-      {"cuda", OptJson(w.cuda)},
-      {"framework", w.framework.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.framework)},
-      {"frameworkVersion", OptJson(w.framework_version)},
-      {"wheel", w.wheel.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.wheel)},
-      {"cudnn", w.cudnn.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.cudnn)},
-      {"flavor", w.flavor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.flavor)},
-      {"os", w.os.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.os)},
-      {"derivedFrom", w.derived_from},
-      {"confidence", std::string(ConfidenceName(w.confidence))},
-      {"shipsCudaCompat", w.ships_cuda_compat}};
-  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  for (const GpuRef& g : r.target.gpus) gpus.push_back(GpuJson(g));
-  nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
-  for (const Fix& f : r.fixes) fixes.push_back({{"cost", f.cost}, {"kind", f.kind}, {"action", f.action}});
-  nlohmann::ordered_json findings = nlohmann::ordered_json::array();
-  for (const Finding& f : r.findings) findings.push_back(FindingJson(f));
-  const CompatFacts& fa = r.facts;
-  nlohmann::ordered_json facts = {
-      {"driver", OptJson(fa.driver)},
-      {"driverBranch", fa.branch ? nlohmann::ordered_json(*fa.branch) : nlohmann::ordered_json(nullptr)},
-      {"branchMaxCuda", OptJson(fa.branch_max_cuda)},
-      {"workloadCuda", OptJson(fa.workload_cuda)},
-      {"toolkitDriver", OptJson(fa.toolkit_driver)},
-      {"toolkitDriverLatest", OptJson(fa.toolkit_driver_latest)},
-      {"toolkitPairedBranch",
-       fa.toolkit_paired_branch ? nlohmann::ordered_json(*fa.toolkit_paired_branch) : nlohmann::ordered_json(nullptr)},
-      {"minorCompatFloor", OptJson(fa.minor_compat_floor)},
-      {"forwardCompatPackage", fa.forward_compat_package.empty()
-                                   ? nlohmann::ordered_json(nullptr)
-                                   : nlohmann::ordered_json(fa.forward_compat_package)}};
-  return {{"apiVersion", "gpunode/v1"},
-          {"kind", "CompatReport"},
-          {"verdict", std::string(VerdictName(r.verdict))},
-          {"workload", workload},
-          {"target",
-           {{"origin", r.target.origin},
-            {"driver", OptJson(r.target.driver)},
-            {"gpus", gpus}}},
-          {"rule",
-           {{"id", r.decision.rule},
-            {"text", r.decision.sentence},
-            {"layer", r.decision.layer},
-            {"source", r.decision.source},
-            {"confidence", std::string(ConfidenceName(r.decision.confidence))}}},
-          {"layer", r.decision.layer},
-          {"caveats", r.caveats},
-          {"fixes", fixes},
-          {"needed", r.needed},
-          {"notes", r.notes},
-          {"facts", facts},
-          {"findings", findings},
-          {"sources", SourcesJson(r.sources)},
-          {"dataSet", r.data_origin}};
-}
-
-nlohmann::ordered_json ToJson(const DriverForReport& r) {
-  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  for (const GpuRef& g : r.gpus) gpus.push_back(GpuJson(g));
-  return {{"apiVersion", "gpunode/v1"},
-          {"kind", "DriverRequirement"},
-          {"cuda", r.cuda.ToString()},
-          {"known", r.known},
-          {"releases", r.releases},
-          {"fullCompatibility",
-           {{"minimumDriver", OptJson(r.toolkit_driver)},
-            {"latestUpdateDriver", OptJson(r.toolkit_driver_latest)},
-            {"pairedBranch", r.paired_branch ? nlohmann::ordered_json(*r.paired_branch) : nlohmann::ordered_json(nullptr)}}},
-          {"minorVersionCompatibility", {{"minimumDriver", OptJson(r.minor_compat_floor)}}},
-          {"branches", r.branches},
-          {"forwardCompatibility", r.forward_compat},
-          {"gpus", gpus},
-          {"warnings", r.warnings},
-          {"notes", r.notes},
-          {"sources", SourcesJson(r.sources)},
-          {"dataSet", r.data_origin}};
-}
-
-std::string RenderText(const CompatReport& r, bool color) {
-  const char* reset = color ? "\033[0m" : "";
-  const char* bold = color ? "\033[1m" : "";
-  std::string out;
-  absl::StrAppend(&out, bold, "verdict: ", reset, color ? VerdictColor(r.verdict) : "",
-                  VerdictName(r.verdict), reset, "\n");
-  const WorkloadSpec& w = r.workload;
-  absl::StrAppend(&out, "workload: ", w.input, "\n");
-  if (!w.derived_from.empty()) absl::StrAppend(&out, "          ", w.derived_from, "\n");
-  std::string target = r.target.origin;
-  if (r.target.driver) absl::StrAppend(&target, ": driver ", r.target.driver->ToString());
-  if (r.facts.branch) {
-    absl::StrAppend(&target, " (R", *r.facts.branch);
-    if (r.facts.branch_max_cuda) {
-      absl::StrAppend(&target, ", CUDA <= ", r.facts.branch_max_cuda->ToString());
-    }
-    absl::StrAppend(&target, ")");
-  }
-  absl::StrAppend(&out, "target: ", target, "\n");
-  for (const GpuRef& g : r.target.gpus) absl::StrAppend(&out, "  gpu: ", GpuLine(g), "\n");
-  if (!r.decision.rule.empty()) {
-    absl::StrAppend(&out, "rule: ", r.decision.rule, " [", r.decision.layer, "]\n  ",
-                    r.decision.sentence, "\n");
-  }
-  if (!r.caveats.empty()) {
-    absl::StrAppend(&out, "caveats:\n");
-    for (const std::string& c : r.caveats) absl::StrAppend(&out, "  - ", c, "\n");
-  }
-  if (!r.fixes.empty()) {
-    absl::StrAppend(&out, "fixes (cheapest first):\n");
-    int i = 1;
-    for (const Fix& f : r.fixes) absl::StrAppend(&out, "  ", i++, ". ", f.action, "\n");
-  }
-  if (!r.needed.empty()) {
-    absl::StrAppend(&out, "to decide, gpunode needs:\n");
-    for (const std::string& n : r.needed) absl::StrAppend(&out, "  - ", n, "\n");
-  }
-  if (!r.notes.empty()) {
-    absl::StrAppend(&out, "notes:\n");
-    for (const std::string& n : r.notes) absl::StrAppend(&out, "  - ", n, "\n");
-  }
-  const CompatFacts& fa = r.facts;
-  if (fa.toolkit_driver || fa.minor_compat_floor || fa.toolkit_paired_branch) {
-    absl::StrAppend(&out, "facts:");
-    if (fa.toolkit_driver) {
-      absl::StrAppend(&out, " toolkit driver >= ", fa.toolkit_driver->ToString());
-      if (fa.toolkit_driver_latest && *fa.toolkit_driver_latest != *fa.toolkit_driver) {
-        absl::StrAppend(&out, " (latest update >= ", fa.toolkit_driver_latest->ToString(), ")");
-      }
-      absl::StrAppend(&out, ";");
-    } else if (fa.toolkit_paired_branch) {
-      absl::StrAppend(&out, " toolkit branch R", *fa.toolkit_paired_branch, "+;");
-    }
-    if (fa.minor_compat_floor) {
-      absl::StrAppend(&out, " minor-version floor >= ", fa.minor_compat_floor->ToString(), ";");
-    }
-    out.back() = '\n';
-  }
-  if (!r.sources.empty()) {
-    absl::StrAppend(&out, "sources:\n");
-    for (const SourceRef& s : r.sources) absl::StrAppend(&out, "  [", s.id, "] ", s.text, "\n");
-  }
-  return out;
-}
-
-std::string RenderText(const DriverForReport& r, bool color) {
-  const char* reset = color ? "\033[0m" : "";
-  const char* bold = color ? "\033[1m" : "";
-  std::string out;
-  absl::StrAppend(&out, bold, "CUDA ", r.cuda.ToString(), reset);
-  if (!r.releases.empty()) absl::StrAppend(&out, " (", absl::StrJoin(r.releases, ", "), ")");
-  absl::StrAppend(&out, "\n");
-  if (r.toolkit_driver) {
-    absl::StrAppend(&out, "  full compatibility:    driver >= ", r.toolkit_driver->ToString());
-    if (r.toolkit_driver_latest && *r.toolkit_driver_latest != *r.toolkit_driver) {
-      absl::StrAppend(&out, " (>= ", r.toolkit_driver_latest->ToString(),
-                      " for the latest update)");
-    }
-    absl::StrAppend(&out, "\n");
-  } else if (r.paired_branch) {
-    absl::StrAppend(&out, "  full compatibility:    driver branch R", *r.paired_branch,
-                    "+ (exact driver not captured)\n");
-  }
-  if (r.minor_compat_floor) {
-    absl::StrAppend(&out, "  minor-version compat:  driver >= ", r.minor_compat_floor->ToString(),
-                    " (limited features; no PTX JIT of newer PTX)\n");
-  } else if (r.known) {
-    absl::StrAppend(&out, "  minor-version compat:  none for CUDA ", r.cuda.major(), ".x\n");
-  }
-  if (!r.branches.empty()) {
-    std::vector<std::string> b;
-    for (int x : r.branches) b.push_back(absl::StrCat("R", x));
-    absl::StrAppend(&out, "  branches (native):     ", absl::StrJoin(b, ", "), "\n");
-  }
-  if (!r.forward_compat.empty()) {
-    absl::StrAppend(&out, "  forward compatibility: ", absl::StrJoin(r.forward_compat, "; "),
-                    " (datacenter GPUs)\n");
-  }
-  for (const GpuRef& g : r.gpus) absl::StrAppend(&out, "  gpu: ", GpuLine(g), "\n");
-  if (!r.warnings.empty()) {
-    absl::StrAppend(&out, color ? "\033[33m" : "", "warnings:", reset, "\n");
-    for (const std::string& w : r.warnings) absl::StrAppend(&out, "  - ", w, "\n");
-  }
-  if (!r.notes.empty()) {
-    absl::StrAppend(&out, "notes:\n");
-    for (const std::string& n : r.notes) absl::StrAppend(&out, "  - ", n, "\n");
-  }
-  if (!r.sources.empty()) {
-    absl::StrAppend(&out, "sources:\n");
-    for (const SourceRef& s : r.sources) absl::StrAppend(&out, "  [", s.id, "] ", s.text, "\n");
-  }
-  return out;
+DriverForReport DriverFor(const CompatData& data, const Version& cuda,
+                          const std::vector<GpuRef>& gpus) {
+  DriverForReport r;
+  r.cuda = cuda;
+  r.gpus = gpus;
+  r.data_origin = data.origin;
+  SourceIdList ids;
+  ToolkitInfo tk = LookupToolkit(data, cuda);
+  const MinorCompat* mc = data.FindMinorCompat(static_cast<int>(cuda.major()));
+  DescribeToolkit(cuda, tk, mc, r, ids);
+  r.branches = CoveringBranches(data, cuda);
+  DescribeForwardCompat(data, cuda, r, ids);
+  // The lowest branch that runs this CUDA at all, and the one for full compatibility.
+  int full_branch = tk.min_driver ? static_cast<int>(tk.min_driver->major())
+                                  : (tk.paired_branch ? *tk.paired_branch : 0);
+  int any_branch = mc && mc->floor ? static_cast<int>(mc->floor->major()) : full_branch;
+  for (const GpuRef& g : gpus) WarnAboutGpu(data, cuda, g, full_branch, any_branch, r, ids);
+  r.sources = ids.Resolve(data);
+  return r;
 }
 
 }  // namespace gpunode::compat

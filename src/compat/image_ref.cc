@@ -562,13 +562,24 @@ StatusOr<Version> CudaFromWheelTag(absl::string_view wheel) {
   return Version::Of({major, minor});
 }
 
-StatusOr<WorkloadSpec> WorkloadFromPip(const CompatData& data, absl::string_view text) {
+namespace {
+
+// A pip requirement "name[extras]==version": name and extras lower-cased; version may be empty.
+struct PipRequirement {
+  std::string name;
+  std::string extras;
+  absl::string_view version;  // into the text parsed
+};
+
+Status NotPipRequirement(absl::string_view text, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", Printable(text.substr(0, 200)), "\" is not a pip requirement: ", why,
+                   " (expected e.g. torch==2.5.1+cu124)"));
+}
+
+StatusOr<PipRequirement> ParsePipRequirement(absl::string_view text) {
   absl::string_view s = absl::StripAsciiWhitespace(text);
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", Printable(text.substr(0, 200)), "\" is not a pip requirement: ", why,
-                     " (expected e.g. torch==2.5.1+cu124)"));
-  };
+  auto bad = [&](absl::string_view why) { return NotPipRequirement(text, why); };
   if (s.empty()) return bad("it is empty");
   if (s.size() > 200) return bad("it is too long");
   for (char c : s) {
@@ -578,109 +589,111 @@ StatusOr<WorkloadSpec> WorkloadFromPip(const CompatData& data, absl::string_view
   }
   // name: letters, digits, '-', '_', '.', optional [extras]. A bare version ("2.5.1+cu124",
   // from --torch) starts with a digit and means torch.
-  std::string name;
-  std::string extras;
-  absl::string_view rest;
+  PipRequirement req;
   if (IsDigit(s[0])) {
-    name = "torch";
-    rest = s;
-  } else {
+    req.name = "torch";
+    req.version = s;
+    return req;
+  }
   size_t i = 0;
   while (i < s.size() && (absl::ascii_isalnum(static_cast<unsigned char>(s[i])) || s[i] == '-' ||
                           s[i] == '_' || s[i] == '.')) {
     ++i;
   }
-  name = absl::AsciiStrToLower(s.substr(0, i));
+  req.name = absl::AsciiStrToLower(s.substr(0, i));
   if (i < s.size() && s[i] == '[') {
     size_t close = s.find(']', i);
     if (close == absl::string_view::npos) return bad("an extra is not closed with ']'");
-    extras = absl::AsciiStrToLower(s.substr(i + 1, close - i - 1));
+    req.extras = absl::AsciiStrToLower(s.substr(i + 1, close - i - 1));
     i = close + 1;
   }
-  rest = absl::StripAsciiWhitespace(s.substr(i));
+  absl::string_view rest = absl::StripAsciiWhitespace(s.substr(i));
   if (!absl::ConsumePrefix(&rest, "==")) {
     if (!rest.empty() && s[i] != ' ' && s[i] != '\t') return bad("expected == after the name");
   }
-  rest = absl::StripAsciiWhitespace(rest);
-  }
-  if (name.empty()) return bad("the package name is missing");
+  req.version = absl::StripAsciiWhitespace(rest);
+  if (req.name.empty()) return bad("the package name is missing");
+  return req;
+}
 
+// torch==X.Y.Z+cuXYZ: the CUDA of the wheel variant, or of the variant pip installs by default.
+StatusOr<WorkloadSpec> PipTorch(const CompatData& data, WorkloadSpec spec, absl::string_view rest,
+                                absl::string_view text) {
+  spec.family = "pip torch";
+  spec.framework = "pytorch";
+  if (rest.empty()) return NotPipRequirement(text, "torch needs a version, e.g. torch==2.5.1+cu124");
+  absl::string_view ver = rest;
+  absl::string_view local;
+  if (size_t plus = rest.find('+'); plus != absl::string_view::npos) {
+    ver = rest.substr(0, plus);
+    local = rest.substr(plus + 1);
+  }
+  GPUNODE_ASSIGN_OR_RETURN(const Version tv, Version::Parse(ver, "torch version"));
+  spec.framework_version = tv;
+  const TorchRelease* release = nullptr;
+  for (const TorchRelease& r : data.torch_releases) {
+    if (r.torch.major() == tv.major() && r.torch.minor() == tv.minor()) release = &r;
+  }
+  if (local.empty()) {
+    if (release && !release->pypi_default.empty()) {
+      local = release->pypi_default;
+      spec.source = release->provenance.source;
+    } else {
+      return Unknown(std::move(spec),
+                     absl::StrCat("torch ", tv.ToString(),
+                                  " without +cuXYZ: which CUDA pip installs is not in the data set"),
+                     {"the wheel variant, e.g. torch==2.5.1+cu124 (the index "
+                      "https://download.pytorch.org/whl/cuXYZ you install from)"});
+    }
+  }
+  if (local == "cpu" || absl::StartsWith(local, "rocm")) {
+    return Unknown(std::move(spec), absl::StrCat("torch+", local, " is not a CUDA build"),
+                   {"a CUDA wheel variant, e.g. +cu124"});
+  }
+  GPUNODE_ASSIGN_OR_RETURN(spec.cuda, CudaFromWheelTag(local));
+  spec.wheel = std::string(local);
+  spec.derived_from = absl::StrCat("CUDA ", spec.cuda->ToString(), " from the torch wheel variant +", local);
+  return spec;
+}
+
+// jax[cudaNN]==X.Y.Z: the CUDA the data set gives that extra.
+StatusOr<WorkloadSpec> PipJax(const CompatData& data, WorkloadSpec spec, absl::string_view rest,
+                              const std::string& extras) {
+  spec.family = "pip jax";
+  spec.framework = "jax";
+  if (!rest.empty()) {
+    GPUNODE_ASSIGN_OR_RETURN(spec.framework_version, Version::Parse(rest, "jax version"));
+  }
+  for (const JaxBuild& j : data.jax) {
+    if (j.extra == extras) {
+      spec.cuda = j.cuda;
+      spec.flavor = extras;
+      spec.source = j.provenance.source;
+      spec.confidence = j.provenance.confidence;
+      spec.derived_from = absl::StrCat("CUDA ", j.cuda.ToString(), " for jax[", extras,
+                                       "] (built with it, from the data set)");
+      return spec;
+    }
+  }
+  return Unknown(std::move(spec), absl::StrCat("jax[", extras, "] is not in the data set"),
+                 {"jax[cuda12] or jax[cuda13], or --cuda with the local toolkit's version"});
+}
+
+}  // namespace
+
+StatusOr<WorkloadSpec> WorkloadFromPip(const CompatData& data, absl::string_view text) {
+  GPUNODE_ASSIGN_OR_RETURN(PipRequirement req, ParsePipRequirement(text));
   WorkloadSpec spec;
   spec.input = std::string(text);
-  if (name == "torch" || name == "pytorch") {
-    spec.family = "pip torch";
-    spec.framework = "pytorch";
-    if (rest.empty()) return bad("torch needs a version, e.g. torch==2.5.1+cu124");
-    absl::string_view ver = rest;
-    absl::string_view local;
-    if (size_t plus = rest.find('+'); plus != absl::string_view::npos) {
-      ver = rest.substr(0, plus);
-      local = rest.substr(plus + 1);
-    }
-    auto tv = Version::Parse(ver, "torch version");
-    if (!tv.ok()) return tv.status();
-    spec.framework_version = *tv;
-    const TorchRelease* release = nullptr;
-    for (const TorchRelease& r : data.torch_releases) {
-      if (r.torch.major() == tv->major() && r.torch.minor() == tv->minor()) release = &r;
-    }
-    if (local.empty()) {
-      if (release && !release->pypi_default.empty()) {
-        local = release->pypi_default;
-        spec.source = release->provenance.source;
-      } else {
-        return Unknown(std::move(spec),
-                       absl::StrCat("torch ", tv->ToString(),
-                                    " without +cuXYZ: which CUDA pip installs is not in the data "
-                                    "set"),
-                       {"the wheel variant, e.g. torch==2.5.1+cu124 (the index "
-                        "https://download.pytorch.org/whl/cuXYZ you install from)"});
-      }
-    }
-    if (local == "cpu" || absl::StartsWith(local, "rocm")) {
-      return Unknown(std::move(spec),
-                     absl::StrCat("torch+", local, " is not a CUDA build"),
-                     {"a CUDA wheel variant, e.g. +cu124"});
-    }
-    auto cuda = CudaFromWheelTag(local);
-    if (!cuda.ok()) return cuda.status();
-    spec.cuda = *cuda;
-    spec.wheel = std::string(local);
-    spec.derived_from = absl::StrCat("CUDA ", cuda->ToString(), " from the torch wheel variant +",
-                                     local);
-    return spec;
-  }
-  if (name == "tensorflow" || name == "tensorflow-gpu") {
+  if (req.name == "torch" || req.name == "pytorch") return PipTorch(data, std::move(spec), req.version, text);
+  if (req.name == "tensorflow" || req.name == "tensorflow-gpu") {
     spec.family = "pip tensorflow";
-    auto tf = Version::Parse(rest, "tensorflow version");
-    if (!tf.ok()) return tf.status();
-    return FromTensorflow(data, std::move(spec), *tf);
+    GPUNODE_ASSIGN_OR_RETURN(const Version tf, Version::Parse(req.version, "tensorflow version"));
+    return FromTensorflow(data, std::move(spec), tf);
   }
-  if (name == "jax") {
-    spec.family = "pip jax";
-    spec.framework = "jax";
-    if (!rest.empty()) {
-      auto jv = Version::Parse(rest, "jax version");
-      if (!jv.ok()) return jv.status();
-      spec.framework_version = *jv;
-    }
-    for (const JaxBuild& j : data.jax) {
-      if (j.extra == extras) {
-        spec.cuda = j.cuda;
-        spec.flavor = extras;
-        spec.source = j.provenance.source;
-        spec.confidence = j.provenance.confidence;
-        spec.derived_from = absl::StrCat("CUDA ", j.cuda.ToString(), " for jax[", extras,
-                                         "] (built with it, from the data set)");
-        return spec;
-      }
-    }
-    return Unknown(std::move(spec),
-                   absl::StrCat("jax[", extras, "] is not in the data set"),
-                   {"jax[cuda12] or jax[cuda13], or --cuda with the local toolkit's version"});
-  }
-  spec.family = absl::StrCat("pip ", name);
-  return Unknown(std::move(spec), absl::StrCat("gpunode has no rules for the pip package ", name),
+  if (req.name == "jax") return PipJax(data, std::move(spec), req.version, req.extras);
+  spec.family = absl::StrCat("pip ", req.name);
+  return Unknown(std::move(spec), absl::StrCat("gpunode has no rules for the pip package ", req.name),
                  {"the CUDA version the package was built with, passed as --cuda X.Y"});
 }
 

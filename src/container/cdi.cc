@@ -119,74 +119,54 @@ void MergeNodes(const std::vector<cdi::DeviceNode>& from, std::vector<cdi::Devic
   }
 }
 
-}  // namespace
+// --- DiscoverDriverFiles, step by step ---
 
-std::string RunningDriverVersion(const NodeInventory& inv) {
-  if (inv.driver.driver_version) return inv.driver.driver_version->ToString();
-  if (inv.kernel.version) return inv.kernel.version->ToString();
-  return "";
+// Checks an absolute --driver-root / --dev-root (`flag`) that must exist unless it is "/".
+Status CheckRoot(const HostFs& fs, const std::string& root, absl::string_view flag, bool must_exist) {
+  if (root.front() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " \"", root, "\": not an absolute path"));
+  }
+  if (must_exist) {
+    auto st = fs.Stat(root);
+    if (!st.ok()) return Annotate(st.status(), flag);
+  }
+  return absl::OkStatus();
 }
 
-StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory& inv, const DiscoverOptions& options) {
-  DriverFiles f;
-  f.driver_root = options.driver_root.empty() ? "/" : options.driver_root;
-  if (f.driver_root.front() != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("--driver-root \"", f.driver_root, "\": not an absolute path"));
-  }
-  if (f.driver_root != "/") {
-    auto st = fs.Stat(f.driver_root);
-    if (!st.ok()) return Annotate(st.status(), "--driver-root");
-  }
-  const std::string& root = f.driver_root;
-  GPUNODE_ASSIGN_OR_RETURN(const HostFs driver, fs.Sub(root));  // symlinks resolve inside it
-
-  // Device nodes: from <dev root>/dev (default: the driver root's, as nvidia-ctk).
-  f.dev_root = options.dev_root.empty() ? f.driver_root : options.dev_root;
-  if (f.dev_root.front() != '/') {
-    return absl::InvalidArgumentError(absl::StrCat("--dev-root \"", f.dev_root, "\": not an absolute path"));
-  }
-  if (f.dev_root != "/" && f.dev_root != f.driver_root) {
-    auto st = fs.Stat(f.dev_root);
-    if (!st.ok()) return Annotate(st.status(), "--dev-root");
-  }
-  GPUNODE_ASSIGN_OR_RETURN(const HostFs dev, fs.Sub(f.dev_root));
-  auto node = [&](const std::string& path) { return StatNode(dev, path); };
+// The control, GPU and capability nodes of `dev`'s /dev, added to `f`.
+void ReadDeviceNodes(const HostFs& dev, DriverFiles& f) {
   for (const char* path : kControlNodes) {
-    if (auto n = node(path)) f.control_nodes.push_back(*n);
+    if (auto n = StatNode(dev, path)) f.control_nodes.push_back(*n);
   }
   for (const auto& [minor, path] : NumberedEntries(dev, "/dev", "nvidia")) {
-    if (auto n = node(path)) f.gpu_nodes[minor] = *n;
+    if (auto n = StatNode(dev, path)) f.gpu_nodes[minor] = *n;
   }
   for (const auto& [minor, path] : NumberedEntries(dev, "/dev/nvidia-caps", "nvidia-cap")) {
-    if (auto n = node(path)) f.cap_nodes[minor] = *n;
+    if (auto n = StatNode(dev, path)) f.cap_nodes[minor] = *n;
   }
-  if (options.dev_root.empty() && f.dev_root != "/" && f.control_nodes.empty() && f.gpu_nodes.empty()) {
-    // A driver root without its own /dev (a driver installed in a folder, nodes made by the host's
-    // module loading): the host's /dev, said once.
-    f.warnings.push_back(absl::StrCat("no device nodes in ", f.dev_root, "/dev: using the host's /dev (--dev-root /)"));
-    f.dev_root = "/";
-    for (const char* path : kControlNodes) {
-      if (auto n = StatNode(fs, path)) f.control_nodes.push_back(*n);
-    }
-    for (const auto& [minor, path] : NumberedEntries(fs, "/dev", "nvidia")) {
-      if (auto n = StatNode(fs, path)) f.gpu_nodes[minor] = *n;
-    }
-    for (const auto& [minor, path] : NumberedEntries(fs, "/dev/nvidia-caps", "nvidia-cap")) {
-      if (auto n = StatNode(fs, path)) f.cap_nodes[minor] = *n;
-    }
-  }
-  if (auto text = fs.ReadFile("/proc/driver/nvidia-caps/mig-minors"); text.ok()) {
-    for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
-      std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-      unsigned minor = 0;
-      if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &minor)) f.mig_minors[std::string(parts[0])] = minor;
-    }
-  }
+}
 
-  // Libraries: driver folders from the linker cache.
-  f.version = RunningDriverVersion(inv);
+// The MIG capability minors: "gpu0/gi2/access 3" lines.
+void ReadMigMinors(const HostFs& fs, DriverFiles& f) {
+  auto text = fs.ReadFile("/proc/driver/nvidia-caps/mig-minors");
+  if (!text.ok()) return;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    unsigned minor = 0;
+    if (parts.size() == 2 && absl::SimpleAtoi(parts[1], &minor)) f.mig_minors[std::string(parts[0])] = minor;
+  }
+}
+
+// A driver library of the linker cache, and the file it resolves to inside the driver root.
+struct ResolvedLibrary {
+  LdCacheEntry entry;
+  std::string file;
+};
+
+// The 64-bit ELF driver libraries of the driver root's linker cache that resolve to a file.
+std::vector<ResolvedLibrary> DriverLibrariesInCache(const HostFs& fs, const HostFs& driver,
+                                                    const std::string& cache_path, DriverFiles& f) {
   std::vector<LdCacheEntry> entries;
-  const std::string cache_path = JoinRoot(root, "/etc/ld.so.cache");
   if (auto cache = ReadLdCache(fs, cache_path); cache.ok()) {
     for (LdCacheEntry& e : cache->entries) {
       if (e.IsElf() && e.Is64Bit() && IsDriverLibrary(e.name)) entries.push_back(std::move(e));
@@ -194,17 +174,20 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   } else {
     f.warnings.push_back(std::string(cache.status().message()));
   }
-  struct Resolved {
-    LdCacheEntry entry;
-    std::string file;
-  };
-  std::vector<Resolved> resolved;
+  std::vector<ResolvedLibrary> resolved;
   for (const LdCacheEntry& e : entries) {
     auto file = ResolveInRoot(driver, e.path);
     if (file.ok()) resolved.push_back({e, *file});
   }
-  if (f.version.empty()) {  // fallback: the suffix of libcuda.so.<version>
-    for (const Resolved& r : resolved) {
+  return resolved;
+}
+
+// The running driver's version, else the suffix of libcuda.so.<version>.
+Status FindDriverVersion(const node::NodeInventory& inv, const std::vector<ResolvedLibrary>& resolved,
+                         const std::string& cache_path, DriverFiles& f) {
+  f.version = RunningDriverVersion(inv);
+  if (f.version.empty()) {
+    for (const ResolvedLibrary& r : resolved) {
       std::string base = Basename(r.file);
       if (absl::StartsWith(base, "libcuda.so.") && std::count(base.begin(), base.end(), '.') >= 3) {
         f.version = base.substr(std::string("libcuda.so.").size());
@@ -217,9 +200,17 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
         "no NVIDIA driver: its version is unknown (NVML and /proc/driver/nvidia/version unavailable) and ",
         cache_path, " names no libcuda.so"));
   }
+  return absl::OkStatus();
+}
+
+// Every regular "lib*.so.<version>" of the folders (and their vdpau/) of the cache's driver
+// libraries of that version; the usual library folders when the cache names none.
+std::set<std::string> ListDriverLibraries(const HostFs& fs, const std::string& root,
+                                          const std::vector<ResolvedLibrary>& resolved,
+                                          const std::string& cache_path, DriverFiles& f) {
   const std::string suffix = ".so." + f.version;
   std::set<std::string> dirs;
-  for (const Resolved& r : resolved) {
+  for (const ResolvedLibrary& r : resolved) {
     if (absl::EndsWith(r.file, suffix)) dirs.insert(Dirname(r.file));
   }
   if (dirs.empty()) {
@@ -243,14 +234,15 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
       }
     }
   }
-  f.libraries.assign(libraries.begin(), libraries.end());
-  if (f.libraries.empty()) {
-    f.warnings.push_back(absl::StrCat("no driver library lib*", suffix, " found under driver root ", root));
-  }
-  // Symlinks: SONAME links the host has (libcuda.so.1 -> libcuda.so.<version>), and the
-  // development link libcuda.so -> libcuda.so.1.
+  return libraries;
+}
+
+// Symlinks: SONAME links the host has (libcuda.so.1 -> libcuda.so.<version>), and the
+// development link libcuda.so -> libcuda.so.1.
+std::vector<std::pair<std::string, std::string>> LibraryLinks(
+    const std::vector<ResolvedLibrary>& resolved, const std::set<std::string>& libraries) {
   std::set<std::pair<std::string, std::string>> links;
-  for (const Resolved& r : resolved) {
+  for (const ResolvedLibrary& r : resolved) {
     if (r.file != r.entry.path && libraries.count(r.file) && Dirname(r.file) == Dirname(r.entry.path)) {
       links.emplace(Basename(r.file), r.entry.path);
     }
@@ -258,11 +250,31 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
       links.emplace("libcuda.so.1", Dirname(r.file) + "/libcuda.so");
     }
   }
-  f.links.assign(links.begin(), links.end());
+  return {links.begin(), links.end()};
+}
 
-  // Binaries: the first ELF file in the search order. A script (e.g. a /usr/bin/nvidia-smi that
-  // execs /usr/local/nvidia/bin/nvidia-smi, as some images install) is only taken when no ELF
-  // binary of that name exists: mounted alone it would exec a file the container does not have.
+// Libraries: driver folders from the linker cache; the version they are matched to; the links.
+Status FindLibraries(const HostFs& fs, const HostFs& driver, const node::NodeInventory& inv,
+                     DriverFiles& f) {
+  const std::string& root = f.driver_root;
+  const std::string cache_path = JoinRoot(root, "/etc/ld.so.cache");
+  const std::vector<ResolvedLibrary> resolved = DriverLibrariesInCache(fs, driver, cache_path, f);
+  GPUNODE_RETURN_IF_ERROR(FindDriverVersion(inv, resolved, cache_path, f));
+  const std::set<std::string> libraries = ListDriverLibraries(fs, root, resolved, cache_path, f);
+  f.libraries.assign(libraries.begin(), libraries.end());
+  if (f.libraries.empty()) {
+    f.warnings.push_back(absl::StrCat("no driver library lib*", ".so." + f.version,
+                                      " found under driver root ", root));
+  }
+  f.links = LibraryLinks(resolved, libraries);
+  return absl::OkStatus();
+}
+
+// Binaries: the first ELF file in the search order. A script (e.g. a /usr/bin/nvidia-smi that
+// execs /usr/local/nvidia/bin/nvidia-smi, as some images install) is only taken when no ELF
+// binary of that name exists: mounted alone it would exec a file the container does not have.
+void FindBinaries(const HostFs& fs, const HostFs& driver, DriverFiles& f) {
+  const std::string& root = f.driver_root;
   std::vector<const char*> binaries;  // nvidia-ctk's set: the utility and compute programs
   for (const CapabilityFiles& group : DriverCapabilityTable()) {
     if (group.capability != absl::string_view("ngx")) binaries.insert(binaries.end(), group.binaries.begin(), group.binaries.end());
@@ -289,12 +301,14 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
       f.warnings.push_back(absl::StrCat(script, " is not an ELF binary (a wrapper script?); mounted as it is"));
     }
   }
+}
 
-  // GSP firmware: nvidia/<version>/gsp*.bin in the kernel's firmware search path (as the kernel
-  // and nvidia-ctk look): the custom path of firmware_class first (a driver container or a
-  // vendor image puts it elsewhere, e.g. /usr/local/nvidia/firmware), then /lib/firmware/updates
-  // and /lib/firmware, each with the kernel release and without. A file name found twice is
-  // mounted from the first folder.
+// GSP firmware: nvidia/<version>/gsp*.bin in the kernel's firmware search path (as the kernel
+// and nvidia-ctk look): the custom path of firmware_class first (a driver container or a
+// vendor image puts it elsewhere, e.g. /usr/local/nvidia/firmware), then /lib/firmware/updates
+// and /lib/firmware, each with the kernel release and without. A file name found twice is
+// mounted from the first folder.
+void FindFirmware(const HostFs& fs, DriverFiles& f) {
   std::vector<std::string> fw_search;
   if (auto custom = fs.ReadLine("/sys/module/firmware_class/parameters/path"); custom.ok()) {
     std::string p(absl::StripAsciiWhitespace(*custom));
@@ -309,7 +323,7 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   std::set<std::string> fw_names;
   for (const std::string& base : fw_search) {
     const std::string fw_dir = absl::StrCat(absl::StripSuffix(base, "/"), "/nvidia/", f.version);
-    auto names = fs.ListDir(JoinRoot(root, fw_dir));
+    auto names = fs.ListDir(JoinRoot(f.driver_root, fw_dir));
     if (!names.ok()) continue;
     std::sort(names->begin(), names->end());
     for (const std::string& name : *names) {
@@ -317,8 +331,11 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
       if (fw_names.insert(name).second) f.firmware.push_back(fw_dir + "/" + name);
     }
   }
+}
 
-  // IPC: persistenced and fabric-manager sockets, the MPS pipe directory.
+// IPC: persistenced and fabric-manager sockets, the MPS pipe directory.
+void FindIpc(const HostFs& fs, DriverFiles& f) {
+  const std::string& root = f.driver_root;
   for (const char* name : {"/nvidia-persistenced/socket", "/nvidia-fabricmanager/socket"}) {
     for (const char* run : {"/run", "/var/run"}) {
       std::string path = absl::StrCat(run, name);
@@ -331,18 +348,11 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory&
   if (auto st = fs.Stat(JoinRoot(root, "/tmp/nvidia-mps")); st.ok() && st->type == FileType::kDirectory) {
     f.ipc.push_back("/tmp/nvidia-mps");
   }
-  return f;
 }
 
-StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text) {
-  if (text == "index") return NameStrategy::kIndex;
-  if (text == "uuid") return NameStrategy::kUuid;
-  if (text == "both") return NameStrategy::kBoth;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--device-name-strategy \"", text, "\": not one of index, uuid, both"));
-}
+// --- BuildSpec, step by step ---
 
-StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& files, const BuildOptions& options) {
+Status CheckBuildOptions(const BuildOptions& options) {
   for (const std::string& h : options.disabled_hooks) {
     if (h != "create-symlinks" && h != "update-ldcache") {
       return absl::InvalidArgumentError(
@@ -353,108 +363,118 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
   if (any_hook && (options.hook_path.empty() || options.hook_path.front() != '/')) {
     return absl::InvalidArgumentError(absl::StrCat("hook path \"", options.hook_path, "\": not an absolute path"));
   }
-  BuildResult result;
-  cdi::Spec& spec = result.spec;
-  spec.kind = kNvidiaKind;
+  return absl::OkStatus();
+}
 
-  // The GPUs: NVML's view, else /proc/driver/nvidia (no MIG information then).
-  struct GpuRef {
-    unsigned index;
-    std::string uuid;
-    std::optional<unsigned> minor;
-    const GpuInfo* info;
-  };
-  std::vector<GpuRef> gpus;
+// A GPU the spec describes.
+struct SpecGpu {
+  unsigned index;
+  std::string uuid;
+  std::optional<unsigned> minor;
+  const gpu::GpuInfo* info;  // null: known from /proc/driver/nvidia only
+};
+
+// The GPUs: NVML's view, else /proc/driver/nvidia (no MIG information then).
+std::vector<SpecGpu> ListSpecGpus(const node::NodeInventory& inv, std::vector<std::string>& warnings) {
+  std::vector<SpecGpu> gpus;
   if (!inv.driver.gpus.empty()) {
-    for (const GpuInfo& g : inv.driver.gpus) {
+    for (const gpu::GpuInfo& g : inv.driver.gpus) {
       std::optional<unsigned> minor = g.minor_number;
       if (!minor) {
-        for (const ProcGpu& p : inv.kernel.gpus) {
+        for (const node::ProcGpu& p : inv.kernel.gpus) {
           if (p.bus_id == g.pci_bus_id) minor = p.minor;
         }
       }
       gpus.push_back({g.index, g.uuid, minor, &g});
     }
-  } else {
-    if (!inv.kernel.gpus.empty()) {
-      result.warnings.push_back(absl::StrCat("NVML gave no GPUs (", inv.driver.status.message(),
-                                             "): using /proc/driver/nvidia/gpus, without MIG devices"));
-    }
-    unsigned index = 0;
-    for (const ProcGpu& p : inv.kernel.gpus) gpus.push_back({index++, p.uuid, p.minor, nullptr});
+    return gpus;
   }
+  if (!inv.kernel.gpus.empty()) {
+    warnings.push_back(absl::StrCat("NVML gave no GPUs (", inv.driver.status.message(),
+                                    "): using /proc/driver/nvidia/gpus, without MIG devices"));
+  }
+  unsigned index = 0;
+  for (const node::ProcGpu& p : inv.kernel.gpus) gpus.push_back({index++, p.uuid, p.minor, nullptr});
+  return gpus;
+}
 
-  auto add = [&](const std::string& index_name, const std::string& uuid, const cdi::ContainerEdits& edits) {
-    if (options.names != NameStrategy::kUuid) spec.devices.push_back({index_name, {}, edits});
-    if (options.names != NameStrategy::kIndex) {
-      if (uuid.empty()) {
-        result.warnings.push_back(absl::StrCat("device ", index_name, " has no UUID: named by index only"));
-        if (options.names == NameStrategy::kUuid) spec.devices.push_back({index_name, {}, edits});
-      } else {
-        spec.devices.push_back({uuid, {}, edits});
-      }
-    }
-  };
+// Adds the devices of the spec, named as options.names says.
+class DeviceAdder {
+ public:
+  DeviceAdder(const DriverFiles& files, const BuildOptions& options, BuildResult& result)
+      : files_(files), options_(options), result_(result) {}
 
-  for (const GpuRef& g : gpus) {
+  // The device (or, with MIG, the MIG devices) of one GPU.
+  void AddGpu(const SpecGpu& g) {
     const std::string what = absl::StrCat("GPU ", g.index, g.uuid.empty() ? "" : " (" + g.uuid + ")");
     if (!g.minor) {
-      result.warnings.push_back(what + ": its device minor number is unknown; left out");
-      continue;
+      result_.warnings.push_back(what + ": its device minor number is unknown; left out");
+      return;
     }
-    auto node = files.gpu_nodes.find(*g.minor);
-    if (node == files.gpu_nodes.end()) {
-      result.warnings.push_back(absl::StrCat(what, ": /dev/nvidia", *g.minor, " is missing; left out"));
-      continue;
+    auto node = files_.gpu_nodes.find(*g.minor);
+    if (node == files_.gpu_nodes.end()) {
+      result_.warnings.push_back(absl::StrCat(what, ": /dev/nvidia", *g.minor, " is missing; left out"));
+      return;
     }
     const bool mig = g.info != nullptr && g.info->mig_enabled.value_or(false);
     if (!mig) {
       cdi::ContainerEdits edits;
-      edits.device_nodes.push_back(ToSpecNode(node->second, files.dev_root));
-      add(absl::StrCat(g.index), g.uuid, edits);
-      continue;
+      edits.device_nodes.push_back(ToSpecNode(node->second, files_.dev_root));
+      Add(absl::StrCat(g.index), g.uuid, edits);
+      return;
     }
     if (g.info->mig_devices.empty()) {
-      result.warnings.push_back(what + ": MIG mode is enabled but it has no MIG device; left out");
+      result_.warnings.push_back(what + ": MIG mode is enabled but it has no MIG device; left out");
     }
-    for (const MigDevice& m : g.info->mig_devices) {
-      const std::string name = absl::StrCat(g.index, ":", m.index);
-      cdi::ContainerEdits edits;
-      edits.device_nodes.push_back(ToSpecNode(node->second, files.dev_root));
-      if (!m.gpu_instance_id || !m.compute_instance_id) {
-        result.warnings.push_back(absl::StrCat("MIG device ", name, ": instance ids unknown; left out"));
-        continue;
-      }
-      bool complete = true;
-      for (const std::string& cap :
-           {absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/access"),
-            absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/ci", *m.compute_instance_id, "/access")}) {
-        auto minor = files.mig_minors.find(cap);
-        auto cap_node = minor == files.mig_minors.end() ? files.cap_nodes.end() : files.cap_nodes.find(minor->second);
-        if (cap_node == files.cap_nodes.end()) {
-          result.warnings.push_back(absl::StrCat("MIG device ", name, ": no /dev/nvidia-caps node for ", cap,
-                                                 " (proc/driver/nvidia-caps/mig-minors); left out"));
-          complete = false;
-          break;
-        }
-        edits.device_nodes.push_back(ToSpecNode(cap_node->second, files.dev_root));
-      }
-      if (complete) add(name, m.uuid, edits);
-    }
-  }
-  if (spec.devices.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no GPU to describe: ", gpus.empty() ? "no GPU found (NVML and /proc/driver/nvidia/gpus)" : "",
-        absl::StrJoin(result.warnings, "; ")));
-  }
-  if (options.all_device) {
-    cdi::ContainerEdits all;
-    for (const cdi::Device& d : spec.devices) MergeNodes(d.edits.device_nodes, &all.device_nodes);
-    spec.devices.push_back({"all", {}, all});
+    for (const gpu::MigDevice& m : g.info->mig_devices) AddMig(g, node->second, m);
   }
 
-  // Spec-level edits, shared by every device.
-  cdi::ContainerEdits& e = spec.edits;
+ private:
+  // A MIG device: the parent GPU's node and its GPU and compute instances' capability nodes.
+  void AddMig(const SpecGpu& g, const HostDeviceNode& gpu_node, const gpu::MigDevice& m) {
+    const std::string name = absl::StrCat(g.index, ":", m.index);
+    cdi::ContainerEdits edits;
+    edits.device_nodes.push_back(ToSpecNode(gpu_node, files_.dev_root));
+    if (!m.gpu_instance_id || !m.compute_instance_id) {
+      result_.warnings.push_back(absl::StrCat("MIG device ", name, ": instance ids unknown; left out"));
+      return;
+    }
+    for (const std::string& cap :
+         {absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/access"),
+          absl::StrCat("gpu", *g.minor, "/gi", *m.gpu_instance_id, "/ci", *m.compute_instance_id, "/access")}) {
+      auto minor = files_.mig_minors.find(cap);
+      auto cap_node = minor == files_.mig_minors.end() ? files_.cap_nodes.end() : files_.cap_nodes.find(minor->second);
+      if (cap_node == files_.cap_nodes.end()) {
+        result_.warnings.push_back(absl::StrCat("MIG device ", name, ": no /dev/nvidia-caps node for ", cap,
+                                                " (proc/driver/nvidia-caps/mig-minors); left out"));
+        return;
+      }
+      edits.device_nodes.push_back(ToSpecNode(cap_node->second, files_.dev_root));
+    }
+    Add(name, m.uuid, edits);
+  }
+
+  void Add(const std::string& index_name, const std::string& uuid, const cdi::ContainerEdits& edits) {
+    std::vector<cdi::Device>& devices = result_.spec.devices;
+    if (options_.names != NameStrategy::kUuid) devices.push_back({index_name, {}, edits});
+    if (options_.names != NameStrategy::kIndex) {
+      if (uuid.empty()) {
+        result_.warnings.push_back(absl::StrCat("device ", index_name, " has no UUID: named by index only"));
+        if (options_.names == NameStrategy::kUuid) devices.push_back({index_name, {}, edits});
+      } else {
+        devices.push_back({uuid, {}, edits});
+      }
+    }
+  }
+
+  const DriverFiles& files_;
+  const BuildOptions& options_;
+  BuildResult& result_;
+};
+
+// Spec-level edits, shared by every device: control nodes, the hooks, the mounts.
+void AddSharedEdits(const DriverFiles& files, const BuildOptions& options, BuildResult& result) {
+  cdi::ContainerEdits& e = result.spec.edits;
   e.env.push_back("NVIDIA_VISIBLE_DEVICES=void");
   for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n, files.dev_root));
   const std::string argv0 = Basename(options.hook_path);
@@ -486,6 +506,71 @@ StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& fil
   if (files.libraries.empty()) {
     result.warnings.push_back("no driver library found: containers get the device nodes only");
   }
+}
+
+}  // namespace
+
+std::string RunningDriverVersion(const node::NodeInventory& inv) {
+  if (inv.driver.driver_version) return inv.driver.driver_version->ToString();
+  if (inv.kernel.version) return inv.kernel.version->ToString();
+  return "";
+}
+
+StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const node::NodeInventory& inv, const DiscoverOptions& options) {
+  DriverFiles f;
+  f.driver_root = options.driver_root.empty() ? "/" : options.driver_root;
+  GPUNODE_RETURN_IF_ERROR(CheckRoot(fs, f.driver_root, "--driver-root", f.driver_root != "/"));
+  GPUNODE_ASSIGN_OR_RETURN(const HostFs driver, fs.Sub(f.driver_root));  // symlinks resolve inside it
+
+  // Device nodes: from <dev root>/dev (default: the driver root's, as nvidia-ctk).
+  f.dev_root = options.dev_root.empty() ? f.driver_root : options.dev_root;
+  GPUNODE_RETURN_IF_ERROR(
+      CheckRoot(fs, f.dev_root, "--dev-root", f.dev_root != "/" && f.dev_root != f.driver_root));
+  GPUNODE_ASSIGN_OR_RETURN(const HostFs dev, fs.Sub(f.dev_root));
+  ReadDeviceNodes(dev, f);
+  if (options.dev_root.empty() && f.dev_root != "/" && f.control_nodes.empty() && f.gpu_nodes.empty()) {
+    // A driver root without its own /dev (a driver installed in a folder, nodes made by the host's
+    // module loading): the host's /dev, said once.
+    f.warnings.push_back(absl::StrCat("no device nodes in ", f.dev_root, "/dev: using the host's /dev (--dev-root /)"));
+    f.dev_root = "/";
+    ReadDeviceNodes(fs, f);
+  }
+  ReadMigMinors(fs, f);
+
+  GPUNODE_RETURN_IF_ERROR(FindLibraries(fs, driver, inv, f));
+  FindBinaries(fs, driver, f);
+  FindFirmware(fs, f);
+  FindIpc(fs, f);
+  return f;
+}
+
+StatusOr<NameStrategy> ParseNameStrategy(absl::string_view text) {
+  if (text == "index") return NameStrategy::kIndex;
+  if (text == "uuid") return NameStrategy::kUuid;
+  if (text == "both") return NameStrategy::kBoth;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--device-name-strategy \"", text, "\": not one of index, uuid, both"));
+}
+
+StatusOr<BuildResult> BuildSpec(const node::NodeInventory& inv, const DriverFiles& files, const BuildOptions& options) {
+  GPUNODE_RETURN_IF_ERROR(CheckBuildOptions(options));
+  BuildResult result;
+  cdi::Spec& spec = result.spec;
+  spec.kind = kNvidiaKind;
+  const std::vector<SpecGpu> gpus = ListSpecGpus(inv, result.warnings);
+  DeviceAdder adder(files, options, result);
+  for (const SpecGpu& g : gpus) adder.AddGpu(g);
+  if (spec.devices.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no GPU to describe: ", gpus.empty() ? "no GPU found (NVML and /proc/driver/nvidia/gpus)" : "",
+        absl::StrJoin(result.warnings, "; ")));
+  }
+  if (options.all_device) {
+    cdi::ContainerEdits all;
+    for (const cdi::Device& d : spec.devices) MergeNodes(d.edits.device_nodes, &all.device_nodes);
+    spec.devices.push_back({"all", {}, all});
+  }
+  AddSharedEdits(files, options, result);
 
   spec.cdi_version = cdi::MinimumVersion(spec).version;
   if (Status s = cdi::ValidateSpec(spec, "generated spec"); !s.ok()) {

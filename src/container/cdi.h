@@ -4,7 +4,7 @@
 //     major/minor when they are character devices), MIG capability minors, the driver's user-space
 //     libraries found through the driver root's etc/ld.so.cache plus the folders they live in,
 //     binaries, GSP firmware and IPC sockets. Only files that exist are returned.
-//  2. BuildSpec() is pure: NodeInventory + DriverFiles + options -> cdi::Spec, shaped like
+//  2. BuildSpec() is pure: node::NodeInventory + DriverFiles + options -> cdi::Spec, shaped like
 //     `nvidia-ctk cdi generate` (shared/reference/container-cdi.md §2): kind nvidia.com/gpu, one
 //     device per GPU and name (index "0", UUID "GPU-..."), MIG devices ("0:1", "MIG-..."), "all";
 //     control nodes, libraries, binaries, firmware and IPC at spec level; a createContainer hook
@@ -66,11 +66,11 @@ struct DiscoverOptions {
 };
 
 // The driver version to match: NVML's, else the kernel module's. Empty when neither is known.
-std::string RunningDriverVersion(const NodeInventory& inv);
+std::string RunningDriverVersion(const node::NodeInventory& inv);
 
 // Reads the host (see the file comment). Fails only when there is no driver at all: no version
 // known and no libcuda in the linker cache, or a driver root that does not exist.
-StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const NodeInventory& inv,
+StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const node::NodeInventory& inv,
                                           const DiscoverOptions& options);
 
 enum class NameStrategy { kIndex, kUuid, kBoth };
@@ -91,7 +91,7 @@ struct BuildResult {
 };
 
 // Pure. Fails when no device can be described (no GPU, no device node) or hook_path is not absolute.
-StatusOr<BuildResult> BuildSpec(const NodeInventory& inv, const DriverFiles& files,
+StatusOr<BuildResult> BuildSpec(const node::NodeInventory& inv, const DriverFiles& files,
                                 const BuildOptions& options);
 
 

@@ -5,6 +5,8 @@
 
 #include "src/base/json.h"
 #include "src/base/yaml.h"
+#include "src/base/yaml_emitter.h"
+#include "src/base/yaml_reader.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -100,72 +102,20 @@ ojson EditsToJson(const ContainerEdits& e) {
   return j;
 }
 
-void EmitYaml(YAML::Emitter& out, const ojson& j) {
-  switch (j.type()) {
-    case ojson::value_t::object:
-      out << YAML::BeginMap;
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        out << YAML::Key << it.key() << YAML::Value;
-        EmitYaml(out, it.value());
-      }
-      out << YAML::EndMap;
-      break;
-    case ojson::value_t::array:
-      out << YAML::BeginSeq;
-      for (const auto& e : j) EmitYaml(out, e);
-      out << YAML::EndSeq;
-      break;
-    case ojson::value_t::string:
-      out << YAML::DoubleQuoted << j.get<std::string>();
-      break;
-    case ojson::value_t::boolean:
-      out << (j.get<bool>() ? "true" : "false");
-      break;
-    default:
-      out << DumpJson(j);
-  }
-}
-
 // ---- strict parsing ----
 
 class Walker {
  public:
-  explicit Walker(absl::string_view origin) : origin_(origin) {}
+  // A key that is present, even with a null value (which the typed readers then refuse).
+  static bool Present(const YamlValue& v) { return v.node().IsDefined(); }
 
-  Status Error(const std::string& path, absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(origin_, ": ", path.empty() ? "" : path + ": ", what));
-  }
-
-  static const char* KindOf(const YAML::Node& n) {
-    switch (n.Type()) {
-      case YAML::NodeType::Map:
-        return "a mapping";
-      case YAML::NodeType::Sequence:
-        return "a list";
-      case YAML::NodeType::Null:
-        return "null";
-      default:
-        return "a scalar";
-    }
-  }
-
-  // Keys of a mapping, each checked against `known`.
-  Status Fields(const YAML::Node& n, const std::string& path, std::initializer_list<const char*> known) const {
-    if (!n.IsMap()) return Error(path, absl::StrCat("expected a mapping, got ", KindOf(n)));
-    for (const auto& kv : n) {
-      if (!kv.first.IsScalar()) return Error(path, "a key is not a string");
-      std::string key = kv.first.Scalar();
-      if (!IsValidUtf8(key)) return Error(path, "a key is not valid UTF-8");
-      bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return key == k; });
-      if (!ok) {
-        return Error(Join(path, key), absl::StrCat("unknown field (known: ", absl::StrJoin(known, ", "), ")"));
-      }
+  // Keys of a mapping, each checked against `known` (and valid UTF-8: CDI is JSON).
+  static Status Fields(const YamlValue& v, std::initializer_list<absl::string_view> known) {
+    GPUNODE_RETURN_IF_ERROR(v.ExpectMap(known));
+    for (const auto& kv : v.node()) {
+      if (!IsValidUtf8(kv.first.Scalar())) return v.Error("a key is not valid UTF-8");
     }
     return absl::OkStatus();
-  }
-
-  static std::string Join(const std::string& path, absl::string_view key) {
-    return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
   }
 
   // A plain (unquoted) YAML scalar that a YAML->JSON conversion turns into a number, bool or null.
@@ -177,212 +127,209 @@ class Walker {
     return absl::SimpleAtod(s, &d) && !s.empty() && (absl::ascii_isdigit(s[0]) || s[0] == '-' || s[0] == '.');
   }
 
-  Status String(const YAML::Node& n, const std::string& path, std::string* out) const {
-    if (!n.IsScalar()) return Error(path, absl::StrCat("expected a string, got ", KindOf(n)));
-    if (PlainNonString(n)) {
-      return Error(path, absl::StrCat("expected a string, got the unquoted value ", n.Scalar(),
-                                      " (quote it: \"", n.Scalar(), "\")"));
+  static Status String(const YamlValue& v, std::string* out) {
+    if (!v.IsScalar()) return v.Expected("a string");
+    const std::string& s = v.node().Scalar();
+    if (PlainNonString(v.node())) {
+      return v.Error(absl::StrCat("expected a string, got the unquoted value ", s, " (quote it: \"", s, "\")"));
     }
-    if (!IsValidUtf8(n.Scalar())) return Error(path, "not valid UTF-8 (CDI strings are UTF-8)");
-    *out = n.Scalar();
+    if (!IsValidUtf8(s)) return v.Error("expected a string in UTF-8 (CDI strings are UTF-8)");
+    *out = s;
     return absl::OkStatus();
   }
 
-  Status Strings(const YAML::Node& n, const std::string& path, std::vector<std::string>* out) const {
-    if (n.IsNull()) return absl::OkStatus();
-    if (!n.IsSequence()) return Error(path, absl::StrCat("expected a list of strings, got ", KindOf(n)));
-    for (size_t i = 0; i < n.size(); ++i) {
+  static Status Strings(const YamlValue& v, std::vector<std::string>* out) {
+    if (v.node().IsNull()) return absl::OkStatus();
+    if (!v.IsList()) return v.Expected("a list of strings");
+    for (size_t i = 0; i < v.size(); ++i) {
       std::string s;
-      GPUNODE_RETURN_IF_ERROR(String(n[i], absl::StrCat(path, "[", i, "]"), &s));
+      GPUNODE_RETURN_IF_ERROR(String(v.Item(i), &s));
       out->push_back(std::move(s));
     }
     return absl::OkStatus();
   }
 
-  Status Int(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi, int64_t* out) const {
-    int64_t v = 0;
-    if (!n.IsScalar() || n.Tag() != "?" || !absl::SimpleAtoi(n.Scalar(), &v)) {
-      return Error(path, absl::StrCat("expected an integer, got ", n.IsScalar() ? "\"" + n.Scalar() + "\"" : KindOf(n)));
+  // An integer as JSON has it: a plain decimal scalar (a quoted "5" is a string).
+  static Status Int(const YamlValue& v, int64_t lo, int64_t hi, int64_t* out) {
+    int64_t i = 0;
+    if (!v.IsScalar() || v.node().Tag() != "?" || !absl::SimpleAtoi(v.node().Scalar(), &i)) {
+      return v.Expected("an integer");
     }
-    if (v < lo || v > hi) return Error(path, absl::StrCat(v, " is out of range [", lo, ", ", hi, "]"));
-    *out = v;
+    if (i < lo || i > hi) return v.Expected(absl::StrCat("an integer ", lo, "-", hi));
+    *out = i;
     return absl::OkStatus();
   }
 
-  Status U32(const YAML::Node& n, const std::string& path, std::optional<uint32_t>* out) const {
+  static Status U32(const YamlValue& v, std::optional<uint32_t>* out) {
+    int64_t i;
+    GPUNODE_RETURN_IF_ERROR(Int(v, 0, 4294967295LL, &i));
+    *out = static_cast<uint32_t>(i);
+    return absl::OkStatus();
+  }
+
+  static Status StringMap(const YamlValue& v, std::map<std::string, std::string>* out) {
+    if (v.node().IsNull()) return absl::OkStatus();
+    if (!v.IsMap()) return v.Expected("a map of strings");
+    return v.ForEachEntry([&](const std::string& key, const YamlValue& value) -> Status {
+      if (!IsValidUtf8(key)) return v.Error("a key is not valid UTF-8");
+      std::string s;
+      GPUNODE_RETURN_IF_ERROR(String(value, &s));
+      (*out)[key] = s;
+      return absl::OkStatus();
+    });
+  }
+
+  // Each optional field: present (even null) means it must have the type.
+  static Status Str(const YamlValue& map, absl::string_view key, std::string* out) {
+    const YamlValue v = map.Child(key);
+    return Present(v) ? String(v, out) : absl::OkStatus();
+  }
+  static Status Strs(const YamlValue& map, absl::string_view key, std::vector<std::string>* out) {
+    const YamlValue v = map.Child(key);
+    return Present(v) ? Strings(v, out) : absl::OkStatus();
+  }
+  static Status U32(const YamlValue& map, absl::string_view key, std::optional<uint32_t>* out) {
+    const YamlValue v = map.Child(key);
+    return Present(v) ? U32(v, out) : absl::OkStatus();
+  }
+  // A list at `key` (absent or null: nothing), fn(item) for each.
+  template <typename Fn>
+  static Status Items(const YamlValue& map, absl::string_view key, Fn fn) {
+    const YamlValue v = map.Child(key);
+    if (!v.IsSet()) return absl::OkStatus();
+    return v.ForEachItem(fn);
+  }
+
+  static Status DeviceNodeOf(const YamlValue& d, DeviceNode* node) {
+    GPUNODE_RETURN_IF_ERROR(
+        Fields(d, {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}));
+    GPUNODE_RETURN_IF_ERROR(Str(d, "path", &node->path));
+    GPUNODE_RETURN_IF_ERROR(Str(d, "hostPath", &node->host_path));
+    GPUNODE_RETURN_IF_ERROR(Str(d, "type", &node->type));
     int64_t v;
-    GPUNODE_RETURN_IF_ERROR(Int(n, path, 0, 4294967295LL, &v));
-    *out = static_cast<uint32_t>(v);
+    if (Present(d.Child("major"))) {
+      GPUNODE_RETURN_IF_ERROR(Int(d.Child("major"), INT64_MIN, INT64_MAX, &v));
+      node->major = v;
+    }
+    if (Present(d.Child("minor"))) {
+      GPUNODE_RETURN_IF_ERROR(Int(d.Child("minor"), INT64_MIN, INT64_MAX, &v));
+      node->minor = v;
+    }
+    GPUNODE_RETURN_IF_ERROR(U32(d, "fileMode", &node->file_mode));
+    GPUNODE_RETURN_IF_ERROR(Str(d, "permissions", &node->permissions));
+    GPUNODE_RETURN_IF_ERROR(U32(d, "uid", &node->uid));
+    return U32(d, "gid", &node->gid);
+  }
+
+  static Status HookOf(const YamlValue& h, Hook* hook) {
+    GPUNODE_RETURN_IF_ERROR(Fields(h, {"hookName", "path", "args", "env", "timeout"}));
+    GPUNODE_RETURN_IF_ERROR(Str(h, "hookName", &hook->hook_name));
+    GPUNODE_RETURN_IF_ERROR(Str(h, "path", &hook->path));
+    GPUNODE_RETURN_IF_ERROR(Strs(h, "args", &hook->args));
+    GPUNODE_RETURN_IF_ERROR(Strs(h, "env", &hook->env));
+    if (h.Has("timeout")) {
+      int64_t v;
+      GPUNODE_RETURN_IF_ERROR(Int(h.Child("timeout"), INT32_MIN, INT32_MAX, &v));
+      hook->timeout = v;
+    }
     return absl::OkStatus();
   }
 
-  Status StringMap(const YAML::Node& n, const std::string& path, std::map<std::string, std::string>* out) const {
-    if (n.IsNull()) return absl::OkStatus();
-    if (!n.IsMap()) return Error(path, absl::StrCat("expected a mapping of strings, got ", KindOf(n)));
-    for (const auto& kv : n) {
-      if (!kv.first.IsScalar()) return Error(path, "a key is not a string");
-      if (!IsValidUtf8(kv.first.Scalar())) return Error(path, "a key is not valid UTF-8");
-      std::string v;
-      GPUNODE_RETURN_IF_ERROR(String(kv.second, Join(path, kv.first.Scalar()), &v));
-      (*out)[kv.first.Scalar()] = v;
+  static Status IntelRdtOf(const YamlValue& rdt, IntelRdt* r) {
+    GPUNODE_RETURN_IF_ERROR(Fields(rdt, {"closID", "l3CacheSchema", "memBwSchema", "schemata", "enableMonitoring"}));
+    GPUNODE_RETURN_IF_ERROR(Str(rdt, "closID", &r->clos_id));
+    GPUNODE_RETURN_IF_ERROR(Str(rdt, "l3CacheSchema", &r->l3_cache_schema));
+    GPUNODE_RETURN_IF_ERROR(Str(rdt, "memBwSchema", &r->mem_bw_schema));
+    GPUNODE_RETURN_IF_ERROR(Strs(rdt, "schemata", &r->schemata));
+    if (const YamlValue mon = rdt.Child("enableMonitoring"); Present(mon)) {
+      GPUNODE_ASSIGN_OR_RETURN(r->enable_monitoring, mon.Bool(YamlBool::kStrict));
     }
     return absl::OkStatus();
   }
 
-  Status List(const YAML::Node& n, const std::string& path) const {
-    if (!n.IsSequence()) return Error(path, absl::StrCat("expected a list, got ", KindOf(n)));
-    return absl::OkStatus();
-  }
-
-  Status Edits(const YAML::Node& n, const std::string& path, ContainerEdits* e) const {
-    if (n.IsNull()) return absl::OkStatus();
-    GPUNODE_RETURN_IF_ERROR(Fields(n, path, {"env", "deviceNodes", "netDevices", "hooks", "mounts", "intelRdt",
-                                             "additionalGids"}));
-    if (auto env = n["env"]) GPUNODE_RETURN_IF_ERROR(Strings(env, Join(path, "env"), &e->env));
-    if (auto nodes = n["deviceNodes"]; nodes && !nodes.IsNull()) {
-      const std::string base = Join(path, "deviceNodes");
-      GPUNODE_RETURN_IF_ERROR(List(nodes, base));
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        const std::string p = absl::StrCat(base, "[", i, "]");
-        const YAML::Node& d = nodes[i];
-        GPUNODE_RETURN_IF_ERROR(Fields(d, p, {"path", "hostPath", "type", "major", "minor", "fileMode",
-                                              "permissions", "uid", "gid"}));
-        DeviceNode node;
-        if (d["path"]) GPUNODE_RETURN_IF_ERROR(String(d["path"], Join(p, "path"), &node.path));
-        if (d["hostPath"]) GPUNODE_RETURN_IF_ERROR(String(d["hostPath"], Join(p, "hostPath"), &node.host_path));
-        if (d["type"]) GPUNODE_RETURN_IF_ERROR(String(d["type"], Join(p, "type"), &node.type));
-        int64_t v;
-        if (d["major"]) {
-          GPUNODE_RETURN_IF_ERROR(Int(d["major"], Join(p, "major"), INT64_MIN, INT64_MAX, &v));
-          node.major = v;
-        }
-        if (d["minor"]) {
-          GPUNODE_RETURN_IF_ERROR(Int(d["minor"], Join(p, "minor"), INT64_MIN, INT64_MAX, &v));
-          node.minor = v;
-        }
-        if (d["fileMode"]) GPUNODE_RETURN_IF_ERROR(U32(d["fileMode"], Join(p, "fileMode"), &node.file_mode));
-        if (d["permissions"]) {
-          GPUNODE_RETURN_IF_ERROR(String(d["permissions"], Join(p, "permissions"), &node.permissions));
-        }
-        if (d["uid"]) GPUNODE_RETURN_IF_ERROR(U32(d["uid"], Join(p, "uid"), &node.uid));
-        if (d["gid"]) GPUNODE_RETURN_IF_ERROR(U32(d["gid"], Join(p, "gid"), &node.gid));
-        e->device_nodes.push_back(std::move(node));
-      }
+  static Status Edits(const YamlValue& n, ContainerEdits* e) {
+    if (n.node().IsNull()) return absl::OkStatus();
+    GPUNODE_RETURN_IF_ERROR(
+        Fields(n, {"env", "deviceNodes", "netDevices", "hooks", "mounts", "intelRdt", "additionalGids"}));
+    GPUNODE_RETURN_IF_ERROR(Strs(n, "env", &e->env));
+    if (Status st = Items(n, "deviceNodes", [&](const YamlValue& d) -> Status {
+      DeviceNode node;
+      GPUNODE_RETURN_IF_ERROR(DeviceNodeOf(d, &node));
+      e->device_nodes.push_back(std::move(node));
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
     }
-    if (auto nets = n["netDevices"]; nets && !nets.IsNull()) {
-      const std::string base = Join(path, "netDevices");
-      GPUNODE_RETURN_IF_ERROR(List(nets, base));
-      for (size_t i = 0; i < nets.size(); ++i) {
-        const std::string p = absl::StrCat(base, "[", i, "]");
-        GPUNODE_RETURN_IF_ERROR(Fields(nets[i], p, {"hostInterfaceName", "name"}));
-        NetDevice d;
-        if (nets[i]["hostInterfaceName"]) {
-          GPUNODE_RETURN_IF_ERROR(
-              String(nets[i]["hostInterfaceName"], Join(p, "hostInterfaceName"), &d.host_interface_name));
-        }
-        if (nets[i]["name"]) GPUNODE_RETURN_IF_ERROR(String(nets[i]["name"], Join(p, "name"), &d.name));
-        e->net_devices.push_back(std::move(d));
-      }
+    if (Status st = Items(n, "netDevices", [&](const YamlValue& d) -> Status {
+      GPUNODE_RETURN_IF_ERROR(Fields(d, {"hostInterfaceName", "name"}));
+      NetDevice net;
+      GPUNODE_RETURN_IF_ERROR(Str(d, "hostInterfaceName", &net.host_interface_name));
+      GPUNODE_RETURN_IF_ERROR(Str(d, "name", &net.name));
+      e->net_devices.push_back(std::move(net));
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
     }
-    if (auto hooks = n["hooks"]; hooks && !hooks.IsNull()) {
-      const std::string base = Join(path, "hooks");
-      GPUNODE_RETURN_IF_ERROR(List(hooks, base));
-      for (size_t i = 0; i < hooks.size(); ++i) {
-        const std::string p = absl::StrCat(base, "[", i, "]");
-        const YAML::Node& h = hooks[i];
-        GPUNODE_RETURN_IF_ERROR(Fields(h, p, {"hookName", "path", "args", "env", "timeout"}));
-        Hook hook;
-        if (h["hookName"]) GPUNODE_RETURN_IF_ERROR(String(h["hookName"], Join(p, "hookName"), &hook.hook_name));
-        if (h["path"]) GPUNODE_RETURN_IF_ERROR(String(h["path"], Join(p, "path"), &hook.path));
-        if (h["args"]) GPUNODE_RETURN_IF_ERROR(Strings(h["args"], Join(p, "args"), &hook.args));
-        if (h["env"]) GPUNODE_RETURN_IF_ERROR(Strings(h["env"], Join(p, "env"), &hook.env));
-        if (h["timeout"] && !h["timeout"].IsNull()) {
-          int64_t v;
-          GPUNODE_RETURN_IF_ERROR(Int(h["timeout"], Join(p, "timeout"), INT32_MIN, INT32_MAX, &v));
-          hook.timeout = v;
-        }
-        e->hooks.push_back(std::move(hook));
-      }
+    if (Status st = Items(n, "hooks", [&](const YamlValue& h) -> Status {
+      Hook hook;
+      GPUNODE_RETURN_IF_ERROR(HookOf(h, &hook));
+      e->hooks.push_back(std::move(hook));
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
     }
-    if (auto mounts = n["mounts"]; mounts && !mounts.IsNull()) {
-      const std::string base = Join(path, "mounts");
-      GPUNODE_RETURN_IF_ERROR(List(mounts, base));
-      for (size_t i = 0; i < mounts.size(); ++i) {
-        const std::string p = absl::StrCat(base, "[", i, "]");
-        const YAML::Node& m = mounts[i];
-        GPUNODE_RETURN_IF_ERROR(Fields(m, p, {"hostPath", "containerPath", "options", "type"}));
-        Mount mount;
-        if (m["hostPath"]) GPUNODE_RETURN_IF_ERROR(String(m["hostPath"], Join(p, "hostPath"), &mount.host_path));
-        if (m["containerPath"]) {
-          GPUNODE_RETURN_IF_ERROR(String(m["containerPath"], Join(p, "containerPath"), &mount.container_path));
-        }
-        if (m["options"]) GPUNODE_RETURN_IF_ERROR(Strings(m["options"], Join(p, "options"), &mount.options));
-        if (m["type"]) GPUNODE_RETURN_IF_ERROR(String(m["type"], Join(p, "type"), &mount.type));
-        e->mounts.push_back(std::move(mount));
-      }
+    if (Status st = Items(n, "mounts", [&](const YamlValue& m) -> Status {
+      GPUNODE_RETURN_IF_ERROR(Fields(m, {"hostPath", "containerPath", "options", "type"}));
+      Mount mount;
+      GPUNODE_RETURN_IF_ERROR(Str(m, "hostPath", &mount.host_path));
+      GPUNODE_RETURN_IF_ERROR(Str(m, "containerPath", &mount.container_path));
+      GPUNODE_RETURN_IF_ERROR(Strs(m, "options", &mount.options));
+      GPUNODE_RETURN_IF_ERROR(Str(m, "type", &mount.type));
+      e->mounts.push_back(std::move(mount));
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
     }
-    if (auto rdt = n["intelRdt"]; rdt && !rdt.IsNull()) {
-      const std::string p = Join(path, "intelRdt");
-      GPUNODE_RETURN_IF_ERROR(
-          Fields(rdt, p, {"closID", "l3CacheSchema", "memBwSchema", "schemata", "enableMonitoring"}));
+    if (const YamlValue rdt = n.Child("intelRdt"); rdt.IsSet()) {
       IntelRdt r;
-      if (rdt["closID"]) GPUNODE_RETURN_IF_ERROR(String(rdt["closID"], Join(p, "closID"), &r.clos_id));
-      if (rdt["l3CacheSchema"]) {
-        GPUNODE_RETURN_IF_ERROR(String(rdt["l3CacheSchema"], Join(p, "l3CacheSchema"), &r.l3_cache_schema));
-      }
-      if (rdt["memBwSchema"]) {
-        GPUNODE_RETURN_IF_ERROR(String(rdt["memBwSchema"], Join(p, "memBwSchema"), &r.mem_bw_schema));
-      }
-      if (rdt["schemata"]) GPUNODE_RETURN_IF_ERROR(Strings(rdt["schemata"], Join(p, "schemata"), &r.schemata));
-      if (auto mon = rdt["enableMonitoring"]) {
-        if (!mon.IsScalar() || (mon.Scalar() != "true" && mon.Scalar() != "false")) {
-          return Error(Join(p, "enableMonitoring"), "expected true or false");
-        }
-        r.enable_monitoring = mon.Scalar() == "true";
-      }
+      GPUNODE_RETURN_IF_ERROR(IntelRdtOf(rdt, &r));
       e->intel_rdt = std::move(r);
     }
-    if (auto gids = n["additionalGids"]; gids && !gids.IsNull()) {
-      const std::string p = Join(path, "additionalGids");
-      GPUNODE_RETURN_IF_ERROR(List(gids, p));
-      for (size_t i = 0; i < gids.size(); ++i) {
-        std::optional<uint32_t> g;
-        GPUNODE_RETURN_IF_ERROR(U32(gids[i], absl::StrCat(p, "[", i, "]"), &g));
-        e->additional_gids.push_back(*g);
-      }
-    }
-    return absl::OkStatus();
+    return Items(n, "additionalGids", [&](const YamlValue& g) -> Status {
+      std::optional<uint32_t> gid;
+      GPUNODE_RETURN_IF_ERROR(U32(g, &gid));
+      e->additional_gids.push_back(*gid);
+      return absl::OkStatus();
+    });
   }
 
-  StatusOr<Spec> Parse(const YAML::Node& root) const {
-    if (!root || root.IsNull()) return Error("", "empty document");
-    GPUNODE_RETURN_IF_ERROR(Fields(root, "", {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}));
+  static StatusOr<Spec> Parse(const YamlValue& root) {
+    if (!root.IsSet()) return root.Error("empty document");
+    GPUNODE_RETURN_IF_ERROR(Fields(root, {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}));
     Spec spec;
-    if (root["cdiVersion"]) GPUNODE_RETURN_IF_ERROR(String(root["cdiVersion"], "cdiVersion", &spec.cdi_version));
-    if (root["kind"]) GPUNODE_RETURN_IF_ERROR(String(root["kind"], "kind", &spec.kind));
-    if (root["annotations"]) GPUNODE_RETURN_IF_ERROR(StringMap(root["annotations"], "annotations", &spec.annotations));
-    if (auto devices = root["devices"]; devices && !devices.IsNull()) {
-      GPUNODE_RETURN_IF_ERROR(List(devices, "devices"));
-      for (size_t i = 0; i < devices.size(); ++i) {
-        const std::string p = absl::StrCat("devices[", i, "]");
-        GPUNODE_RETURN_IF_ERROR(Fields(devices[i], p, {"name", "annotations", "containerEdits"}));
-        Device d;
-        if (devices[i]["name"]) GPUNODE_RETURN_IF_ERROR(String(devices[i]["name"], Join(p, "name"), &d.name));
-        if (devices[i]["annotations"]) {
-          GPUNODE_RETURN_IF_ERROR(StringMap(devices[i]["annotations"], Join(p, "annotations"), &d.annotations));
-        }
-        if (devices[i]["containerEdits"]) {
-          GPUNODE_RETURN_IF_ERROR(Edits(devices[i]["containerEdits"], Join(p, "containerEdits"), &d.edits));
-        }
-        spec.devices.push_back(std::move(d));
-      }
+    GPUNODE_RETURN_IF_ERROR(Str(root, "cdiVersion", &spec.cdi_version));
+    GPUNODE_RETURN_IF_ERROR(Str(root, "kind", &spec.kind));
+    if (Present(root.Child("annotations"))) {
+      GPUNODE_RETURN_IF_ERROR(StringMap(root.Child("annotations"), &spec.annotations));
     }
-    if (root["containerEdits"]) GPUNODE_RETURN_IF_ERROR(Edits(root["containerEdits"], "containerEdits", &spec.edits));
+    if (Status st = Items(root, "devices", [&](const YamlValue& dev) -> Status {
+      GPUNODE_RETURN_IF_ERROR(Fields(dev, {"name", "annotations", "containerEdits"}));
+      Device d;
+      GPUNODE_RETURN_IF_ERROR(Str(dev, "name", &d.name));
+      if (Present(dev.Child("annotations"))) {
+        GPUNODE_RETURN_IF_ERROR(StringMap(dev.Child("annotations"), &d.annotations));
+      }
+      if (Present(dev.Child("containerEdits"))) GPUNODE_RETURN_IF_ERROR(Edits(dev.Child("containerEdits"), &d.edits));
+      spec.devices.push_back(std::move(d));
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
+    }
+    if (Present(root.Child("containerEdits"))) {
+      GPUNODE_RETURN_IF_ERROR(Edits(root.Child("containerEdits"), &spec.edits));
+    }
     return spec;
   }
-
- private:
-  std::string origin_;
 };
 
 void EnvProblems(const std::vector<std::string>& env, const std::string& path, std::vector<std::string>* out) {
@@ -605,23 +552,21 @@ nlohmann::ordered_json SpecToJson(const Spec& spec) {
 }
 
 std::string RenderSpecYaml(const Spec& spec) {
-  YAML::Emitter out;
-  EmitYaml(out, SpecToJson(spec));
-  return absl::StrCat("---\n", out.c_str(), "\n");
+  return absl::StrCat("---\n", JsonToYaml(SpecToJson(spec)), "\n");
 }
 
 std::string RenderSpecJson(const Spec& spec) { return DumpJson(SpecToJson(spec), 2) + "\n"; }
 
 StatusOr<Spec> ParseSpec(absl::string_view text, absl::string_view origin) {
-  Walker walker(origin);
   auto root = LoadYaml(text, origin);
   if (!root.ok()) return root.status();
+  const YamlValue doc(*root, std::string(origin));
   try {
-    return walker.Parse(*root);
+    return Walker::Parse(doc);
   } catch (const YAML::Exception& e) {
-    return walker.Error("", absl::StrCat("not YAML or JSON: ", e.what()));
+    return doc.Error(absl::StrCat("not YAML or JSON: ", e.what()));
   } catch (const std::exception& e) {
-    return walker.Error("", e.what());
+    return doc.Error(e.what());
   }
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint64_t kMiB = 1024ull * 1024;
 
-BaselineCard MakeCard(const NodeInventory& inv) {
+BaselineCard MakeCard(const node::NodeInventory& inv) {
   BaselineCard card;
   card.hostname = inv.hostname;
   card.kernel_release = inv.kernel.kernel_release;
@@ -23,17 +23,17 @@ BaselineCard MakeCard(const NodeInventory& inv) {
   else if (inv.kernel.version) card.driver_version = inv.kernel.version->ToString();
   if (inv.driver.cuda_version) card.cuda_version = inv.driver.cuda_version->ToString();
   else if (inv.driver.cuda.version) card.cuda_version = inv.driver.cuda.version->ToString();
-  card.module_flavor = inv.kernel.flavor == ModuleFlavor::kOpen          ? "open"
-                       : inv.kernel.flavor == ModuleFlavor::kProprietary ? "proprietary"
+  card.module_flavor = inv.kernel.flavor == node::ModuleFlavor::kOpen          ? "open"
+                       : inv.kernel.flavor == node::ModuleFlavor::kProprietary ? "proprietary"
                                                                          : "";
   if (inv.toolchain.nvcc) card.nvcc = inv.toolchain.nvcc->ToString();
-  for (const ContainerRuntime& rt : inv.containers.runtimes) {
+  for (const node::ContainerRuntime& rt : inv.containers.runtimes) {
     if (rt.installed) card.container_runtimes.push_back(rt.name);
   }
   card.numa_nodes = inv.hardware.numa_nodes;
-  std::map<std::string, const PciDevice*> pci;
-  for (const PciDevice& d : inv.hardware.gpus) pci[d.bus_id] = &d;
-  for (const GpuInfo& g : inv.driver.gpus) {
+  std::map<std::string, const node::PciDevice*> pci;
+  for (const node::PciDevice& d : inv.hardware.gpus) pci[d.bus_id] = &d;
+  for (const gpu::GpuInfo& g : inv.driver.gpus) {
     GpuCard c;
     c.index = g.index;
     c.model = g.name;
@@ -56,15 +56,15 @@ BaselineCard MakeCard(const NodeInventory& inv) {
     card.gpus.push_back(std::move(c));
   }
   // GPUs NVML counts but cannot open (lost...) keep their row, with what sysfs and /proc tell.
-  const std::map<unsigned, BusGpu> on_bus = UnreadableGpusOnBus(inv);
-  for (const GpuFailure& f : inv.driver.gpu_failures) {
+  const std::map<unsigned, node::BusGpu> on_bus = node::UnreadableGpusOnBus(inv);
+  for (const gpu::GpuFailure& f : inv.driver.gpu_failures) {
     GpuCard c;
     c.index = f.index;
-    c.state = std::string(UnreadableState(f.status));
-    c.error = UnreadableReason(f.status);
-    if (auto code = NvmlReturnOf(f.status)) c.nvml_error = std::string(NvmlReturnName(*code));
+    c.state = std::string(node::UnreadableState(f.status));
+    c.error = node::UnreadableReason(f.status);
+    if (auto code = gpu::NvmlReturnOf(f.status)) c.nvml_error = std::string(gpu::NvmlReturnName(*code));
     if (auto it = on_bus.find(f.index); it != on_bus.end()) {
-      const BusGpu& b = it->second;
+      const node::BusGpu& b = it->second;
       c.bus_id = b.pci_bus_id;
       c.uuid = b.uuid;
       c.model = !b.model.empty()       ? b.model
@@ -79,13 +79,13 @@ BaselineCard MakeCard(const NodeInventory& inv) {
   // Without NVML, the GPUs still get a line from the PCI bus.
   if (inv.driver.gpus.empty() && inv.driver.gpu_failures.empty()) {
     unsigned i = 0;
-    for (const PciDevice& d : inv.hardware.gpus) {
+    for (const node::PciDevice& d : inv.hardware.gpus) {
       GpuCard c;
       c.index = i++;
       c.state = "unknown";
       if (!inv.driver.status.ok()) {
-        c.error = UnreadableReason(inv.driver.status);
-        if (auto code = NvmlReturnOf(inv.driver.status)) c.nvml_error = std::string(NvmlReturnName(*code));
+        c.error = node::UnreadableReason(inv.driver.status);
+        if (auto code = gpu::NvmlReturnOf(inv.driver.status)) c.nvml_error = std::string(gpu::NvmlReturnName(*code));
       }
       c.model = absl::StrFormat("10de:%04x", d.device);
       c.bus_id = d.bus_id;
@@ -160,7 +160,7 @@ absl::string_view LayerTitle(Layer l) {
   return "?";
 }
 
-DoctorReport RunDoctor(const NodeInventory& inv) {
+DoctorReport RunDoctor(const node::NodeInventory& inv) {
   DoctorReport r;
   r.checks = {CheckHardware(inv),   CheckKernelDriver(inv), CheckUserDriver(inv),
               CheckToolchain(inv),  CheckContainers(inv),   CheckOrchestrator(inv)};

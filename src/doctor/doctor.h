@@ -1,4 +1,4 @@
-// gpunode doctor: checks over a NodeInventory, one per layer of the GPU stack, the baseline card,
+// gpunode doctor: checks over a node::NodeInventory, one per layer of the GPU stack, the baseline card,
 // and the diagnosis catalogue (every finding has a stable id, a diagnosis and a first action).
 // Pure: it reads only the inventory, so every check is unit-tested with hand-made inventories.
 #ifndef GPUNODE_DOCTOR_DOCTOR_H_
@@ -77,12 +77,12 @@ struct DoctorReport {
   BaselineCard card;
   CheckStatus overall = CheckStatus::kOk;
   std::optional<Finding> first;     // what to do first: the worst finding of the lowest layer
-  ProbeTimings timings;
+  node::ProbeTimings timings;
   std::string host_root;
   std::optional<std::string> simulated;
 };
 
-DoctorReport RunDoctor(const NodeInventory& inv);
+DoctorReport RunDoctor(const node::NodeInventory& inv);
 
 // 0 all ok/skip, 1 any warn, 2 any fail.
 int ExitCode(const DoctorReport& report);

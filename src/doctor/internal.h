@@ -6,12 +6,12 @@
 
 namespace gpunode::doctor {
 
-CheckResult CheckHardware(const NodeInventory& inv);
-CheckResult CheckKernelDriver(const NodeInventory& inv);
-CheckResult CheckUserDriver(const NodeInventory& inv);
-CheckResult CheckToolchain(const NodeInventory& inv);
-CheckResult CheckContainers(const NodeInventory& inv);
-CheckResult CheckOrchestrator(const NodeInventory& inv);
+CheckResult CheckHardware(const node::NodeInventory& inv);
+CheckResult CheckKernelDriver(const node::NodeInventory& inv);
+CheckResult CheckUserDriver(const node::NodeInventory& inv);
+CheckResult CheckToolchain(const node::NodeInventory& inv);
+CheckResult CheckContainers(const node::NodeInventory& inv);
+CheckResult CheckOrchestrator(const node::NodeInventory& inv);
 
 }  // namespace gpunode::doctor
 

@@ -37,7 +37,7 @@ double Now() {
 
 }  // namespace
 
-Exporter::Exporter(const NvmlLibrary& nvml, ExporterOptions options)
+Exporter::Exporter(const gpu::NvmlLibrary& nvml, ExporterOptions options)
     : nvml_(nvml), options_(std::move(options)), xids_(nvml, options_.events) {
   for (const Counter& c : options_.counters) {
     if (c.type == MetricType::kLabel) continue;
@@ -142,7 +142,7 @@ void Exporter::SlowPass() {
     for (const auto& [field, status] : s.values.errors) ++errors[std::string(Field(field).name)];
     out.emplace(i, std::move(s));
   }
-  std::lock_guard<std::mutex> lock(slow_mu_);
+  absl::MutexLock lock(&slow_mu_);
   slow_ = std::move(out);
   for (const auto& [name, n] : errors) slow_errors_total_[name] += n;
 }
@@ -167,7 +167,7 @@ void Exporter::FastPass() {
   } else {
     std::map<unsigned, SlowSample> slow;
     {
-      std::lock_guard<std::mutex> lock(slow_mu_);
+      absl::MutexLock lock(&slow_mu_);
       slow = slow_;
     }
     snap.gpus.reserve(*count);
@@ -218,7 +218,7 @@ void Exporter::FastPass() {
   }
   snap.collection_errors_total = fast_errors_total_;
   {
-    std::lock_guard<std::mutex> lock(slow_mu_);
+    absl::MutexLock lock(&slow_mu_);
     for (const auto& [name, n] : slow_errors_total_) snap.collection_errors_total[name] += n;
   }
   snap.collection_duration_seconds =
@@ -235,7 +235,7 @@ void Exporter::Publish(NodeSnapshot snapshot) {
   render.pods = pods.get();
   const uint64_t generation = pods_ ? pods_->generation() : 0;
   std::string text = RenderMetrics(*snap, options_.counters, render);
-  std::lock_guard<std::mutex> lock(body_mu_);
+  absl::MutexLock lock(&body_mu_);
   SetBody(std::move(text));
   body_snapshot_ = std::move(snap);
   body_pod_generation_ = generation;
@@ -252,7 +252,7 @@ void Exporter::SetBody(std::string text) {
 }
 
 Exporter::RenderedPage Exporter::Page() {
-  std::lock_guard<std::mutex> lock(body_mu_);
+  absl::MutexLock lock(&body_mu_);
   if (pods_ && body_snapshot_ && pods_->generation() != body_pod_generation_) {
     // The pod mapping changed since the snapshot was rendered: relabel (text work only).
     RenderOptions render = options_.render;
@@ -286,7 +286,7 @@ void Exporter::LogFieldSupport() {
   if (!snap) return;
   std::map<unsigned, SlowSample> slow;
   {
-    std::lock_guard<std::mutex> lock(slow_mu_);
+    absl::MutexLock lock(&slow_mu_);
     slow = slow_;
   }
   std::vector<std::string> omitted, pending;

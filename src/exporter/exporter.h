@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/exporter/counters.h"
 #include "src/exporter/nvml_extras.h"
 #include "src/exporter/pod_mapper.h"
@@ -41,13 +43,13 @@ struct ExporterOptions {
   RenderOptions render;
   // Pod attribution; nullopt = off (no pod labels, no gpunode_pod_mapping_* metrics).
   std::optional<PodMapperOptions> pods;
-  // The driver's GPUs as sysfs and /proc tell them (NvidiaGpusOnBus, read once by the caller): a
+  // The driver's GPUs as sysfs and /proc tell them (node::NvidiaGpusOnBus, read once by the caller): a
   // GPU NVML cannot open from the start (lost) still gets its pci_bus_id, UUID and model from
   // them (IdentifyUnreadableGpus). Empty: such a GPU has only what an earlier pass read.
-  std::vector<BusGpu> bus_gpus;
+  std::vector<node::BusGpu> bus_gpus;
   bool watch_xids = true;
   // The process's NVML event loop (the agent's); nullptr: the XID watcher runs its own.
-  NvmlEventPump* events = nullptr;
+  gpu::NvmlEventPump* events = nullptr;
   // Text appended to every rendered page (the agent's gpunode_component_* metrics), called when a
   // page is rendered (each sampling pass), never per scrape.
   std::function<std::string()> extra_metrics;
@@ -58,7 +60,7 @@ struct ExporterOptions {
 class Exporter {
  public:
   // `nvml` must outlive the exporter.
-  Exporter(const NvmlLibrary& nvml, ExporterOptions options);
+  Exporter(const gpu::NvmlLibrary& nvml, ExporterOptions options);
   ~Exporter();
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
@@ -106,7 +108,7 @@ class Exporter {
   void LogFieldSupport();
   bool WaitFor(std::chrono::milliseconds d);  // false when stopping
 
-  const NvmlLibrary& nvml_;
+  const gpu::NvmlLibrary& nvml_;
   ExporterOptions options_;
   std::array<bool, kFieldCount> wanted_{};
   bool want_slow_ = false;
@@ -120,16 +122,19 @@ class Exporter {
   std::map<unsigned, GpuExtrasState> slow_state_;
   std::map<std::string, uint64_t> fast_errors_total_;
 
-  mutable std::mutex slow_mu_;
-  std::map<unsigned, SlowSample> slow_;
-  std::map<std::string, uint64_t> slow_errors_total_;
+  mutable absl::Mutex slow_mu_;
+  std::map<unsigned, SlowSample> slow_ ABSL_GUARDED_BY(slow_mu_);
+  std::map<std::string, uint64_t> slow_errors_total_ ABSL_GUARDED_BY(slow_mu_);
 
-  mutable std::mutex body_mu_;
-  void SetBody(std::string text);  // body_mu_ held
-  RenderedPage body_;
-  std::shared_ptr<const NodeSnapshot> body_snapshot_;
-  uint64_t body_pod_generation_ = 0;
+  mutable absl::Mutex body_mu_;
+  void SetBody(std::string text) ABSL_EXCLUSIVE_LOCKS_REQUIRED(body_mu_);
+  RenderedPage body_ ABSL_GUARDED_BY(body_mu_);
+  std::shared_ptr<const NodeSnapshot> body_snapshot_ ABSL_GUARDED_BY(body_mu_);
+  uint64_t body_pod_generation_ ABSL_GUARDED_BY(body_mu_) = 0;
 
+  // Only for the samplers' timed waits, which Stop ends at once. A std::mutex: this abseil
+  // (20220623) times Mutex and CondVar waits on the wall clock, the standard wait on the steady
+  // clock.
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
   bool stopping_ = false;

@@ -58,9 +58,9 @@ std::optional<unsigned long long> FieldCounter(const nvmlFieldValue_t& v) {
 }
 
 // Records `ret` for `field` unless it means "not supported".
-void NoteFailure(const NvmlLibrary& nvml, nvmlReturn_t ret, absl::string_view op, FieldId field,
+void NoteFailure(const gpu::NvmlLibrary& nvml, nvmlReturn_t ret, absl::string_view op, FieldId field,
                  GpuSample& sample) {
-  if (ret == NVML_SUCCESS || NvmlIsUnsupported(ret)) return;
+  if (ret == NVML_SUCCESS || gpu::NvmlIsUnsupported(ret)) return;
   sample.errors[field] = nvml.Check(ret, op);
 }
 
@@ -146,13 +146,13 @@ namespace {
 
 // Per-entry failure of a field value. A driver older than a field id answers that entry with
 // INVALID_ARGUMENT (driver 580 does so for ids it does not know): that reads as "not supported".
-void NoteEntryFailure(const NvmlLibrary& nvml, nvmlReturn_t ret, absl::string_view op,
+void NoteEntryFailure(const gpu::NvmlLibrary& nvml, nvmlReturn_t ret, absl::string_view op,
                       FieldId field, GpuSample& sample) {
   if (ret == NVML_ERROR_INVALID_ARGUMENT) return;
   NoteFailure(nvml, ret, op, field, sample);
 }
 
-void ReadFieldValues(const NvmlLibrary& nvml, nvmlDevice_t dev,
+void ReadFieldValues(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                      const std::array<bool, kFieldCount>& wanted, GpuSample& sample,
                      std::optional<unsigned long long>* nvlink_sum) {
   const bool want_temp = Wanted(wanted, FieldId::kMemoryTemp);
@@ -209,7 +209,7 @@ void ReadFieldValues(const NvmlLibrary& nvml, nvmlDevice_t dev,
 
 }  // namespace
 
-void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
+void ReadFastExtras(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                     const std::array<bool, kFieldCount>& wanted, GpuExtrasState& state,
                     GpuSample& sample) {
   std::optional<unsigned long long> nvlink_sum;
@@ -261,7 +261,7 @@ void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
 
 // ---- GPM ----------------------------------------------------------------------------------------
 
-bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
+bool ReadGpmFields(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                    const std::array<bool, kFieldCount>& wanted, GpuExtrasState& state,
                    GpuSample& sample) {
   if (state.gpm_supported_ == false) return false;
@@ -276,12 +276,12 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
 
   if (!state.gpm_supported_) {
     // A driver without GPM (before R520) lacks the whole nvmlGpm* family: the query then answers
-    // NVML_ERROR_FUNCTION_NOT_FOUND, which NvmlIsUnsupported counts as unsupported.
+    // NVML_ERROR_FUNCTION_NOT_FOUND, which gpu::NvmlIsUnsupported counts as unsupported.
     nvmlGpmSupport_t support = {};
     support.version = NVML_GPM_SUPPORT_VERSION;
     const nvmlReturn_t ret = nvml.nvmlGpmQueryDeviceSupport(dev, &support);
     if (ret != NVML_SUCCESS) {
-      if (NvmlIsUnsupported(ret)) {
+      if (gpu::NvmlIsUnsupported(ret)) {
         state.gpm_supported_ = false;
         return false;
       }
@@ -306,7 +306,7 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
   const nvmlReturn_t got = nvml.nvmlGpmSampleGet(dev, state.gpm_current_);
   const double now = state.Now();
   if (got != NVML_SUCCESS) {
-    if (!NvmlIsUnsupported(got)) fail_all(got, "nvmlGpmSampleGet");
+    if (!gpu::NvmlIsUnsupported(got)) fail_all(got, "nvmlGpmSampleGet");
     return true;
   }
   if (state.gpm_previous_ == nullptr) {  // the first sample: values from the next pass
@@ -331,7 +331,7 @@ bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
   std::swap(state.gpm_previous_, state.gpm_current_);
   state.gpm_previous_time_ = now;
   if (ret != NVML_SUCCESS) {
-    if (!NvmlIsUnsupported(ret)) fail_all(ret, "nvmlGpmMetricsGet");
+    if (!gpu::NvmlIsUnsupported(ret)) fail_all(ret, "nvmlGpmMetricsGet");
     return true;
   }
   for (size_t i = 0; i < fields.size(); ++i) {

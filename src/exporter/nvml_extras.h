@@ -1,4 +1,4 @@
-// dcgm-exporter fields that need NVML calls beyond ReadGpu (reference monitoring.md §2, §2.1):
+// dcgm-exporter fields that need NVML calls beyond gpu::ReadGpu (reference monitoring.md §2, §2.1):
 //   DCGM_FI_DEV_MEMORY_TEMP            nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP), C
 //   DCGM_FI_DEV_PCIE_REPLAY_COUNTER    nvmlDeviceGetPcieReplayCounter, count
 //   DCGM_FI_DEV_ENC_UTIL / _DEC_UTIL   nvmlDeviceGetEncoderUtilization / ...DecoderUtilization, %
@@ -26,7 +26,7 @@ namespace gpunode::exporter {
 
 // Per-GPU state kept between passes: the last NVLink counters (for the rate) and the GPM sample
 // buffers. One state per GPU per thread that reads it; not thread-safe. Movable, not copyable.
-// The NvmlLibrary used with it must outlive it (the destructor frees the GPM samples through it).
+// The gpu::NvmlLibrary used with it must outlive it (the destructor frees the GPM samples through it).
 class GpuExtrasState {
  public:
   // `monotonic_seconds` is the clock for rates and the 100 ms GPM spacing (default: steady_clock).
@@ -45,9 +45,9 @@ class GpuExtrasState {
   std::optional<bool> gpm_supported() const { return gpm_supported_; }
 
  private:
-  friend void ReadFastExtras(const NvmlLibrary&, nvmlDevice_t, const std::array<bool, kFieldCount>&,
+  friend void ReadFastExtras(const gpu::NvmlLibrary&, nvmlDevice_t, const std::array<bool, kFieldCount>&,
                              GpuExtrasState&, GpuSample&);
-  friend bool ReadGpmFields(const NvmlLibrary&, nvmlDevice_t, const std::array<bool, kFieldCount>&,
+  friend bool ReadGpmFields(const gpu::NvmlLibrary&, nvmlDevice_t, const std::array<bool, kFieldCount>&,
                             GpuExtrasState&, GpuSample&);
   double Now() const;
   void FreeSamples();
@@ -58,7 +58,7 @@ class GpuExtrasState {
   double nvlink_time_ = 0;
   // GPM.
   std::optional<bool> gpm_supported_;
-  const NvmlLibrary* nvml_ = nullptr;    // the library that allocated the samples
+  const gpu::NvmlLibrary* nvml_ = nullptr;    // the library that allocated the samples
   nvmlGpmSample_t gpm_previous_ = nullptr;  // the older sample, filled at gpm_previous_time_
   double gpm_previous_time_ = 0;
   nvmlGpmSample_t gpm_current_ = nullptr;  // the buffer for the next sample
@@ -67,7 +67,7 @@ class GpuExtrasState {
 // Fast reads (microseconds each): memory temperature, PCIe replays, encoder/decoder utilisation,
 // NVLink bandwidth rate. Sets sample.set(field, value) for what the GPU supports and adds
 // sample.errors for failures other than "not supported". Only fields with wanted[field] are read.
-void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
+void ReadFastExtras(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                     const std::array<bool, kFieldCount>& wanted, GpuExtrasState& state,
                     GpuSample& sample);
 
@@ -75,7 +75,7 @@ void ReadFastExtras(const NvmlLibrary& nvml, nvmlDevice_t dev,
 // DCGM_FI_PROF_* fields from the pair (and the new sample becomes the previous one). Returns false
 // and sets nothing when GPM is unsupported on this GPU (asked once, then remembered in `state`).
 // With no PROF field wanted it calls nothing.
-bool ReadGpmFields(const NvmlLibrary& nvml, nvmlDevice_t dev,
+bool ReadGpmFields(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                    const std::array<bool, kFieldCount>& wanted, GpuExtrasState& state,
                    GpuSample& sample);
 

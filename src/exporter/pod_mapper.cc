@@ -8,7 +8,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "podresources/v1/api.grpc.pb.h"
+#include "src/base/held_mutex.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -150,7 +152,7 @@ PodMapper::PodMapper(PodMapperOptions options) : options_(std::move(options)) {
 PodMapper::~PodMapper() { Stop(); }
 
 void PodMapper::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -159,7 +161,7 @@ void PodMapper::Start() {
 void PodMapper::Stop() {
   std::thread t;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (in_flight_ != nullptr) in_flight_->TryCancel();
     t = std::move(thread_);
@@ -169,23 +171,25 @@ void PodMapper::Stop() {
 }
 
 std::shared_ptr<const PodMapping> PodMapper::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return latest_;
 }
 
 uint64_t PodMapper::generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return generation_;
 }
 
 void PodMapper::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    lock.unlock();
+    mu_.Unlock();
     RefreshOnce();
-    lock.lock();
-    cv_.wait_for(lock, options_.refresh_interval, [this] { return stopping_; });
+    mu_.Lock();
+    HeldMutex held(mu_);
+    cv_.wait_for(held, options_.refresh_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; });
   }
+  mu_.Unlock();
 }
 
 void PodMapper::RefreshOnce() {
@@ -195,13 +199,13 @@ void PodMapper::RefreshOnce() {
     if (client_ == nullptr) client_ = std::make_unique<Client>(options_.socket_path);
     grpc::ClientContext ctx;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       in_flight_ = &ctx;
     }
     status = CallList(client_->stub(), ctx, options_.timeout, options_.socket_path, &resp);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       in_flight_ = nullptr;
       if (stopping_) return;  // cancelled by Stop: nothing to report
     }
@@ -222,7 +226,7 @@ void PodMapper::RefreshOnce() {
     next->refresh_errors_total = prev->refresh_errors_total + 1;
   }
   const bool changed = next->ok != prev->ok || next->by_device != prev->by_device;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   latest_ = std::move(next);
   if (changed) ++generation_;
 }

@@ -12,13 +12,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 
 namespace grpc {
@@ -100,25 +101,25 @@ class PodMapper {
   void Stop();
 
   // The latest mapping; never nullptr (before the first refresh: ok = false, "not yet refreshed").
-  std::shared_ptr<const PodMapping> Latest() const;
+  std::shared_ptr<const PodMapping> Latest() const ABSL_LOCKS_EXCLUDED(mu_);
   // Bumped by every refresh that changed by_device or ok.
   uint64_t generation() const;
 
  private:
   class Client;
-  void Run();
-  void RefreshOnce();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  void RefreshOnce() ABSL_LOCKS_EXCLUDED(mu_);
 
   const PodMapperOptions options_;
   std::unique_ptr<Client> client_;  // used only by the thread
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  grpc::ClientContext* in_flight_ = nullptr;  // the List in progress, cancelled by Stop
-  std::shared_ptr<const PodMapping> latest_;
-  uint64_t generation_ = 0;
-  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::condition_variable_any cv_;  // stopping_ set (a timed wait: see pod_mapper.cc)
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;  // the List in progress, cancelled by Stop
+  std::shared_ptr<const PodMapping> latest_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpunode::exporter

@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// ReadGpu's query names -> the fields they feed.
+// gpu::ReadGpu's query names -> the fields they feed.
 const std::vector<std::pair<std::string_view, std::vector<FieldId>>>& QueryFields() {
   static const auto* const kMap =
       new std::vector<std::pair<std::string_view, std::vector<FieldId>>>{
@@ -39,14 +39,14 @@ double SecondsSinceEpoch() {
 
 }  // namespace
 
-// "0000:18:00.0" (GpuInfo's sysfs form) -> "00000000:18:00.0" (what NVML and DCGM print).
+// "0000:18:00.0" (gpu::GpuInfo's sysfs form) -> "00000000:18:00.0" (what NVML and DCGM print).
 std::string DcgmBusId(const std::string& bus_id) {
   std::string id = absl::AsciiStrToUpper(bus_id);
   if (id.find(':') == 4) id.insert(0, "0000");
   return id;
 }
 
-void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& bus) {
+void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<node::BusGpu>& bus) {
   if (bus.empty()) return;
   std::vector<std::string> claimed;  // bus ids NVML told us, this pass or an earlier one
   std::vector<unsigned> unknown;     // GPUs that never told theirs
@@ -58,7 +58,7 @@ void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& b
     }
   }
   if (unknown.empty()) return;
-  const std::map<unsigned, BusGpu> found = MatchUnreadableGpus(bus, claimed, unknown);
+  const std::map<unsigned, node::BusGpu> found = node::MatchUnreadableGpus(bus, claimed, unknown);
   for (GpuSample& g : snapshot.gpus) {
     auto it = found.find(g.index);
     if (g.healthy || it == found.end()) continue;
@@ -68,7 +68,7 @@ void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& b
   }
 }
 
-GpuSample SampleFromGpuInfo(const GpuInfo& info) {
+GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   GpuSample s;
   s.index = info.index;
   s.uuid = info.uuid;
@@ -108,20 +108,20 @@ GpuSample SampleFromGpuInfo(const GpuInfo& info) {
   return s;
 }
 
-void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& s) {
+void ReadEnergy(const gpu::NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& s) {
   unsigned long long mj = 0;
   nvmlReturn_t ret = nvml.nvmlDeviceGetTotalEnergyConsumption(device, &mj);
   if (ret == NVML_SUCCESS) {
     s.set(FieldId::kTotalEnergyConsumption, static_cast<double>(mj));
-  } else if (!NvmlIsUnsupported(ret)) {
+  } else if (!gpu::NvmlIsUnsupported(ret)) {
     s.errors.emplace(FieldId::kTotalEnergyConsumption,
                      nvml.Check(ret, "nvmlDeviceGetTotalEnergyConsumption"));
   }
 }
 
-GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous,
+GpuSample SampleGpu(const gpu::NvmlLibrary& nvml, unsigned index, const GpuSample* previous,
                     bool read_energy) {
-  StatusOr<GpuInfo> info = ReadGpu(nvml, index, GpuReadOptions{.live_metrics = true});
+  StatusOr<gpu::GpuInfo> info = gpu::ReadGpu(nvml, index, gpu::GpuReadOptions{.live_metrics = true});
   if (!info.ok()) {
     GpuSample s;
     if (previous != nullptr && previous->index == index) s = *previous;
@@ -135,7 +135,7 @@ GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* pr
   }
   GpuSample s = SampleFromGpuInfo(*info);
   if (!read_energy) return s;
-  // Energy is not part of GpuInfo: read it here (one call, ~4 ms on a real H200).
+  // Energy is not part of gpu::GpuInfo: read it here (one call, ~4 ms on a real H200).
   StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
   if (dev.ok()) {
     ReadEnergy(nvml, *dev, s);
@@ -145,7 +145,7 @@ GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* pr
   return s;
 }
 
-NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& options,
+NodeSnapshot CollectSnapshot(const gpu::NvmlLibrary& nvml, const CollectOptions& options,
                              const NodeSnapshot* previous) {
   const auto start = std::chrono::steady_clock::now();
   NodeSnapshot snap;
@@ -199,12 +199,12 @@ NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& opti
 
 void SnapshotStore::Publish(NodeSnapshot snapshot) {
   auto next = std::make_shared<const NodeSnapshot>(std::move(snapshot));
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   latest_ = std::move(next);
 }
 
 std::shared_ptr<const NodeSnapshot> SnapshotStore::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return latest_;
 }
 

@@ -9,11 +9,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 #include "src/exporter/catalogue.h"
 #include "src/gpu/gpu.h"
@@ -62,38 +63,38 @@ struct NodeSnapshot {
   std::map<std::string, uint64_t> collection_errors_total;
 };
 
-// Copies GpuInfo (from ReadGpu) into a sample: identity and every field ReadGpu produces; the
-// query errors ReadGpu kept are attached to the fields they concern.
-GpuSample SampleFromGpuInfo(const GpuInfo& info);
+// Copies gpu::GpuInfo (from gpu::ReadGpu) into a sample: identity and every field gpu::ReadGpu produces; the
+// query errors gpu::ReadGpu kept are attached to the fields they concern.
+GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info);
 
-// One GPU: ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption. Never fails: a GPU
+// One GPU: gpu::ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption. Never fails: a GPU
 // that cannot be read comes back with healthy = false, its status, and its identity from
 // `previous` when given (a lost GPU cannot tell its UUID any more).
 // `read_energy` = false leaves the energy counter to a slower pass (the exporter's slow sampler).
-GpuSample SampleGpu(const NvmlLibrary& nvml, unsigned index, const GpuSample* previous = nullptr,
+GpuSample SampleGpu(const gpu::NvmlLibrary& nvml, unsigned index, const GpuSample* previous = nullptr,
                     bool read_energy = true);
 
 // nvmlDeviceGetTotalEnergyConsumption into `sample` (value, or an error unless unsupported).
-void ReadEnergy(const NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& sample);
+void ReadEnergy(const gpu::NvmlLibrary& nvml, nvmlDevice_t device, GpuSample& sample);
 
 // GPUs NVML counts but cannot open (lost...) answer nothing, not even their identity. Those
 // without one from an earlier pass get it from the bus: `bus` are the driver's GPUs as sysfs and
-// /proc tell them (NvidiaGpusOnBus, read at start), matched to NVML indices by
-// MatchUnreadableGpus. Fills pci_bus_id (NVML's form), and UUID and modelName where empty.
-void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<BusGpu>& bus);
+// /proc tell them (node::NvidiaGpusOnBus, read at start), matched to NVML indices by
+// node::MatchUnreadableGpus. Fills pci_bus_id (NVML's form), and UUID and modelName where empty.
+void IdentifyUnreadableGpus(NodeSnapshot& snapshot, const std::vector<node::BusGpu>& bus);
 
 // NVML's form of a bus id, as dcgm-exporter labels it: "0000:18:00.0" -> "00000000:18:00.0".
 std::string DcgmBusId(const std::string& bus_id);
 
 struct CollectOptions {
   std::string hostname;
-  std::vector<BusGpu> bus_gpus;  // see IdentifyUnreadableGpus; empty: identities from NVML only
+  std::vector<node::BusGpu> bus_gpus;  // see IdentifyUnreadableGpus; empty: identities from NVML only
 };
 // One pass over every GPU NVML counts (SampleGpu plus the fast extra fields of nvml_extras.h;
 // fields that need two passes, NVLink bandwidth and the GPM ratios, are not in a one-shot pass). `previous` (the last snapshot, or nullptr) carries the
 // error totals and the identities of GPUs that have since failed. One failing GPU leaves the
 // others intact. Timestamp and duration come from the system clock.
-NodeSnapshot CollectSnapshot(const NvmlLibrary& nvml, const CollectOptions& options,
+NodeSnapshot CollectSnapshot(const gpu::NvmlLibrary& nvml, const CollectOptions& options,
                              const NodeSnapshot* previous = nullptr);
 
 // The hand-over between the sampler thread and scrapes: Publish swaps in a new snapshot, Latest
@@ -104,8 +105,8 @@ class SnapshotStore {
   std::shared_ptr<const NodeSnapshot> Latest() const;
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const NodeSnapshot> latest_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const NodeSnapshot> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpunode::exporter

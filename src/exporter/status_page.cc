@@ -59,9 +59,9 @@ std::string Text(const std::string& v) { return v.empty() ? std::string("&ndash;
 // NVML_ERROR_GPU_IS_LOST, "unreadable" otherwise) and NVML's words with its code.
 std::string HealthCell(const GpuSample& g) {
   if (g.healthy) return "<td class=\"l\"><span class=\"ok\">healthy</span></td>";
-  const char* state = UnreadableState(g.status);
-  std::string why = UnreadableReason(g.status);
-  if (std::optional<nvmlReturn_t> code = NvmlReturnOf(g.status)) absl::StrAppend(&why, " (", NvmlReturnName(*code), ")");
+  const char* state = node::UnreadableState(g.status);
+  std::string why = node::UnreadableReason(g.status);
+  if (std::optional<nvmlReturn_t> code = gpu::NvmlReturnOf(g.status)) absl::StrAppend(&why, " (", gpu::NvmlReturnName(*code), ")");
   return absl::StrCat("<td class=\"l down\"><span class=\"bad\" data-state=\"", state, "\">", state,
                       "</span><span class=\"why\">", HtmlEscape(why), "</span></td>");
 }

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -21,45 +23,102 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/yaml.h"
+#include "src/base/yaml_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpunode::exporter {
 namespace {
 
-Status Invalid(std::string_view source, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", what));
-}
-
-// Every key of `node` must be in `known`; keys in `unsupported` get their own message.
-Status CheckKeys(const YAML::Node& node, std::string_view where, const std::set<std::string>& known,
-                 const std::set<std::string>& unsupported, std::string_view source) {
-  for (const auto& kv : node) {
-    if (!kv.first.IsScalar()) {
-      return Invalid(source, absl::StrCat("a key of ", where.empty() ? std::string("the file") : std::string(where),
-                                          " is not a string"));
-    }
-    const std::string key = kv.first.as<std::string>();
-    if (unsupported.count(key)) {
-      return Invalid(source, absl::StrCat(std::string(where), key,
-                                          " is not supported by gpunode (remove it or use a TLS "
-                                          "proxy)"));
-    }
-    if (!known.count(key)) {
-      return Invalid(source, absl::StrCat("unknown key ", std::string(where), key));
+// Every key of the map `v` must be in `known`; keys in `unsupported` get their own message.
+Status CheckKeys(const YamlValue& v, const std::vector<std::string>& known,
+                 const std::set<std::string>& unsupported) {
+  if (v.IsMap()) {
+    for (const auto& kv : v.node()) {
+      if (kv.first.IsScalar() && unsupported.count(kv.first.Scalar())) {
+        return v.Child(kv.first.Scalar())
+            .Error("is not supported by gpunode (remove it or use a TLS proxy)");
+      }
     }
   }
-  return absl::OkStatus();
-}
-
-StatusOr<std::string> Scalar(const YAML::Node& node, const std::string& name, std::string_view source) {
-  if (!node.IsScalar()) return Invalid(source, absl::StrCat(name, " must be a string"));
-  return node.as<std::string>();
+  return v.ExpectMap(known);
 }
 
 std::string Resolve(std::string_view base_dir, const std::string& path) {
   if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
   return absl::StrCat(std::string(base_dir), "/", path);
+}
+
+StatusOr<WebConfig::Tls> ParseTls(const YamlValue& tls, std::string_view base_dir) {
+  GPUNODE_RETURN_IF_ERROR(CheckKeys(
+      tls, {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"},
+      {"cert", "key", "client_ca", "client_allowed_sans", "cipher_suites", "curve_preferences",
+       "prefer_server_cipher_suites"}));
+  WebConfig::Tls t;
+  GPUNODE_RETURN_IF_ERROR(tls.Get("cert_file", &t.cert_file));
+  GPUNODE_RETURN_IF_ERROR(tls.Get("key_file", &t.key_file));
+  GPUNODE_RETURN_IF_ERROR(tls.Get("client_ca_file", &t.client_ca_file));
+  GPUNODE_RETURN_IF_ERROR(tls.Get("client_auth_type", &t.client_auth_type));
+  GPUNODE_RETURN_IF_ERROR(tls.Get("min_version", &t.min_version));
+  GPUNODE_RETURN_IF_ERROR(tls.Get("max_version", &t.max_version));
+  if (t.cert_file.empty() || t.key_file.empty()) return tls.Error("needs both cert_file and key_file");
+  static const std::set<std::string> kAuth = {"NoClientCert", "RequestClientCert", "RequireAnyClientCert",
+                                              "VerifyClientCertIfGiven", "RequireAndVerifyClientCert"};
+  if (!kAuth.count(t.client_auth_type)) {
+    return tls.Child("client_auth_type")
+        .Expected("one of NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, "
+                  "RequireAndVerifyClientCert");
+  }
+  if ((t.client_auth_type == "VerifyClientCertIfGiven" || t.client_auth_type == "RequireAndVerifyClientCert") &&
+      t.client_ca_file.empty()) {
+    return tls.Child("client_auth_type").Error(absl::StrCat(t.client_auth_type, " needs client_ca_file"));
+  }
+  static const std::set<std::string> kVersions = {"TLS10", "TLS11", "TLS12", "TLS13"};
+  for (const char* key : {"min_version", "max_version"}) {
+    const std::string& v = std::string_view(key) == "min_version" ? t.min_version : t.max_version;
+    if (!kVersions.count(v)) {
+      // A default that is not in the file cannot be wrong; only a value read from it can.
+      return tls.Child(key).Error(absl::StrCat("expected one of TLS10, TLS11, TLS12, TLS13, got ", YamlQuote(v)));
+    }
+  }
+  if (t.min_version > t.max_version) return tls.Child("min_version").Error("is above max_version");
+  t.cert_file = Resolve(base_dir, t.cert_file);
+  t.key_file = Resolve(base_dir, t.key_file);
+  t.client_ca_file = Resolve(base_dir, t.client_ca_file);
+  return t;
+}
+
+Status ParseHttp(const YamlValue& http, WebConfig* config) {
+  GPUNODE_RETURN_IF_ERROR(CheckKeys(http, {"http2", "headers"}, {}));
+  // gpunode serves HTTP/1.1 (docs/exporter.md): the value is ignored, but checked as the toolkit's
+  // decoder checks it (a bool).
+  if (const YamlValue h2 = http.Child("http2"); h2.IsSet()) GPUNODE_RETURN_IF_ERROR(h2.Bool(YamlBool::kStrict).status());
+  const YamlValue h = http.Child("headers");
+  if (!h.IsSet()) return absl::OkStatus();
+  if (!h.IsMap()) return h.Expected("a map of header: value");
+  return h.ForEachEntry([&](const std::string& name, const YamlValue& v) -> Status {
+    GPUNODE_ASSIGN_OR_RETURN(std::string value, v.String());
+    if (name.empty() || name.find_first_of(" :\r\n") != std::string::npos ||
+        value.find_first_of("\r\n") != std::string::npos) {
+      return v.Error(absl::StrCat("header ", YamlQuote(name), " is not a valid HTTP header"));
+    }
+    config->headers[name] = value;
+    return absl::OkStatus();
+  });
+}
+
+Status ParseUsers(const YamlValue& users, WebConfig* config) {
+  if (!users.IsMap()) return users.Expected("a map of user: bcrypt hash");
+  return users.ForEachEntry([&](const std::string& user, const YamlValue& v) -> Status {
+    GPUNODE_ASSIGN_OR_RETURN(std::string hash, v.String());
+    if (!(absl::StartsWith(hash, "$2a$") || absl::StartsWith(hash, "$2b$") || absl::StartsWith(hash, "$2y$"))) {
+      return v.Error("expected a bcrypt hash ($2y$..., e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)");
+    }
+    if (user.find(':') != std::string::npos) return v.Error(absl::StrCat("user ", YamlQuote(user), " contains ':'"));
+    config->basic_auth_users[user] = hash;
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace
@@ -69,105 +128,23 @@ StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, std::string_view sourc
   auto loaded = LoadYaml(absl::string_view(yaml.data(), yaml.size()),
                          absl::string_view(source.data(), source.size()));  // nesting limit; no throw
   if (!loaded.ok()) return loaded.status();
-  YAML::Node root = *std::move(loaded);
+  const YamlValue root(*loaded, std::string(source));
   WebConfig config;
-  if (root.IsNull()) return config;  // an empty file: plain HTTP, no auth
-  if (!root.IsMap()) return Invalid(source, "must be a YAML mapping");
+  if (root.node().IsNull()) return config;  // an empty file: plain HTTP, no auth
   try {
-    GPUNODE_RETURN_IF_ERROR(CheckKeys(root, "", {"tls_server_config", "http_server_config", "basic_auth_users"},
-                                      {"rate_limit"}, source));
-    if (const YAML::Node tls = root["tls_server_config"]; tls && !tls.IsNull()) {
-      if (!tls.IsMap()) return Invalid(source, "tls_server_config must be a mapping");
-      GPUNODE_RETURN_IF_ERROR(CheckKeys(
-          tls, "tls_server_config.",
-          {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version"},
-          {"cert", "key", "client_ca", "client_allowed_sans", "cipher_suites", "curve_preferences",
-           "prefer_server_cipher_suites"},
-          source));
-      WebConfig::Tls t;
-      auto field = [&](const char* key, std::string* out) -> Status {
-        if (const YAML::Node n = tls[key]; n && !n.IsNull()) {
-          GPUNODE_ASSIGN_OR_RETURN(*out, Scalar(n, absl::StrCat("tls_server_config.", key), source));
-        }
-        return absl::OkStatus();
-      };
-      GPUNODE_RETURN_IF_ERROR(field("cert_file", &t.cert_file));
-      GPUNODE_RETURN_IF_ERROR(field("key_file", &t.key_file));
-      GPUNODE_RETURN_IF_ERROR(field("client_ca_file", &t.client_ca_file));
-      GPUNODE_RETURN_IF_ERROR(field("client_auth_type", &t.client_auth_type));
-      GPUNODE_RETURN_IF_ERROR(field("min_version", &t.min_version));
-      GPUNODE_RETURN_IF_ERROR(field("max_version", &t.max_version));
-      if (t.cert_file.empty() || t.key_file.empty()) {
-        return Invalid(source, "tls_server_config needs both cert_file and key_file");
-      }
-      static const std::set<std::string> kAuth = {"NoClientCert", "RequestClientCert",
-                                                  "RequireAnyClientCert", "VerifyClientCertIfGiven",
-                                                  "RequireAndVerifyClientCert"};
-      if (!kAuth.count(t.client_auth_type)) {
-        return Invalid(source, absl::StrCat("tls_server_config.client_auth_type \"", t.client_auth_type,
-                                            "\" is not one of NoClientCert, RequestClientCert, "
-                                            "RequireAnyClientCert, VerifyClientCertIfGiven, "
-                                            "RequireAndVerifyClientCert"));
-      }
-      if ((t.client_auth_type == "VerifyClientCertIfGiven" ||
-           t.client_auth_type == "RequireAndVerifyClientCert") &&
-          t.client_ca_file.empty()) {
-        return Invalid(source, absl::StrCat("tls_server_config.client_auth_type ", t.client_auth_type,
-                                            " needs client_ca_file"));
-      }
-      static const std::set<std::string> kVersions = {"TLS10", "TLS11", "TLS12", "TLS13"};
-      for (const std::string* v : {&t.min_version, &t.max_version}) {
-        if (!kVersions.count(*v)) {
-          return Invalid(source, absl::StrCat("TLS version \"", *v, "\" is not one of TLS10, TLS11, TLS12, TLS13"));
-        }
-      }
-      if (t.min_version > t.max_version) {
-        return Invalid(source, "tls_server_config.min_version is above max_version");
-      }
-      t.cert_file = Resolve(base_dir, t.cert_file);
-      t.key_file = Resolve(base_dir, t.key_file);
-      t.client_ca_file = Resolve(base_dir, t.client_ca_file);
-      config.tls = t;
+    GPUNODE_RETURN_IF_ERROR(
+        CheckKeys(root, {"tls_server_config", "http_server_config", "basic_auth_users"}, {"rate_limit"}));
+    if (const YamlValue tls = root.Child("tls_server_config"); tls.IsSet()) {
+      GPUNODE_ASSIGN_OR_RETURN(config.tls, ParseTls(tls, base_dir));
     }
-    if (const YAML::Node http = root["http_server_config"]; http && !http.IsNull()) {
-      if (!http.IsMap()) return Invalid(source, "http_server_config must be a mapping");
-      GPUNODE_RETURN_IF_ERROR(CheckKeys(http, "http_server_config.", {"http2", "headers"}, {}, source));
-      if (const YAML::Node h = http["headers"]; h && !h.IsNull()) {
-        if (!h.IsMap()) return Invalid(source, "http_server_config.headers must be a mapping");
-        for (const auto& kv : h) {
-          if (!kv.first.IsScalar()) return Invalid(source, "a header name is not a string");
-          const std::string name = kv.first.as<std::string>();
-          GPUNODE_ASSIGN_OR_RETURN(std::string value,
-                                   Scalar(kv.second, absl::StrCat("header ", name), source));
-          if (name.empty() || name.find_first_of(" :\r\n") != std::string::npos ||
-              value.find_first_of("\r\n") != std::string::npos) {
-            return Invalid(source, absl::StrCat("header \"", name, "\" is not a valid HTTP header"));
-          }
-          config.headers[name] = value;
-        }
-      }
+    if (const YamlValue http = root.Child("http_server_config"); http.IsSet()) {
+      GPUNODE_RETURN_IF_ERROR(ParseHttp(http, &config));
     }
-    if (const YAML::Node users = root["basic_auth_users"]; users && !users.IsNull()) {
-      if (!users.IsMap()) return Invalid(source, "basic_auth_users must be a mapping of user: bcrypt hash");
-      for (const auto& kv : users) {
-        if (!kv.first.IsScalar()) return Invalid(source, "a user name in basic_auth_users is not a string");
-        const std::string user = kv.first.as<std::string>();
-        GPUNODE_ASSIGN_OR_RETURN(std::string hash,
-                                 Scalar(kv.second, absl::StrCat("basic_auth_users.", user), source));
-        if (!(absl::StartsWith(hash, "$2a$") || absl::StartsWith(hash, "$2b$") ||
-              absl::StartsWith(hash, "$2y$"))) {
-          return Invalid(source, absl::StrCat("basic_auth_users.", user,
-                                              " is not a bcrypt hash (want $2y$..., e.g. from "
-                                              "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"));
-        }
-        if (user.find(':') != std::string::npos) {
-          return Invalid(source, absl::StrCat("basic_auth_users: user \"", user, "\" contains ':'"));
-        }
-        config.basic_auth_users[user] = hash;
-      }
+    if (const YamlValue users = root.Child("basic_auth_users"); users.IsSet()) {
+      GPUNODE_RETURN_IF_ERROR(ParseUsers(users, &config));
     }
   } catch (const YAML::Exception& e) {
-    return Invalid(source, e.what());
+    return root.Error(e.what());
   }
   return config;
 }
@@ -223,11 +200,10 @@ BasicAuthenticator::BasicAuthenticator(std::map<std::string, std::string> users,
 BasicAuthenticator::~BasicAuthenticator() {
   std::deque<Job> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     dropped.swap(queue_);
   }
-  cv_.notify_all();
   for (std::thread& t : workers_) t.join();
   dropped.clear();  // outside the lock: a callback's captures may do anything when destroyed
 }
@@ -287,7 +263,7 @@ BasicAuthenticator::Verdict BasicAuthenticator::Check(std::string_view authoriza
   const Digest digest = Key(user, password);
   const std::string digest_key(reinterpret_cast<const char*>(digest.data()), digest.size());
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (known) {
     if (auto a = allowed_.find(user); a != allowed_.end() && CRYPTO_memcmp(a->second.data(), digest.data(), digest.size()) == 0) {
       ++stats_.cached_allowed;
@@ -316,7 +292,6 @@ BasicAuthenticator::Verdict BasicAuthenticator::Check(std::string_view authoriza
   job.queued = now;
   job.done = std::move(done);
   queue_.push_back(std::move(job));
-  cv_.notify_one();
   return Verdict::kPending;
 }
 
@@ -328,8 +303,9 @@ void BasicAuthenticator::Work() {
   for (;;) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+      mu_.Await(absl::Condition(&ready));
       if (stopping_) return;
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -342,7 +318,7 @@ void BasicAuthenticator::Work() {
     }
     OPENSSL_cleanse(job.password.data(), job.password.size());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stale) {
         ++stats_.dropped;
       } else {
@@ -365,6 +341,7 @@ void BasicAuthenticator::Work() {
 }
 
 bool BasicAuthenticator::Allow(std::string_view authorization, std::string_view source) {
+  // One wait on one result: a local std::mutex (locals cannot carry ABSL_GUARDED_BY).
   std::mutex m;
   std::condition_variable cv;
   std::optional<Verdict> result;
@@ -382,7 +359,7 @@ bool BasicAuthenticator::Allow(std::string_view authorization, std::string_view 
 }
 
 BasicAuthenticator::Stats BasicAuthenticator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -12,12 +12,10 @@
 
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +23,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 
 namespace gpunode::exporter {
@@ -126,21 +126,22 @@ class BasicAuthenticator {
   };
   Digest Key(std::string_view user, std::string_view password) const;
   void Work();
-  void ForgetExpiredLocked(std::chrono::steady_clock::time_point now);
+  void ForgetExpiredLocked(std::chrono::steady_clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::map<std::string, std::string> users_;
   const AuthLimits limits_;
   unsigned char key_[32];
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::deque<Job> queue_;
-  size_t pending_ = 0;                          // queued + running
-  std::map<std::string, size_t> per_source_;    // pending by source
-  std::map<std::string, Digest> allowed_;       // user -> keyed hash of the password that matched
-  std::unordered_set<std::string> denied_;      // keyed hashes of wrong pairs (as strings)
-  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> denied_order_;
-  Stats stats_;
+  // The workers Await a job (or stopping_): a change made with mu_ held wakes them.
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  size_t pending_ ABSL_GUARDED_BY(mu_) = 0;                        // queued + running
+  std::map<std::string, size_t> per_source_ ABSL_GUARDED_BY(mu_);  // pending by source
+  // user -> keyed hash of the password that matched
+  std::map<std::string, Digest> allowed_ ABSL_GUARDED_BY(mu_);
+  std::unordered_set<std::string> denied_ ABSL_GUARDED_BY(mu_);  // keyed hashes of wrong pairs (as strings)
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> denied_order_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;
 };
 

@@ -42,7 +42,7 @@ XidWatcher::~XidWatcher() { Stop(); }
 unsigned XidWatcher::Start(const std::vector<unsigned>& indices) {
   if (subscription_ != 0) return static_cast<unsigned>(indices_.size());
   if (pump_ == nullptr) {
-    own_pump_ = std::make_unique<NvmlEventPump>(nvml_);
+    own_pump_ = std::make_unique<gpu::NvmlEventPump>(nvml_);
     std::vector<std::pair<unsigned, std::string>> gpus;
     for (unsigned i : indices) gpus.emplace_back(i, "");
     if (own_pump_->Start(gpus) == 0) {
@@ -54,7 +54,7 @@ unsigned XidWatcher::Start(const std::vector<unsigned>& indices) {
   for (unsigned i : indices) {
     if (pump_->watching(i)) indices_.insert(i);
   }
-  subscription_ = pump_->Subscribe([this](const NvmlEvent& e) { OnEvent(e); });
+  subscription_ = pump_->Subscribe([this](const gpu::NvmlEvent& e) { OnEvent(e); });
   return static_cast<unsigned>(indices_.size());
 }
 
@@ -73,14 +73,14 @@ void XidWatcher::Stop() {
 bool XidWatcher::watching(unsigned index) const { return indices_.count(index) > 0; }
 
 XidWatcher::GpuXids XidWatcher::For(unsigned index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = xids_.find(index);
   return it == xids_.end() ? GpuXids{} : it->second;
 }
 
-void XidWatcher::OnEvent(const NvmlEvent& e) {
-  if (e.kind != NvmlEvent::Kind::kXid || !e.known || indices_.count(e.index) == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
+void XidWatcher::OnEvent(const gpu::NvmlEvent& e) {
+  if (e.kind != gpu::NvmlEvent::Kind::kXid || !e.known || indices_.count(e.index) == 0) return;
+  absl::MutexLock lock(&mu_);
   GpuXids& x = xids_[e.index];
   ++x.counts[e.xid];
   x.last = e.xid;

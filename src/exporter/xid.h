@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
@@ -15,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/gpu/event_pump.h"
 #include "src/gpu/nvml.h"
 
@@ -33,7 +34,7 @@ class XidWatcher {
 
   // Events come from `pump` when given (the process's one event loop, started by its owner, which
   // must outlive the watcher); otherwise the watcher runs a pump of its own.
-  explicit XidWatcher(const NvmlLibrary& nvml, NvmlEventPump* pump = nullptr) : nvml_(nvml), pump_(pump) {}
+  explicit XidWatcher(const gpu::NvmlLibrary& nvml, gpu::NvmlEventPump* pump = nullptr) : nvml_(nvml), pump_(pump) {}
   ~XidWatcher();
   XidWatcher(const XidWatcher&) = delete;
   XidWatcher& operator=(const XidWatcher&) = delete;
@@ -46,15 +47,15 @@ class XidWatcher {
   GpuXids For(unsigned index) const;
 
  private:
-  void OnEvent(const NvmlEvent& e);
+  void OnEvent(const gpu::NvmlEvent& e);
 
-  const NvmlLibrary& nvml_;
-  NvmlEventPump* pump_ = nullptr;
-  std::unique_ptr<NvmlEventPump> own_pump_;
+  const gpu::NvmlLibrary& nvml_;
+  gpu::NvmlEventPump* pump_ = nullptr;
+  std::unique_ptr<gpu::NvmlEventPump> own_pump_;
   int subscription_ = 0;
   std::set<unsigned> indices_;  // the GPUs counted
-  mutable std::mutex mu_;
-  std::map<unsigned, GpuXids> xids_;
+  mutable absl::Mutex mu_;  // the pump's thread counts, scrapes read
+  std::map<unsigned, GpuXids> xids_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpunode::exporter

@@ -1,7 +1,7 @@
 // The cluster view of GPU nodes (`gpunode fleet`, user doc docs/fleet.md): pure functions over the
 // Kubernetes NodeList JSON as the API server returns it (GET /api/v1/nodes) and the labels,
 // conditions and resources gpunode's agent and device plugin put on every Node
-// (src/plugin/labels.cc).
+// (src/labels/labels.cc).
 //
 //   NodeList JSON --ParseNodeList--> FleetNode[] --Analyze--> FleetReport (pools, findings)
 //                                                  --CheckPools--> FleetCompatReport (one verdict per pool)

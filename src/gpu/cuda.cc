@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 namespace {
 
 // The need column of GPUNODE_CUDA_API: must the entry resolve when Open is asked for `api`?
@@ -126,4 +126,4 @@ CudaDriverInfo ProbeCuda(const std::string& path, bool init, double* init_ms) {
   return info;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu

@@ -21,7 +21,7 @@
 #include "src/gpu/cuda_abi.h"
 #include "src/gpu/dl_entry.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 // Maps a CUresult to a Status: "<op>: CUDA_ERROR_X (n): <text>" (`name` and `text` as
 // cuGetErrorName/cuGetErrorString give them; "CUDA_ERROR" when unknown). CUDA_SUCCESS -> OK.
@@ -82,7 +82,7 @@ class CudaLibrary {
 };
 
 struct CudaDriverInfo {
-  bool probed = true;               // false: the command did not load libcuda (ProbeOptions.load_cuda)
+  bool probed = true;               // false: the command did not load libcuda (node::ProbeOptions.load_cuda)
   Status status;                    // load, cuInit or cuDeviceGetCount failure
   std::string library;              // what was dlopen'ed
   std::optional<Version> version;   // cuDriverGetVersion
@@ -96,6 +96,6 @@ struct CudaDriverInfo {
 // detected"); a library without the core entry points is kUnimplemented.
 CudaDriverInfo ProbeCuda(const std::string& path, bool init, double* init_ms);
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_CUDA_H_

@@ -13,7 +13,7 @@
 
 #include <initializer_list>
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 template <typename Fn, typename Owner>
 class DlEntry;
@@ -54,6 +54,6 @@ inline void* DlSymbol(void* handle, const char* name, std::initializer_list<cons
   return nullptr;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_DL_ENTRY_H_

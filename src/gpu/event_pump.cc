@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 NvmlEventPump::~NvmlEventPump() { Stop(); }
 
@@ -55,19 +55,19 @@ bool NvmlEventPump::watching(unsigned index) const {
 }
 
 int NvmlEventPump::Subscribe(Subscriber s) {
-  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  absl::MutexLock lock(&subscribers_mu_);
   const int id = next_id_++;
   subscribers_[id] = std::move(s);
   return id;
 }
 
 void NvmlEventPump::Unsubscribe(int id) {
-  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  absl::MutexLock lock(&subscribers_mu_);
   subscribers_.erase(id);
 }
 
 void NvmlEventPump::Dispatch(const NvmlEvent& e) {
-  std::lock_guard<std::mutex> lock(subscribers_mu_);
+  absl::MutexLock lock(&subscribers_mu_);
   for (auto& [id, s] : subscribers_) s(e);
 }
 
@@ -97,4 +97,4 @@ void NvmlEventPump::Run() {
   }
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu

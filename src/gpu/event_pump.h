@@ -9,15 +9,16 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/gpu/nvml.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 struct NvmlEvent {
   enum class Kind { kXid, kLost };
@@ -66,11 +67,11 @@ class NvmlEventPump {
   bool started_ = false;
   unsigned registered_ = 0;
 
-  std::mutex subscribers_mu_;  // held while callbacks run, so Unsubscribe waits for them
-  std::map<int, Subscriber> subscribers_;
-  int next_id_ = 1;
+  absl::Mutex subscribers_mu_;  // held while callbacks run, so Unsubscribe waits for them
+  std::map<int, Subscriber> subscribers_ ABSL_GUARDED_BY(subscribers_mu_);
+  int next_id_ ABSL_GUARDED_BY(subscribers_mu_) = 1;
 };
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_EVENT_PUMP_H_

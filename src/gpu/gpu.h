@@ -12,7 +12,7 @@
 
 #include "src/base/status.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 struct RemappedRows {
   unsigned correctable = 0;
@@ -111,6 +111,6 @@ struct GpuFailure {
   Status status;
 };
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_GPU_H_

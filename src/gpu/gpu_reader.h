@@ -8,7 +8,7 @@
 #include "src/gpu/gpu.h"
 #include "src/gpu/nvml.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 // Every field of GpuInfo for GPU `index`. Fails as a whole only when the GPU cannot be opened or
 // is lost (kUnavailable with NVML_ERROR_GPU_IS_LOST); unsupported fields stay empty and other
@@ -24,6 +24,6 @@ StatusOr<GpuInfo> ReadGpu(const NvmlLibrary& nvml, unsigned index, const GpuRead
 // not have that shape.
 std::string NormalizeBusId(absl::string_view bus_id);
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_GPU_READER_H_

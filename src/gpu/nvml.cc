@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 namespace {
 
 constexpr absl::string_view kNvmlPayload = "gpunode.dev/nvml-return";
@@ -417,4 +417,4 @@ StatusOr<std::vector<nvmlProcessInfo_t>> NvmlLibrary::ComputeProcesses(nvmlDevic
   return Check(NVML_ERROR_INSUFFICIENT_SIZE, op);
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu

@@ -17,7 +17,7 @@
 #include "src/gpu/dl_entry.h"
 #include "src/gpu/nvml_abi.h"
 
-namespace gpunode {
+namespace gpunode::gpu {
 
 // Maps an NVML return code to a Status: "<op>: <NVML's text> (NVML_ERROR_X)". The raw code is
 // kept as a payload (NvmlReturnOf) so callers can tell, say, a driver/library mismatch from a
@@ -138,6 +138,6 @@ class NvmlLibrary {
   double init_ms_ = 0;
 };
 
-}  // namespace gpunode
+}  // namespace gpunode::gpu
 
 #endif  // GPUNODE_GPU_NVML_H_

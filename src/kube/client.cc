@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <openssl/err.h>
@@ -308,7 +309,7 @@ std::string Client::BearerToken() {
 
 StatusOr<nlohmann::json> Client::Call(const char* verb, const std::string& path, const std::string& body,
                                       const char* content_type) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!impl_->init_error.ok()) return impl_->init_error;
   const std::string what = absl::StrCat(verb, " ", path);
   httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", "gpunode/" GPUNODE_VERSION}};
@@ -320,7 +321,7 @@ StatusOr<nlohmann::json> Client::Call(const char* verb, const std::string& path,
   impl_->http->set_write_timeout(secs.count(), usecs.count());
   impl_->http->set_keep_alive(true);
   const std::string v = verb;
-  auto send = [&]() {
+  auto send = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return v == "GET"     ? impl_->http->Get(path.c_str(), headers)
            : v == "PATCH" ? impl_->http->Patch(path.c_str(), headers, body, content_type)
            : v == "POST"  ? impl_->http->Post(path.c_str(), headers, body, content_type)
@@ -423,7 +424,7 @@ Status Client::Watch(const std::string& path, const std::string& resource_versio
   if (!resource_version.empty()) absl::StrAppend(&url, "&resourceVersion=", UrlEscape(resource_version));
   httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", "gpunode/" GPUNODE_VERSION}};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (std::string token = BearerToken(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
   }
   http->set_connection_timeout(10, 0);

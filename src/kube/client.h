@@ -13,9 +13,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "src/base/status.h"
 
@@ -88,13 +89,13 @@ class Client {
  private:
   StatusOr<nlohmann::json> Call(const char* verb, const std::string& path, const std::string& body,
                                 const char* content_type);
-  std::string BearerToken();
+  std::string BearerToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Connection c_;
   std::chrono::milliseconds timeout_{10000};
-  std::mutex mu_;  // one request at a time on the connection
+  absl::Mutex mu_;  // one request at a time on the connection
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_ ABSL_PT_GUARDED_BY(mu_);  // the connection and the token cache
 };
 
 // Percent-encodes a path segment or a query value.

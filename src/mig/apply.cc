@@ -23,7 +23,7 @@ std::string MemoryName(uint64_t memory_mib, uint64_t total_mib) {
 }
 
 bool Unsupported(const Status& s) {
-  auto code = NvmlReturnOf(s);
+  auto code = gpu::NvmlReturnOf(s);
   return absl::IsUnimplemented(s) ||
          (code && (*code == NVML_ERROR_NOT_SUPPORTED || *code == NVML_ERROR_INVALID_ARGUMENT ||
                    *code == NVML_ERROR_NOT_FOUND));
@@ -36,7 +36,7 @@ Status Annotate(const Status& s, const std::string& what) {
   return out;
 }
 
-StatusOr<GpuMigState> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
+StatusOr<GpuMigState> ReadGpu(const gpu::NvmlLibrary& nvml, unsigned index) {
   GpuMigState g;
   g.index = index;
   GPUNODE_ASSIGN_OR_RETURN(nvmlDevice_t dev, nvml.DeviceHandle(index));
@@ -162,7 +162,7 @@ StatusOr<GpuMigState> ReadGpu(const NvmlLibrary& nvml, unsigned index) {
   return g;
 }
 
-StatusOr<nvmlGpuInstance_t> FindGi(const NvmlLibrary& nvml, nvmlDevice_t dev,
+StatusOr<nvmlGpuInstance_t> FindGi(const gpu::NvmlLibrary& nvml, nvmlDevice_t dev,
                                    const GpuMigState& state, unsigned gi_id) {
   for (const GiProfile& gp : state.profiles) {
     auto gis = nvml.GpuInstances(dev, gp.id);
@@ -175,7 +175,7 @@ StatusOr<nvmlGpuInstance_t> FindGi(const NvmlLibrary& nvml, nvmlDevice_t dev,
   return absl::NotFoundError(absl::StrCat("GPU ", state.index, ": GPU instance ", gi_id, " is gone"));
 }
 
-StatusOr<nvmlComputeInstance_t> FindCi(const NvmlLibrary& nvml, nvmlGpuInstance_t gi,
+StatusOr<nvmlComputeInstance_t> FindCi(const gpu::NvmlLibrary& nvml, nvmlGpuInstance_t gi,
                                        unsigned gpu, unsigned ci_id) {
   for (unsigned cp = 0; cp < GPUNODE_NVML_COMPUTE_INSTANCE_PROFILES_KNOWN; ++cp) {
     auto cis = nvml.ComputeInstances(gi, cp);
@@ -189,7 +189,7 @@ StatusOr<nvmlComputeInstance_t> FindCi(const NvmlLibrary& nvml, nvmlGpuInstance_
 }
 
 // Runs one step; `created` maps the plan's new GI numbers to handles.
-Status RunStep(const NvmlLibrary& nvml, const std::vector<GpuMigState>& state, const Step& step,
+Status RunStep(const gpu::NvmlLibrary& nvml, const std::vector<GpuMigState>& state, const Step& step,
                std::map<int, nvmlGpuInstance_t>* created, std::string* detail) {
   GPUNODE_ASSIGN_OR_RETURN(nvmlDevice_t dev, nvml.DeviceHandle(step.gpu));
   const GpuMigState& g = state.at(step.gpu);
@@ -210,10 +210,10 @@ Status RunStep(const NvmlLibrary& nvml, const std::vector<GpuMigState>& state, c
       GPUNODE_ASSIGN_OR_RETURN(nvmlReturn_t activation,
                                nvml.SetMigMode(dev, on ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE));
       if (activation != NVML_SUCCESS) {
-        *detail = absl::StrCat("pending: ", NvmlReturnName(activation));
+        *detail = absl::StrCat("pending: ", gpu::NvmlReturnName(activation));
         return absl::FailedPreconditionError(absl::StrCat(
             "GPU ", step.gpu, ": MIG mode ", on ? "enable" : "disable", " is pending, not active (",
-            NvmlReturnName(activation), activation == NVML_ERROR_RESET_REQUIRED
+            gpu::NvmlReturnName(activation), activation == NVML_ERROR_RESET_REQUIRED
                                             ? "): the GPU needs a reset (nvidia-smi -r) or a reboot"
                                             : "): a client holds the GPU; stop it and apply again"));
       }
@@ -263,7 +263,7 @@ bool IsModeStep(const Step& s) {
 
 }  // namespace
 
-StatusOr<std::vector<GpuMigState>> ReadMigState(const NvmlLibrary& nvml) {
+StatusOr<std::vector<GpuMigState>> ReadMigState(const gpu::NvmlLibrary& nvml) {
   GPUNODE_ASSIGN_OR_RETURN(unsigned count, nvml.DeviceCount());
   std::vector<GpuMigState> out;
   for (unsigned i = 0; i < count; ++i) {
@@ -274,12 +274,12 @@ StatusOr<std::vector<GpuMigState>> ReadMigState(const NvmlLibrary& nvml) {
   return out;
 }
 
-bool IsSimulatedNvml(const NvmlLibrary& nvml) {
+bool IsSimulatedNvml(const gpu::NvmlLibrary& nvml) {
   if (absl::StrContains(nvml.path(), "gpunode-simnvml")) return true;
-  return absl::StrContains(LoadedLibraryFile(nvml.path()), "gpunode-simnvml");
+  return absl::StrContains(gpu::LoadedLibraryFile(nvml.path()), "gpunode-simnvml");
 }
 
-StatusOr<MigReport> ApplyMigConfig(const NvmlLibrary& nvml, const MigConfigFile& file,
+StatusOr<MigReport> ApplyMigConfig(const gpu::NvmlLibrary& nvml, const MigConfigFile& file,
                                    const std::string& name, const ApplyOptions& options) {
   MigReport report;
   report.config = name;

@@ -24,10 +24,10 @@ namespace gpunode::mig {
 // Reads every GPU's MIG mode, offered profiles and placements, GPU/compute instances and compute
 // processes. A GPU without MIG support reads as mig_capable = false; per-GPU read failures other
 // than "not supported" fail the whole read (naming the GPU and the call).
-StatusOr<std::vector<GpuMigState>> ReadMigState(const NvmlLibrary& nvml);
+StatusOr<std::vector<GpuMigState>> ReadMigState(const gpu::NvmlLibrary& nvml);
 
 // Whether `nvml` is gpunode's simulated NVML (the library file is libgpunode-simnvml.so).
-bool IsSimulatedNvml(const NvmlLibrary& nvml);
+bool IsSimulatedNvml(const gpu::NvmlLibrary& nvml);
 
 struct ApplyOptions {
   bool dry_run = false;     // plan only
@@ -56,7 +56,7 @@ struct MigReport {
 // the config is unknown or cannot be planned (see PlanMigConfig), or the NVML is real and
 // `allow_real` is off (kPermissionDenied). Otherwise returns the report; a failure during the
 // changes is report.status (the report keeps what was done before it).
-StatusOr<MigReport> ApplyMigConfig(const NvmlLibrary& nvml, const MigConfigFile& file,
+StatusOr<MigReport> ApplyMigConfig(const gpu::NvmlLibrary& nvml, const MigConfigFile& file,
                                    const std::string& name, const ApplyOptions& options);
 
 }  // namespace gpunode::mig

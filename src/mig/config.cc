@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "src/base/host_fs.h"
 #include "src/base/yaml.h"
+#include "src/base/yaml_reader.h"
 
 namespace gpunode::mig {
 namespace {
@@ -42,11 +43,10 @@ class Reader {
   Status status() const {
     return ok() ? absl::OkStatus() : absl::InvalidArgumentError(error_);
   }
+  // The first problem wins; worded by src/base/yaml_reader.h (file, line, key path, what).
   void Fail(const YAML::Node& n, const std::string& path, const std::string& why) {
     if (!ok()) return;
-    int line = n.IsDefined() ? n.Mark().line + 1 : 0;
-    error_ = line > 0 ? absl::StrCat(origin_, ":", line, ": ", path, ": ", why)
-                      : absl::StrCat(origin_, ": ", path, ": ", why);
+    error_ = std::string(YamlValue(n, origin_, path).Error(why).message());
   }
   const std::string& origin() const { return origin_; }
 
@@ -71,12 +71,7 @@ std::string Quoted(absl::string_view key) {
   return std::string(key);
 }
 
-std::string ScalarText(const YAML::Node& n) {
-  if (n.IsScalar()) return absl::StrCat("\"", n.Scalar(), "\"");
-  if (n.IsSequence()) return "a list";
-  if (n.IsMap()) return "a mapping";
-  return "nothing";
-}
+std::string ScalarText(const YAML::Node& n) { return YamlDescribe(n); }
 
 // Map keys in order; duplicate keys are an error.
 bool Keys(Reader& r, const YAML::Node& map, const std::string& path,
@@ -143,7 +138,7 @@ void ParseFilterValue(Reader& r, const YAML::Node& n, const std::string& path, M
   const std::string& s = n.Scalar();
   if (s.size() > 1 && (s.substr(0, 2) == "0x" || s.substr(0, 2) == "0X")) {
     if (!ParseDeviceId(s, &id)) {
-      r.Fail(n, path, absl::StrCat("\"", s, "\" is not a PCI device id (0x + up to 8 hex digits)"));
+      r.Fail(n, path, absl::StrCat("expected a PCI device id (0x + up to 8 hex digits), got ", ScalarText(n)));
       return;
     }
     e->filter_ids.push_back(id);
@@ -155,7 +150,7 @@ void ParseFilterValue(Reader& r, const YAML::Node& n, const std::string& path, M
 void ParseEntry(Reader& r, const YAML::Node& n, const std::string& path, MigConfigEntry* e) {
   e->line = n.Mark().line + 1;
   if (!n.IsMap()) {
-    r.Fail(n, path, absl::StrCat("expected a mapping with devices and mig-enabled, got ", ScalarText(n)));
+    r.Fail(n, path, absl::StrCat("expected a map with devices and mig-enabled, got ", ScalarText(n)));
     return;
   }
   std::vector<std::pair<std::string, YAML::Node>> keys;
@@ -201,13 +196,14 @@ void ParseEntry(Reader& r, const YAML::Node& n, const std::string& path, MigConf
     } else if (key == "mig-devices") {
       mig_devices = v;
     } else {
-      r.Fail(KeyNode(n, key), kp,
-             "unknown key (expected device-filter, devices, mig-enabled, mig-devices)");
+      r.Fail(KeyNode(n, key), path,
+             absl::StrCat("unknown key ", YamlQuote(key),
+                          " (known: device-filter, devices, mig-enabled, mig-devices)"));
     }
     if (!r.ok()) return;
   }
-  if (!has_devices) r.Fail(n, path, "missing required key devices (\"all\" or a list of GPU indexes)");
-  if (!has_enabled) r.Fail(n, path, "missing required key mig-enabled");
+  if (!has_devices) r.Fail(n, path + ".devices", "expected \"all\" or a list of GPU indexes, got nothing");
+  if (!has_enabled) r.Fail(n, path + ".mig-enabled", "expected true or false, got nothing");
   if (!r.ok()) return;
   const std::string mp = absl::StrCat(path, ".mig-devices");
   if (mig_devices) {
@@ -215,7 +211,7 @@ void ParseEntry(Reader& r, const YAML::Node& n, const std::string& path, MigConf
     if (m.IsNull() || (m.IsScalar() && m.Scalar().empty())) {
       // "mig-devices:" with nothing: as {}.
     } else if (!m.IsMap()) {
-      r.Fail(m, mp, absl::StrCat("expected a mapping of MIG device names to counts, got ", ScalarText(m)));
+      r.Fail(m, mp, absl::StrCat("expected a map of MIG device names to counts, got ", ScalarText(m)));
       return;
     } else {
       std::vector<std::pair<std::string, YAML::Node>> devs;
@@ -318,7 +314,7 @@ StatusOr<MigConfigFile> ParseMigConfigFile(absl::string_view text, absl::string_
   MigConfigFile file;
   file.origin = std::string(origin);
   if (!root.IsMap()) {
-    r.Fail(root, "(document)", "expected a mapping with version and mig-configs");
+    r.Fail(root, "", absl::StrCat("expected a map with version and mig-configs, got ", ScalarText(root)));
     return r.status();
   }
   // A Kubernetes ConfigMap: the file is in data.
@@ -337,7 +333,7 @@ StatusOr<MigConfigFile> ParseMigConfigFile(absl::string_view text, absl::string_
       inner = data.begin()->second;
     }
     if (!inner.IsScalar()) {
-      r.Fail(inner, "data", "expected the file's text");
+      r.Fail(inner, "data", absl::StrCat("expected the file's text, got ", ScalarText(inner)));
       return r.status();
     }
     return ParseMigConfigFile(inner.Scalar(), absl::StrCat(origin, " (ConfigMap data)"));
@@ -350,20 +346,21 @@ StatusOr<MigConfigFile> ParseMigConfigFile(absl::string_view text, absl::string_
     if (key == "version") {
       has_version = true;
       if (!v.IsScalar() || v.Scalar() != "v1")
-        r.Fail(v, "version", absl::StrCat("unknown version ", ScalarText(v), " (this reader knows v1)"));
+        r.Fail(v, "version", absl::StrCat("expected v1, got ", ScalarText(v)));
     } else if (key == "mig-configs") {
       has_configs = true;
       configs = v;
     } else {
-      r.Fail(KeyNode(root, key), Quoted(key), "unknown key (expected version, mig-configs)");
+      r.Fail(KeyNode(root, key), "", absl::StrCat("unknown key ", YamlQuote(key), " (known: version, mig-configs)"));
     }
     if (!r.ok()) return r.status();
   }
-  if (!has_version) r.Fail(root, "version", "missing (mig-parted's format has version: v1)");
-  if (!has_configs) r.Fail(root, "mig-configs", "missing");
+  if (!has_version) r.Fail(root, "version", "expected v1 (mig-parted's format has version: v1), got nothing");
+  if (!has_configs) r.Fail(root, "mig-configs", "expected a map of config names to their entries, got nothing");
   if (!r.ok()) return r.status();
   if (!configs.IsMap() || configs.size() == 0) {
-    r.Fail(configs, "mig-configs", "expected a mapping of at least one config name to its entries");
+    r.Fail(configs, "mig-configs",
+           absl::StrCat("expected a map of at least one config name to its entries, got ", ScalarText(configs)));
     return r.status();
   }
   std::vector<std::pair<std::string, YAML::Node>> names;
@@ -375,7 +372,8 @@ StatusOr<MigConfigFile> ParseMigConfigFile(absl::string_view text, absl::string_
       return r.status();
     }
     if (!entries.IsSequence() || entries.size() == 0) {
-      r.Fail(entries, cp, "expected a list of at least one entry");
+      r.Fail(entries, cp, absl::StrCat("expected a list of at least one entry, got ",
+                                      entries.IsSequence() ? "an empty list" : ScalarText(entries)));
       return r.status();
     }
     MigConfig config;

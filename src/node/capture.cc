@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/gpu/nvml.h"
 
-namespace gpunode {
+namespace gpunode::node {
 namespace {
 
 constexpr uint64_t kMiB = 1024ull * 1024;
@@ -18,7 +18,7 @@ std::string FlavorName(ModuleFlavor f) {
   return f == ModuleFlavor::kOpen ? "open" : f == ModuleFlavor::kProprietary ? "proprietary" : "open";
 }
 
-Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
+Doc CaptureGpu(const gpu::GpuInfo& g, const PciDevice* pci) {
   Doc gpu;
   std::vector<std::string> unsupported;
   gpu["name"] = g.name;
@@ -96,7 +96,7 @@ Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
     if (!g.mig_devices.empty()) {
       unsigned max_index = 0;
       Doc devices = Doc::array();
-      for (const MigDevice& m : g.mig_devices) {
+      for (const gpu::MigDevice& m : g.mig_devices) {
         max_index = std::max(max_index, m.index + 1);
         // The profile name as NVIDIA writes it: <GPU slices>g.<memory in GB, rounded up>gb.
         std::string profile = absl::StrCat(m.slices.value_or(1), "g.",
@@ -119,7 +119,7 @@ Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
   }
   if (!g.nvlinks.empty()) {
     Doc links = Doc::array();
-    for (const NvLinkState& l : g.nvlinks) {
+    for (const gpu::NvLinkState& l : g.nvlinks) {
       Doc link = {{"link", l.link}, {"active", l.active}};
       if (!l.remote_bus_id.empty()) link["remote_bus_id"] = l.remote_bus_id;
       links.push_back(link);
@@ -129,7 +129,7 @@ Doc CaptureGpu(const GpuInfo& g, const PciDevice* pci) {
   if (g.compute_processes) {
     if (!g.compute_processes->empty()) {
       Doc procs = Doc::array();
-      for (const GpuProcess& p : *g.compute_processes) {
+      for (const gpu::GpuProcess& p : *g.compute_processes) {
         procs.push_back({{"pid", p.pid}, {"used_mib", RoundMiB(p.used_memory_bytes.value_or(0))}});
       }
       gpu["processes"] = procs;
@@ -173,8 +173,8 @@ nlohmann::ordered_json CaptureProfile(const NodeInventory& inv, const std::strin
   if (inv.driver.nvml_version) driver["nvml_version"] = inv.driver.nvml_version->ToString();
   std::optional<Version> cuda = inv.driver.cuda_version ? inv.driver.cuda_version : inv.driver.cuda.version;
   driver["cuda_version"] = cuda ? cuda->ToString() : "0.0";
-  if (auto code = NvmlReturnOf(inv.driver.status); code && *code != NVML_SUCCESS) {
-    driver["init_error"] = std::string(NvmlReturnName(*code));
+  if (auto code = gpu::NvmlReturnOf(inv.driver.status); code && *code != NVML_SUCCESS) {
+    driver["init_error"] = std::string(gpu::NvmlReturnName(*code));
   }
   if (inv.driver.cuda.init_result != 0) driver["cuda_init_error"] = inv.driver.cuda.init_result;
   doc["driver"] = driver;
@@ -182,7 +182,7 @@ nlohmann::ordered_json CaptureProfile(const NodeInventory& inv, const std::strin
   std::map<std::string, const PciDevice*> pci;
   for (const PciDevice& d : inv.hardware.gpus) pci[d.bus_id] = &d;
   Doc gpus = Doc::array();
-  for (const GpuInfo& g : inv.driver.gpus) {
+  for (const gpu::GpuInfo& g : inv.driver.gpus) {
     auto it = pci.find(g.pci_bus_id);
     gpus.push_back(CaptureGpu(g, it == pci.end() ? nullptr : it->second));
   }
@@ -190,4 +190,4 @@ nlohmann::ordered_json CaptureProfile(const NodeInventory& inv, const std::strin
   return doc;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::node

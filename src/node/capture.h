@@ -8,13 +8,13 @@
 #include "nlohmann/json.hpp"
 #include "src/node/inventory.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 // The profile as an ordered document (apiVersion, kind, name, description, host, driver, gpus).
 // Fields NVML did not report become `unsupported` entries. GPUs NVML cannot open are left out.
 nlohmann::ordered_json CaptureProfile(const NodeInventory& inv, const std::string& name,
                                       const std::string& description);
 
-}  // namespace gpunode
+}  // namespace gpunode::node
 
 #endif  // GPUNODE_NODE_CAPTURE_H_

@@ -15,7 +15,7 @@
 #include "src/gpu/cuda.h"
 #include "src/gpu/gpu.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 struct PcieLink {
   unsigned gen = 0;    // 1..6, from "32.0 GT/s PCIe"
@@ -88,11 +88,11 @@ struct UserDriverLayer {
   std::optional<Version> nvml_version;
   std::optional<Version> cuda_version;  // highest CUDA the driver supports (nvmlSystemGetCudaDriverVersion)
   std::optional<unsigned> device_count;
-  std::vector<GpuInfo> gpus;
-  std::vector<GpuFailure> gpu_failures;
+  std::vector<gpu::GpuInfo> gpus;
+  std::vector<gpu::GpuFailure> gpu_failures;
   // Pairwise nvmlDeviceGetTopologyCommonAncestor levels, row-major over `gpus` (0 on the diagonal).
   std::vector<int> topology;
-  CudaDriverInfo cuda;
+  gpu::CudaDriverInfo cuda;
 };
 
 // Layer 3.
@@ -164,6 +164,6 @@ struct NodeInventory {
   ProbeTimings timings;
 };
 
-}  // namespace gpunode
+}  // namespace gpunode::node
 
 #endif  // GPUNODE_NODE_INVENTORY_H_

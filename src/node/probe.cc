@@ -9,7 +9,7 @@
 #include "src/gpu/gpu_reader.h"
 #include "src/gpu/nvml.h"
 
-namespace gpunode {
+namespace gpunode::node {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -20,16 +20,16 @@ double MsSince(Clock::time_point start) {
 
 // Returns the open library so that the caller decides when nvmlShutdown runs: while cuInit is
 // in progress on the other thread, nvmlShutdown waits for it (measured: ~170 ms on an H200).
-std::unique_ptr<NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLayer& layer,
+std::unique_ptr<gpu::NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLayer& layer,
                                        ProbeTimings& timings) {
   layer.nvml_library = options.nvml_library;
-  auto nvml = NvmlLibrary::Open(options.nvml_library);
-  layer.nvml_library_file = LoadedLibraryFile(options.nvml_library);
+  auto nvml = gpu::NvmlLibrary::Open(options.nvml_library);
+  layer.nvml_library_file = gpu::LoadedLibraryFile(options.nvml_library);
   if (!nvml.ok()) {
     layer.status = nvml.status();
     return nullptr;
   }
-  NvmlLibrary& lib = **nvml;
+  gpu::NvmlLibrary& lib = **nvml;
   timings.nvml_load_ms = lib.load_ms();
   timings.nvml_init_ms = lib.init_ms();
   auto start = Clock::now();
@@ -46,18 +46,18 @@ std::unique_ptr<NvmlLibrary> ProbeNvml(const ProbeOptions& options, UserDriverLa
   // Serially: NVML sets each device up lazily on its first calls (~20-25 ms per H200,
   // benchmarks/results/nvml-call-costs-h200-2026-11-30.txt) and serialises that setup, so one
   // thread per GPU was measured to save only ~1 ms on 2 GPUs (doctor-nocuda-*-h200x2-*.json).
-  GpuReadOptions read_options;
+  gpu::GpuReadOptions read_options;
   read_options.live_metrics = options.live_metrics;
-  std::vector<StatusOr<GpuInfo>> results;
-  for (unsigned i = 0; i < *count; ++i) results.push_back(ReadGpu(lib, i, read_options));
+  std::vector<StatusOr<gpu::GpuInfo>> results;
+  for (unsigned i = 0; i < *count; ++i) results.push_back(gpu::ReadGpu(lib, i, read_options));
   std::vector<nvmlDevice_t> handles;
   for (unsigned i = 0; i < *count; ++i) {
-    StatusOr<GpuInfo>& gpu = results[i];
+    StatusOr<gpu::GpuInfo>& gpu = results[i];
     if (gpu.ok()) {
       layer.gpus.push_back(std::move(*gpu));
       if (auto h = lib.DeviceHandle(i); h.ok()) handles.push_back(*h);
     } else {
-      layer.gpu_failures.push_back(GpuFailure{i, gpu.status()});
+      layer.gpu_failures.push_back(gpu::GpuFailure{i, gpu.status()});
     }
   }
   if (options.query_topology && handles.size() == layer.gpus.size() && handles.size() > 1) {
@@ -89,11 +89,11 @@ StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options)
 
   // cuInit is by far the slowest step (it creates the driver's state for every GPU), so it runs
   // on its own thread while NVML and the files are read.
-  CudaDriverInfo cuda;
+  gpu::CudaDriverInfo cuda;
   double cuda_init_ms = 0;
   std::thread cuda_thread;
   if (options.load_cuda) {
-    cuda_thread = std::thread([&] { cuda = ProbeCuda(options.cuda_library, options.init_cuda, &cuda_init_ms); });
+    cuda_thread = std::thread([&] { cuda = gpu::ProbeCuda(options.cuda_library, options.init_cuda, &cuda_init_ms); });
   } else {
     cuda.probed = false;
     cuda.library = options.cuda_library;
@@ -119,7 +119,7 @@ StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options)
   }
   inv.timings.files_ms = MsSince(files_start);
 
-  std::unique_ptr<NvmlLibrary> nvml = ProbeNvml(options, inv.driver, inv.timings);
+  std::unique_ptr<gpu::NvmlLibrary> nvml = ProbeNvml(options, inv.driver, inv.timings);
   inv.timings.non_cuda_ms = MsSince(start);
 
   if (cuda_thread.joinable()) cuda_thread.join();
@@ -130,4 +130,4 @@ StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options)
   return inv;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::node

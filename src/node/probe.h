@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "src/node/inventory.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 struct ProbeOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
@@ -21,7 +21,7 @@ struct ProbeOptions {
   bool load_cuda = true;
   bool init_cuda = true;       // cuInit + cuDeviceGetCount (the slowest step, ~0.1-0.5 s)
   bool query_topology = true;  // pairwise common-ancestor levels
-  bool live_metrics = true;       // power draw, clocks, utilization (see GpuReadOptions)
+  bool live_metrics = true;       // power draw, clocks, utilization (see gpu::GpuReadOptions)
 };
 
 StatusOr<NodeInventory> ProbeNode(const HostFs& fs, const ProbeOptions& options);
@@ -37,6 +37,6 @@ ToolchainLayer ProbeToolchain(const HostFs& fs);
 ContainerLayer ProbeContainers(const HostFs& fs);
 OrchestratorLayer ProbeOrchestrator(const HostFs& fs);
 
-}  // namespace gpunode
+}  // namespace gpunode::node
 
 #endif  // GPUNODE_NODE_PROBE_H_

@@ -17,7 +17,7 @@
 #include "src/node/text_parsers.h"
 #include "yaml-cpp/yaml.h"
 
-namespace gpunode {
+namespace gpunode::node {
 namespace {
 
 constexpr uint16_t kNvidiaVendor = 0x10de;
@@ -415,4 +415,4 @@ OrchestratorLayer ProbeOrchestrator(const HostFs& fs) {
   return o;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::node

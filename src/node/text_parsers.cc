@@ -6,7 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 std::optional<uint32_t> ParseHex(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
@@ -122,4 +122,4 @@ std::optional<Version> CudaVersionFromHeader(absl::string_view header) {
   return std::nullopt;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::node

@@ -12,7 +12,7 @@
 #include "src/base/version.h"
 #include "src/node/inventory.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 // "0x10de" / "10de" -> 0x10de.
 std::optional<uint32_t> ParseHex(absl::string_view text);
@@ -42,6 +42,6 @@ std::optional<Version> DriverVersionFromLibraryPath(absl::string_view path);
 // cuda.h's "#define CUDA_VERSION 12040" -> 12.4.
 std::optional<Version> CudaVersionFromHeader(absl::string_view header);
 
-}  // namespace gpunode
+}  // namespace gpunode::node
 
 #endif  // GPUNODE_NODE_TEXT_PARSERS_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/gpu/nvml.h"
 
-namespace gpunode {
+namespace gpunode::node {
 namespace {
 
 // /proc shows "??" (or a run of '?') for what the driver could not read.
@@ -80,27 +80,27 @@ std::map<unsigned, BusGpu> MatchUnreadableGpus(const std::vector<BusGpu>& bus,
 
 std::map<unsigned, BusGpu> UnreadableGpusOnBus(const NodeInventory& inv) {
   std::vector<std::string> readable;
-  for (const GpuInfo& g : inv.driver.gpus) {
+  for (const gpu::GpuInfo& g : inv.driver.gpus) {
     if (!g.pci_bus_id.empty()) readable.push_back(g.pci_bus_id);
   }
   std::vector<unsigned> unreadable;
-  for (const GpuFailure& f : inv.driver.gpu_failures) unreadable.push_back(f.index);
+  for (const gpu::GpuFailure& f : inv.driver.gpu_failures) unreadable.push_back(f.index);
   return MatchUnreadableGpus(NvidiaGpusOnBus(inv.hardware, inv.kernel), readable, unreadable);
 }
 
 const char* UnreadableState(const Status& status) {
-  return NvmlReturnOf(status) == NVML_ERROR_GPU_IS_LOST ? "lost" : "unreadable";
+  return gpu::NvmlReturnOf(status) == NVML_ERROR_GPU_IS_LOST ? "lost" : "unreadable";
 }
 
 std::string UnreadableReason(const Status& status) {
   std::string words(status.message());
-  const std::optional<nvmlReturn_t> code = NvmlReturnOf(status);
+  const std::optional<nvmlReturn_t> code = gpu::NvmlReturnOf(status);
   if (!code) return words;
-  // NvmlReturnToStatus wrote "<op>: <NVML's text> (<NVML_ERROR_X>)".
+  // gpu::NvmlReturnToStatus wrote "<op>: <NVML's text> (<NVML_ERROR_X>)".
   if (size_t colon = words.find(": "); colon != std::string::npos) words.erase(0, colon + 2);
-  const std::string suffix = absl::StrCat(" (", NvmlReturnName(*code), ")");
+  const std::string suffix = absl::StrCat(" (", gpu::NvmlReturnName(*code), ")");
   if (words.size() > suffix.size() && absl::EndsWith(words, suffix)) words.resize(words.size() - suffix.size());
   return words;
 }
 
-}  // namespace gpunode
+}  // namespace gpunode::node

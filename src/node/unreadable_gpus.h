@@ -17,7 +17,7 @@
 #include "src/base/status.h"
 #include "src/node/inventory.h"
 
-namespace gpunode {
+namespace gpunode::node {
 
 // A GPU as the PCI bus and the kernel driver describe it, without NVML.
 struct BusGpu {
@@ -58,6 +58,6 @@ const char* UnreadableState(const Status& status);
 // (NVML_ERROR_GPU_IS_LOST)".
 std::string UnreadableReason(const Status& status);
 
-}  // namespace gpunode
+}  // namespace gpunode::node
 
 #endif  // GPUNODE_NODE_UNREADABLE_GPUS_H_

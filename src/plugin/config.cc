@@ -1,6 +1,7 @@
 #include "src/plugin/config.h"
 
 #include "src/base/yaml.h"
+#include "src/base/yaml_reader.h"
 #include <yaml-cpp/yaml.h>
 
 #include "absl/strings/ascii.h"
@@ -8,20 +9,41 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "src/plugin/labels.h"
+#include "src/plugin/sleep_interval.h"
 
 namespace gpunode::plugin {
 namespace {
 
-Status Bad(absl::string_view origin, absl::string_view path, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(origin, ": ", path, ": ", problem));
-}
+// This reader has always been lenient about types: a value that is not a scalar reads as "" (so
+// a list as migStrategy is refused by its parser, a list as a boolean reads as false). The
+// wrappers below keep exactly that, with src/base/yaml_reader.h's error wording.
+std::string Scalar(const YamlValue& v) { return v.IsScalar() ? v.node().Scalar() : std::string(); }
 
+// A key that is present, even with a null value.
+bool Present(const YamlValue& v) { return v.node().IsDefined(); }
+
+// true/1/yes, false/0/no/"" in any case, as NVIDIA's plugin (config file and environment).
 StatusOr<bool> ParseBool(absl::string_view text) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   if (t == "true" || t == "1" || t == "yes") return true;
   if (t == "false" || t == "0" || t == "no" || t.empty()) return false;
   return absl::InvalidArgumentError(absl::StrCat("\"", text, "\": not true or false"));
+}
+
+Status Bool(const YamlValue& v, bool* out) {
+  if (!Present(v)) return absl::OkStatus();
+  auto b = ParseBool(Scalar(v));
+  if (!b.ok()) return v.Expected("true or false");
+  *out = *b;
+  return absl::OkStatus();
+}
+
+// `parsed` is the value's own parser (MIG strategy, sleep interval...): its message is the "what".
+template <typename T>
+Status Value(const YamlValue& v, const StatusOr<T>& parsed, T* out) {
+  if (!parsed.ok()) return v.Error(parsed.status().message());
+  *out = *parsed;
+  return absl::OkStatus();
 }
 
 const std::vector<std::string> kTopLevel = {"version", "flags", "resources", "sharing", "imex"};
@@ -35,60 +57,117 @@ const std::vector<std::string> kPluginFlags = {"passDeviceSpecs",     "deviceLis
 const std::vector<std::string> kGfdFlags = {"oneshot", "noTimestamp", "sleepInterval", "outputFile",
                                             "machineTypeFile"};
 
-Status CheckKeys(const YAML::Node& node, const std::vector<std::string>& allowed, absl::string_view origin,
-                 absl::string_view path) {
-  if (!node.IsMap()) return Bad(origin, path, "not a mapping");
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-      return Bad(origin, absl::StrCat(path, path.empty() ? "" : ".", key), "unknown field");
+Status ParseReplicatedResource(const YamlValue& r, ReplicatedResource* res) {
+  GPUNODE_RETURN_IF_ERROR(r.ExpectMap({"name", "replicas", "rename", "devices"}));
+  const YamlValue name = r.Child("name");
+  res->name = Scalar(name);
+  if (!absl::StartsWith(res->name, "nvidia.com/")) return name.Expected("an nvidia.com/ resource name");
+  const YamlValue replicas = r.Child("replicas");
+  if (!Present(replicas) || !absl::SimpleAtoi(Scalar(replicas), &res->replicas)) {
+    return replicas.Expected("an integer");
+  }
+  if (res->replicas < 2) return replicas.Expected("2 or more replicas (1 means not shared)");
+  return absl::OkStatus();
+}
+
+Status ParseSharing(const YamlValue& node, SharingStrategy strategy, Sharing* out) {
+  GPUNODE_RETURN_IF_ERROR(node.ExpectMap({"renameByDefault", "failRequestsGreaterThanOne", "resources"}));
+  GPUNODE_RETURN_IF_ERROR(Bool(node.Child("renameByDefault"), &out->rename_by_default));
+  const bool fail_set = Present(node.Child("failRequestsGreaterThanOne"));
+  GPUNODE_RETURN_IF_ERROR(Bool(node.Child("failRequestsGreaterThanOne"), &out->fail_requests_greater_than_one));
+  // NVIDIA keeps the historical MPS behaviour: requests of more than one replica fail unless said.
+  if (strategy == SharingStrategy::kMps && !fail_set) out->fail_requests_greater_than_one = true;
+  if (const YamlValue resources = node.Child("resources"); Present(resources)) {
+    if (Status st = resources.ForEachItem([&](const YamlValue& r) -> Status {
+      ReplicatedResource res;
+      GPUNODE_RETURN_IF_ERROR(ParseReplicatedResource(r, &res));
+      out->resources.push_back(res);
+      return absl::OkStatus();
+    }); !st.ok()) {
+      return st;
+    }
+  }
+  if (!out->resources.empty()) out->strategy = strategy;
+  return absl::OkStatus();
+}
+
+Status ParsePluginFlags(const YamlValue& p, PluginConfig* c) {
+  GPUNODE_RETURN_IF_ERROR(p.ExpectMap(kPluginFlags));
+  GPUNODE_RETURN_IF_ERROR(Bool(p.Child("passDeviceSpecs"), &c->pass_device_specs));
+  if (const YamlValue list = p.Child("deviceListStrategy"); Present(list)) {
+    std::string joined;
+    if (list.IsList()) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        absl::StrAppend(&joined, joined.empty() ? "" : ",", Scalar(list.Item(i)));
+      }
+    } else {
+      joined = Scalar(list);
+    }
+    GPUNODE_RETURN_IF_ERROR(Value(list, ParseDeviceListStrategy(joined), &c->device_list));
+  }
+  if (const YamlValue id = p.Child("deviceIDStrategy"); Present(id)) {
+    GPUNODE_RETURN_IF_ERROR(Value(id, ParseDeviceIdStrategy(Scalar(id)), &c->device_id));
+  }
+  if (Present(p.Child("cdiAnnotationPrefix"))) c->cdi_annotation_prefix = Scalar(p.Child("cdiAnnotationPrefix"));
+  for (const char* ignored : {"nvidiaCTKPath", "containerDriverRoot", "sharedDevicesAllocationPolicy"}) {
+    if (Present(p.Child(ignored))) {
+      c->warnings.push_back(absl::StrCat("flags.plugin.", ignored, " is not used by gpunode; ignored"));
     }
   }
   return absl::OkStatus();
 }
 
-std::string Scalar(const YAML::Node& n) { return n.IsScalar() ? n.as<std::string>() : std::string(); }
+Status ParseGfdFlags(const YamlValue& g, PluginConfig* c) {
+  GPUNODE_RETURN_IF_ERROR(g.ExpectMap(kGfdFlags));
+  GPUNODE_RETURN_IF_ERROR(Bool(g.Child("oneshot"), &c->gfd_oneshot));
+  GPUNODE_RETURN_IF_ERROR(Bool(g.Child("noTimestamp"), &c->gfd_no_timestamp));
+  if (const YamlValue s = g.Child("sleepInterval"); Present(s)) {
+    GPUNODE_RETURN_IF_ERROR(Value(s, ParseSleepInterval(Scalar(s)), &c->gfd_sleep_interval_s));
+  }
+  if (Present(g.Child("outputFile"))) c->gfd_output_file = Scalar(g.Child("outputFile"));
+  if (Present(g.Child("machineTypeFile"))) c->machine_type_file = Scalar(g.Child("machineTypeFile"));
+  return absl::OkStatus();
+}
 
-Status ParseSharing(const YAML::Node& node, absl::string_view origin, SharingStrategy strategy, Sharing* out) {
-  const std::string path = strategy == SharingStrategy::kMps ? "sharing.mps" : "sharing.timeSlicing";
-  GPUNODE_RETURN_IF_ERROR(
-      CheckKeys(node, {"renameByDefault", "failRequestsGreaterThanOne", "resources"}, origin, path));
-  bool fail_set = false;
-  if (node["renameByDefault"]) {
-    auto b = ParseBool(Scalar(node["renameByDefault"]));
-    if (!b.ok()) return Bad(origin, path + ".renameByDefault", b.status().message());
-    out->rename_by_default = *b;
+Status ParseFlags(const YamlValue& f, PluginConfig* c) {
+  GPUNODE_RETURN_IF_ERROR(f.ExpectMap(kFlags));
+  if (const YamlValue m = f.Child("migStrategy"); Present(m)) {
+    GPUNODE_RETURN_IF_ERROR(Value(m, ParseMigStrategy(Scalar(m)), &c->mig_strategy));
   }
-  if (node["failRequestsGreaterThanOne"]) {
-    auto b = ParseBool(Scalar(node["failRequestsGreaterThanOne"]));
-    if (!b.ok()) return Bad(origin, path + ".failRequestsGreaterThanOne", b.status().message());
-    out->fail_requests_greater_than_one = *b;
-    fail_set = true;
-  }
-  // NVIDIA keeps the historical MPS behaviour: requests of more than one replica fail unless said.
-  if (strategy == SharingStrategy::kMps && !fail_set) out->fail_requests_greater_than_one = true;
-  if (node["resources"]) {
-    if (!node["resources"].IsSequence()) return Bad(origin, path + ".resources", "not a list");
-    for (size_t i = 0; i < node["resources"].size(); ++i) {
-      const YAML::Node r = node["resources"][i];
-      const std::string rp = absl::StrCat(path, ".resources[", i, "]");
-      GPUNODE_RETURN_IF_ERROR(CheckKeys(r, {"name", "replicas", "rename", "devices"}, origin, rp));
-      ReplicatedResource res;
-      if (!r["name"] || Scalar(r["name"]).empty()) return Bad(origin, rp + ".name", "missing");
-      res.name = Scalar(r["name"]);
-      if (!absl::StartsWith(res.name, "nvidia.com/")) {
-        return Bad(origin, rp + ".name", absl::StrCat("\"", res.name, "\": not an nvidia.com/ resource"));
-      }
-      if (!r["replicas"] || !absl::SimpleAtoi(Scalar(r["replicas"]), &res.replicas)) {
-        return Bad(origin, rp + ".replicas", "missing or not an integer");
-      }
-      if (res.replicas < 2) {
-        return Bad(origin, rp + ".replicas", absl::StrCat(res.replicas, ": must be 2 or more (1 means not shared)"));
-      }
-      out->resources.push_back(res);
+  GPUNODE_RETURN_IF_ERROR(Bool(f.Child("failOnInitError"), &c->fail_on_init_error));
+  if (Present(f.Child("mpsRoot"))) c->mps_root = Scalar(f.Child("mpsRoot"));
+  if (Present(f.Child("nvidiaDriverRoot"))) c->driver_root = Scalar(f.Child("nvidiaDriverRoot"));
+  if (Present(f.Child("nvidiaDevRoot"))) c->dev_root = Scalar(f.Child("nvidiaDevRoot"));
+  for (const char* ignored : {"gdrcopyEnabled", "gdsEnabled", "mofedEnabled", "useNodeFeatureAPI",
+                              "deviceDiscoveryStrategy"}) {
+    if (Present(f.Child(ignored))) {
+      c->warnings.push_back(absl::StrCat("flags.", ignored, " is not supported by gpunode; ignored"));
     }
   }
-  if (!out->resources.empty()) out->strategy = strategy;
+  if (const YamlValue p = f.Child("plugin"); Present(p)) GPUNODE_RETURN_IF_ERROR(ParsePluginFlags(p, c));
+  if (const YamlValue g = f.Child("gfd"); Present(g)) GPUNODE_RETURN_IF_ERROR(ParseGfdFlags(g, c));
+  return absl::OkStatus();
+}
+
+Status ParseSharingSection(const YamlValue& s, PluginConfig* c) {
+  GPUNODE_RETURN_IF_ERROR(s.ExpectMap({"timeSlicing", "mps"}));
+  const YamlValue ts = s.Child("timeSlicing"), mps = s.Child("mps");
+  if (Present(ts) && Present(mps)) return s.Error("timeSlicing and mps are mutually exclusive");
+  if (Present(ts)) GPUNODE_RETURN_IF_ERROR(ParseSharing(ts, SharingStrategy::kTimeSlicing, &c->sharing));
+  if (Present(mps)) GPUNODE_RETURN_IF_ERROR(ParseSharing(mps, SharingStrategy::kMps, &c->sharing));
+  for (const char* key : {"timeSlicing", "mps"}) {
+    const YamlValue resources = s.Child(key).Child("resources");
+    for (size_t i = 0; i < resources.size(); ++i) {
+      const YamlValue r = resources.Item(i);
+      if (Present(r.Child("rename"))) {
+        c->warnings.push_back(absl::StrCat("sharing.", key, ".resources[].rename is not supported; ignored"));
+      }
+      if (Present(r.Child("devices")) && Scalar(r.Child("devices")) != "all") {
+        c->warnings.push_back(
+            absl::StrCat("sharing.", key, ".resources[].devices: only \"all\" is supported; ignored"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -155,115 +234,22 @@ std::string SharingStrategyName(SharingStrategy s) {
 
 StatusOr<PluginConfig> ParseConfig(absl::string_view text, absl::string_view origin) {
   PluginConfig c;
-  YAML::Node doc;
-  {
-    auto loaded = LoadYaml(text, origin);  // nesting limit; never throws
-    if (!loaded.ok()) return loaded.status();
-    doc = *std::move(loaded);
-  }
-  if (doc.IsNull()) return c;
+  auto loaded = LoadYaml(text, origin);  // nesting limit; never throws
+  if (!loaded.ok()) return loaded.status();
+  const YamlValue doc(*loaded, std::string(origin));
+  if (doc.node().IsNull()) return c;
   try {
-    GPUNODE_RETURN_IF_ERROR(CheckKeys(doc, kTopLevel, origin, ""));
-    if (doc["version"] && Scalar(doc["version"]) != "v1" && !Scalar(doc["version"]).empty()) {
-      return Bad(origin, "version", absl::StrCat("\"", Scalar(doc["version"]), "\": unknown version (want v1)"));
+    GPUNODE_RETURN_IF_ERROR(doc.ExpectMap(kTopLevel));
+    if (const YamlValue v = doc.Child("version"); Present(v) && Scalar(v) != "v1" && !Scalar(v).empty()) {
+      return v.Expected("v1");
     }
-    if (const YAML::Node f = doc["flags"]; f) {
-      GPUNODE_RETURN_IF_ERROR(CheckKeys(f, kFlags, origin, "flags"));
-      if (f["migStrategy"]) {
-        auto m = ParseMigStrategy(Scalar(f["migStrategy"]));
-        if (!m.ok()) return Bad(origin, "flags.migStrategy", m.status().message());
-        c.mig_strategy = *m;
-      }
-      auto boolean = [&](const char* key, bool* out) -> Status {
-        if (!f[key]) return absl::OkStatus();
-        auto b = ParseBool(Scalar(f[key]));
-        if (!b.ok()) return Bad(origin, absl::StrCat("flags.", key), b.status().message());
-        *out = *b;
-        return absl::OkStatus();
-      };
-      GPUNODE_RETURN_IF_ERROR(boolean("failOnInitError", &c.fail_on_init_error));
-      if (f["mpsRoot"]) c.mps_root = Scalar(f["mpsRoot"]);
-      if (f["nvidiaDriverRoot"]) c.driver_root = Scalar(f["nvidiaDriverRoot"]);
-      if (f["nvidiaDevRoot"]) c.dev_root = Scalar(f["nvidiaDevRoot"]);
-      for (const char* ignored : {"gdrcopyEnabled", "gdsEnabled", "mofedEnabled", "useNodeFeatureAPI",
-                                  "deviceDiscoveryStrategy"}) {
-        if (f[ignored]) c.warnings.push_back(absl::StrCat("flags.", ignored, " is not supported by gpunode; ignored"));
-      }
-      if (const YAML::Node p = f["plugin"]; p) {
-        GPUNODE_RETURN_IF_ERROR(CheckKeys(p, kPluginFlags, origin, "flags.plugin"));
-        if (p["passDeviceSpecs"]) {
-          auto b = ParseBool(Scalar(p["passDeviceSpecs"]));
-          if (!b.ok()) return Bad(origin, "flags.plugin.passDeviceSpecs", b.status().message());
-          c.pass_device_specs = *b;
-        }
-        if (p["deviceListStrategy"]) {
-          std::string joined;
-          if (p["deviceListStrategy"].IsSequence()) {
-            for (const auto& e : p["deviceListStrategy"]) absl::StrAppend(&joined, joined.empty() ? "" : ",", Scalar(e));
-          } else {
-            joined = Scalar(p["deviceListStrategy"]);
-          }
-          auto s = ParseDeviceListStrategy(joined);
-          if (!s.ok()) return Bad(origin, "flags.plugin.deviceListStrategy", s.status().message());
-          c.device_list = *s;
-        }
-        if (p["deviceIDStrategy"]) {
-          auto s = ParseDeviceIdStrategy(Scalar(p["deviceIDStrategy"]));
-          if (!s.ok()) return Bad(origin, "flags.plugin.deviceIDStrategy", s.status().message());
-          c.device_id = *s;
-        }
-        if (p["cdiAnnotationPrefix"]) c.cdi_annotation_prefix = Scalar(p["cdiAnnotationPrefix"]);
-        for (const char* ignored : {"nvidiaCTKPath", "containerDriverRoot", "sharedDevicesAllocationPolicy"}) {
-          if (p[ignored]) {
-            c.warnings.push_back(absl::StrCat("flags.plugin.", ignored, " is not used by gpunode; ignored"));
-          }
-        }
-      }
-      if (const YAML::Node g = f["gfd"]; g) {
-        GPUNODE_RETURN_IF_ERROR(CheckKeys(g, kGfdFlags, origin, "flags.gfd"));
-        if (g["oneshot"]) {
-          auto b = ParseBool(Scalar(g["oneshot"]));
-          if (!b.ok()) return Bad(origin, "flags.gfd.oneshot", b.status().message());
-          c.gfd_oneshot = *b;
-        }
-        if (g["noTimestamp"]) {
-          auto b = ParseBool(Scalar(g["noTimestamp"]));
-          if (!b.ok()) return Bad(origin, "flags.gfd.noTimestamp", b.status().message());
-          c.gfd_no_timestamp = *b;
-        }
-        if (g["sleepInterval"]) {
-          auto s = ParseSleepInterval(Scalar(g["sleepInterval"]));
-          if (!s.ok()) return Bad(origin, "flags.gfd.sleepInterval", s.status().message());
-          c.gfd_sleep_interval_s = *s;
-        }
-        if (g["outputFile"]) c.gfd_output_file = Scalar(g["outputFile"]);
-        if (g["machineTypeFile"]) c.machine_type_file = Scalar(g["machineTypeFile"]);
-      }
-    }
-    if (doc["resources"]) {
+    if (const YamlValue f = doc.Child("flags"); Present(f)) GPUNODE_RETURN_IF_ERROR(ParseFlags(f, &c));
+    if (Present(doc.Child("resources"))) {
       c.warnings.push_back(
           "resources: customizing resource names is not supported (as in NVIDIA's plugin); ignored");
     }
-    if (doc["imex"]) c.warnings.push_back("imex: IMEX channels are not supported by gpunode; ignored");
-    if (const YAML::Node s = doc["sharing"]; s) {
-      GPUNODE_RETURN_IF_ERROR(CheckKeys(s, {"timeSlicing", "mps"}, origin, "sharing"));
-      if (s["timeSlicing"] && s["mps"]) {
-        return Bad(origin, "sharing", "timeSlicing and mps are mutually exclusive");
-      }
-      if (s["timeSlicing"]) {
-        GPUNODE_RETURN_IF_ERROR(ParseSharing(s["timeSlicing"], origin, SharingStrategy::kTimeSlicing, &c.sharing));
-      }
-      if (s["mps"]) GPUNODE_RETURN_IF_ERROR(ParseSharing(s["mps"], origin, SharingStrategy::kMps, &c.sharing));
-      for (const char* key : {"timeSlicing", "mps"}) {
-        if (!s[key] || !s[key]["resources"]) continue;
-        for (const auto& r : s[key]["resources"]) {
-          if (r["rename"]) c.warnings.push_back(absl::StrCat("sharing.", key, ".resources[].rename is not supported; ignored"));
-          if (r["devices"] && Scalar(r["devices"]) != "all") {
-            c.warnings.push_back(absl::StrCat("sharing.", key, ".resources[].devices: only \"all\" is supported; ignored"));
-          }
-        }
-      }
-    }
+    if (Present(doc.Child("imex"))) c.warnings.push_back("imex: IMEX channels are not supported by gpunode; ignored");
+    if (const YamlValue s = doc.Child("sharing"); Present(s)) GPUNODE_RETURN_IF_ERROR(ParseSharingSection(s, &c));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
   }

@@ -18,8 +18,8 @@ namespace {
 constexpr char kVolumeMountRoot[] = "/var/run/nvidia-container-devices";
 constexpr char kAnnotationPlugin[] = "gpunode-device-plugin";
 
-std::optional<int> NumaOf(const NodeInventory& inv, const GpuInfo& g) {
-  for (const PciDevice& p : inv.hardware.gpus) {
+std::optional<int> NumaOf(const node::NodeInventory& inv, const gpu::GpuInfo& g) {
+  for (const node::PciDevice& p : inv.hardware.gpus) {
     if (p.bus_id == g.pci_bus_id) return p.numa_node;
   }
   return std::nullopt;
@@ -32,7 +32,7 @@ std::string SocketName(const std::string& resource) {
   return s + ".sock";
 }
 
-PluginDevice FullGpu(const NodeInventory& inv, const GpuInfo& g, DeviceIdStrategy ids) {
+PluginDevice FullGpu(const node::NodeInventory& inv, const gpu::GpuInfo& g, DeviceIdStrategy ids) {
   PluginDevice d;
   d.uuid = g.uuid;
   d.gpu_uuid = g.uuid;
@@ -48,7 +48,7 @@ PluginDevice FullGpu(const NodeInventory& inv, const GpuInfo& g, DeviceIdStrateg
   return d;
 }
 
-PluginDevice MigOf(const NodeInventory& inv, const GpuInfo& g, const MigDevice& m, DeviceIdStrategy ids) {
+PluginDevice MigOf(const node::NodeInventory& inv, const gpu::GpuInfo& g, const gpu::MigDevice& m, DeviceIdStrategy ids) {
   PluginDevice d = FullGpu(inv, g, ids);
   d.mig = true;
   d.uuid = m.uuid;
@@ -101,7 +101,7 @@ void AddMpsToResponse(const Resource& resource, const PluginConfig& config,
 
 }  // namespace
 
-std::string MigProfileName(const MigDevice& mig, std::optional<uint64_t> parent_memory_bytes) {
+std::string MigProfileName(const gpu::MigDevice& mig, std::optional<uint64_t> parent_memory_bytes) {
   const uint64_t bytes = mig.memory_total_bytes.value_or(0);
   constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
   uint64_t gb = (bytes + kGiB - 1) / kGiB;
@@ -114,7 +114,7 @@ std::string MigProfileName(const MigDevice& mig, std::optional<uint64_t> parent_
   return absl::StrCat(mig.slices.value_or(0), "g.", gb, "gb");
 }
 
-StatusOr<std::vector<Resource>> BuildResources(const NodeInventory& inv, const PluginConfig& config) {
+StatusOr<std::vector<Resource>> BuildResources(const node::NodeInventory& inv, const PluginConfig& config) {
   std::map<std::string, Resource> by_name;
   auto add = [&](const std::string& name, PluginDevice d, const std::string& product) {
     Resource& r = by_name[name];
@@ -124,16 +124,16 @@ StatusOr<std::vector<Resource>> BuildResources(const NodeInventory& inv, const P
     r.devices.push_back(std::move(d));
   };
   const auto& gpus = inv.driver.gpus;
-  const bool any_mig = std::any_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return g.mig_enabled.value_or(false); });
+  const bool any_mig = std::any_of(gpus.begin(), gpus.end(), [](const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); });
   const bool all_mig = !gpus.empty() &&
-                       std::all_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return g.mig_enabled.value_or(false); });
+                       std::all_of(gpus.begin(), gpus.end(), [](const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); });
   if (config.mig_strategy == MigStrategy::kSingle && any_mig && !all_mig) {
     return absl::FailedPreconditionError(
         "MIG strategy single: all devices on the node must be configured with the same migEnabled value "
         "(some GPUs are in MIG mode, some not); use --mig-strategy mixed");
   }
   std::set<std::string> single_profiles;
-  for (const GpuInfo& g : gpus) {
+  for (const gpu::GpuInfo& g : gpus) {
     const bool mig = g.mig_enabled.value_or(false);
     if (!mig || config.mig_strategy == MigStrategy::kNone) {
       add(kGpuResource, FullGpu(inv, g, config.device_id), g.name);
@@ -147,7 +147,7 @@ StatusOr<std::vector<Resource>> BuildResources(const NodeInventory& inv, const P
       }
       continue;  // mixed: nothing to offer from it
     }
-    for (const MigDevice& m : g.mig_devices) {
+    for (const gpu::MigDevice& m : g.mig_devices) {
       const std::string profile = MigProfileName(m, g.memory_total_bytes);
       if (config.mig_strategy == MigStrategy::kSingle) {
         single_profiles.insert(profile);

@@ -1,5 +1,5 @@
 // What the device plugin advertises and how it answers Allocate, as pure functions:
-//  - BuildResources(): NodeInventory + PluginConfig -> one resource per name ("nvidia.com/gpu",
+//  - BuildResources(): node::NodeInventory + PluginConfig -> one resource per name ("nvidia.com/gpu",
 //    "nvidia.com/mig-2g.20gb", "nvidia.com/gpu.shared") with its devices: IDs by the ID strategy
 //    (UUID or index), MIG devices by the MIG strategy, time-slicing replicas "<id>::<n>", NUMA node.
 //  - BuildAllocateResponse(): one container's device IDs -> the kubelet's response for the
@@ -56,11 +56,11 @@ struct Resource {
 // "2g.20gb": slices and memory in GB as NVIDIA names MIG profiles (go-nvlib's rule: the device's
 // share of the parent's memory, rounded up to eighths, times the parent's memory in whole GiB,
 // rounded), so an H200's 1g.18gb is not called 1g.17gb. Without the parent's memory: GiB rounded up.
-std::string MigProfileName(const MigDevice& mig, std::optional<uint64_t> parent_memory_bytes = std::nullopt);
+std::string MigProfileName(const gpu::MigDevice& mig, std::optional<uint64_t> parent_memory_bytes = std::nullopt);
 
 // Fails (FailedPrecondition) on configurations NVIDIA's plugin refuses: MIG `single` with mixed
 // MIG profiles or with some GPUs in MIG mode and some not; IDs over 63 characters.
-StatusOr<std::vector<Resource>> BuildResources(const NodeInventory& inv, const PluginConfig& config);
+StatusOr<std::vector<Resource>> BuildResources(const node::NodeInventory& inv, const PluginConfig& config);
 
 // The device files of a device on the host: /dev/nvidia<minor> (MIG capability nodes are not
 // listed: CDI strategies carry them).

@@ -40,8 +40,8 @@ StatusOr<HealthOptions> HealthOptionsFromEnvironment(const std::map<std::string,
   return o;
 }
 
-HealthMonitor::HealthMonitor(const NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
-                             HealthOptions options, Callback callback, NvmlEventPump* pump)
+HealthMonitor::HealthMonitor(const gpu::NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
+                             HealthOptions options, Callback callback, gpu::NvmlEventPump* pump)
     : nvml_(nvml), gpus_(std::move(gpus)), options_(std::move(options)), callback_(std::move(callback)), pump_(pump) {
   for (const auto& [index, uuid] : gpus_) healthy_[uuid] = true;
 }
@@ -54,10 +54,10 @@ void HealthMonitor::Start() {
   if (thread_.joinable()) return;
   stop_ = false;
   if (pump_ == nullptr) {
-    own_pump_ = std::make_unique<NvmlEventPump>(nvml_);
+    own_pump_ = std::make_unique<gpu::NvmlEventPump>(nvml_);
     pump_ = own_pump_.get();
   }
-  subscription_ = pump_->Subscribe([this](const NvmlEvent& e) { OnEvent(e); });
+  subscription_ = pump_->Subscribe([this](const gpu::NvmlEvent& e) { OnEvent(e); });
   if (own_pump_) own_pump_->Start(gpus_);
   thread_ = std::thread([this] { Run(); });
 }
@@ -80,12 +80,12 @@ void HealthMonitor::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void HealthMonitor::OnEvent(const NvmlEvent& e) {
+void HealthMonitor::OnEvent(const gpu::NvmlEvent& e) {
   if (!e.known) return;
   bool ours = false;
   for (const auto& [index, uuid] : gpus_) ours = ours || uuid == e.uuid;
   if (!ours) return;
-  if (e.kind == NvmlEvent::Kind::kLost) {
+  if (e.kind == gpu::NvmlEvent::Kind::kLost) {
     Report(e.uuid, false, "GPU is lost (fell off the bus)");
   } else if (options_.IsFatal(e.xid)) {
     Report(e.uuid, false, absl::StrCat("XID ", e.xid));
@@ -93,7 +93,7 @@ void HealthMonitor::OnEvent(const NvmlEvent& e) {
 }
 
 void HealthMonitor::Report(const std::string& uuid, bool healthy, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!healthy) last_bad_[uuid] = std::chrono::steady_clock::now();
   if (healthy_[uuid] == healthy) return;
   healthy_[uuid] = healthy;
@@ -115,7 +115,7 @@ void HealthMonitor::Run() {
       }
       bool recover = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         recover = !healthy_[uuid] && Clock::now() - last_bad_[uuid] >= options_.recovery_quiet;
       }
       if (recover) {

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 #include "src/gpu/event_pump.h"
 #include "src/gpu/nvml.h"
@@ -55,8 +57,8 @@ class HealthMonitor {
   // Events (critical XIDs, a lost GPU) come from `pump` when given (the agent's one event loop for
   // the whole process; it must outlive the monitor and be started by its owner); otherwise the
   // monitor runs a pump of its own over `gpus`.
-  HealthMonitor(const NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
-                HealthOptions options, Callback callback, NvmlEventPump* pump = nullptr);
+  HealthMonitor(const gpu::NvmlLibrary& nvml, std::vector<std::pair<unsigned, std::string>> gpus,
+                HealthOptions options, Callback callback, gpu::NvmlEventPump* pump = nullptr);
   ~HealthMonitor();
   HealthMonitor(const HealthMonitor&) = delete;
   HealthMonitor& operator=(const HealthMonitor&) = delete;
@@ -66,23 +68,25 @@ class HealthMonitor {
 
  private:
   void Run();  // the poll
-  void OnEvent(const NvmlEvent& e);
-  void Report(const std::string& uuid, bool healthy, const std::string& reason);
+  void OnEvent(const gpu::NvmlEvent& e);
+  void Report(const std::string& uuid, bool healthy, const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
-  const NvmlLibrary& nvml_;
+  const gpu::NvmlLibrary& nvml_;
   std::vector<std::pair<unsigned, std::string>> gpus_;
   HealthOptions options_;
   Callback callback_;
-  std::unique_ptr<NvmlEventPump> own_pump_;
-  NvmlEventPump* pump_ = nullptr;
+  std::unique_ptr<gpu::NvmlEventPump> own_pump_;
+  gpu::NvmlEventPump* pump_ = nullptr;
   int subscription_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::mutex mu_;  // events (pump thread) and the poll (own thread) both report
+  absl::Mutex mu_;  // events (pump thread) and the poll (own thread) both report
+  // Only for the poll's timed wait, which Stop ends at once. A std::mutex: this abseil (20220623)
+  // times Mutex and CondVar waits on the wall clock, the standard wait on the steady clock.
   std::mutex wait_mu_;
-  std::condition_variable wake_;  // Stop wakes the poll's wait at once
-  std::map<std::string, bool> healthy_;  // by UUID
-  std::map<std::string, std::chrono::steady_clock::time_point> last_bad_;
+  std::condition_variable wake_;
+  std::map<std::string, bool> healthy_ ABSL_GUARDED_BY(mu_);  // by UUID
+  std::map<std::string, std::chrono::steady_clock::time_point> last_bad_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpunode::plugin

@@ -305,7 +305,7 @@ void MpsManager::Stop() {
   }
   monitor_cv_.notify_all();
   if (monitor_.joinable()) monitor_.join();
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   for (auto& [name, d] : daemons_) StopDaemon(&d, "shutdown");
   daemons_.clear();
 }
@@ -333,7 +333,7 @@ StatusOr<std::string> MpsManager::FindControlProgram(const PluginConfig& config)
   const std::string driver_root = config.driver_root.empty() ? "/" : config.driver_root;
   auto driver = host_.Sub(driver_root);
   if (driver.ok()) {
-    std::string found = FindHostProgram(*driver, kMpsControlProgram);
+    std::string found = node::FindHostProgram(*driver, kMpsControlProgram);
     const std::string nvidia_bin = absl::StrCat("/usr/local/nvidia/bin/", kMpsControlProgram);
     if (found.empty() && driver->Exists(nvidia_bin)) found = nvidia_bin;
     if (!found.empty()) return JoinPath(driver_root, found);
@@ -433,7 +433,7 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
 }
 
 StatusOr<std::string> MpsManager::Command(const std::string& resource, const std::string& command) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   auto it = daemons_.find(resource);
   if (it == daemons_.end()) {
     return absl::NotFoundError(absl::StrCat("MPS: no control daemon for ", resource));
@@ -482,7 +482,7 @@ Status MpsManager::StartDaemon(Daemon* d) {
       d->comm = ProcComm(pid);
     }
   }
-  auto fail = [&](const Status& st) {
+  auto fail = [&](const Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     StopDaemon(d, "its configuration failed");
     return st;
   };
@@ -566,7 +566,7 @@ Status MpsManager::CheckDaemon(Daemon* d, bool* answers) {
 }
 
 Status MpsManager::CheckNow() {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   std::vector<std::string> bad;
   const auto now = Clock::now();
   for (auto& [name, d] : daemons_) {
@@ -610,7 +610,7 @@ Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>
   if (!plan.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(program, FindControlProgram(config));
   }
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   driver_root_ = config.driver_root.empty() ? "/" : config.driver_root;
   std::set<std::string> wanted;
   for (const MpsDaemonSpec& s : plan) wanted.insert(s.resource);
@@ -645,7 +645,7 @@ Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>
 }
 
 Status MpsManager::Healthy() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   std::vector<std::string> bad;
   for (const auto& [name, d] : daemons_) {
     if (!d.status.healthy) bad.push_back(absl::StrCat(name, ": ", d.status.last_error));
@@ -655,7 +655,7 @@ Status MpsManager::Healthy() const {
 }
 
 std::vector<MpsDaemonStatus> MpsManager::Daemons() const {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   std::vector<MpsDaemonStatus> out;
   for (const auto& [name, d] : daemons_) out.push_back(d.status);
   return out;

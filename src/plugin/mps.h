@@ -53,7 +53,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/plugin/config.h"
@@ -175,12 +177,12 @@ class MpsManager {
     bool running = false;
   };
 
-  Status StartDaemon(Daemon* d);            // mu_ held
+  Status StartDaemon(Daemon* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `try_quit`: send `quit` first (not to a daemon whose pipe does not answer).
-  void StopDaemon(Daemon* d, absl::string_view why, bool try_quit = true);  // mu_ held
-  Status CheckDaemon(Daemon* d, bool* answers);  // mu_ held
-  bool Alive(Daemon* d);                    // mu_ held
-  StatusOr<std::string> RunControl(const Daemon& d, const std::string& command);
+  void StopDaemon(Daemon* d, absl::string_view why, bool try_quit = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status CheckDaemon(Daemon* d, bool* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Alive(Daemon* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StatusOr<std::string> RunControl(const Daemon& d, const std::string& command) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<std::string> FindControlProgram(const PluginConfig& config) const;
   void PrepareShm(const std::string& shm_dir);
   void CleanPipeDir(const std::string& pipe_dir);
@@ -189,11 +191,14 @@ class MpsManager {
   HostFs host_;
   MpsOptions options_;
   Logger log_;
-  std::string driver_root_ = "/";
 
-  mutable std::mutex mu_;
-  std::map<std::string, Daemon> daemons_;  // by resource
+  mutable absl::Mutex mu_;
+  std::string driver_root_ ABSL_GUARDED_BY(mu_) = "/";
+  std::map<std::string, Daemon> daemons_ ABSL_GUARDED_BY(mu_);  // by resource
 
+  // Only for the monitor's timed wait (and its start), which Stop ends at once. A std::mutex:
+  // this abseil (20220623) times Mutex and CondVar waits on the wall clock, the standard wait on
+  // the steady clock.
   std::mutex monitor_mu_;
   std::condition_variable monitor_cv_;
   bool monitor_stop_ = false;

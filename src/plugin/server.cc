@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "src/base/held_mutex.h"
 
 namespace gpunode::plugin {
 namespace {
@@ -52,7 +54,7 @@ ResourceServer::~ResourceServer() { Shutdown(); }
 Status ResourceServer::Serve(const std::string& dir) {
   Shutdown();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = false;
   }
   socket_path_ = (std::filesystem::path(dir) / resource_.socket_name).string();
@@ -106,7 +108,7 @@ Status ResourceServer::Register(const std::string& kubelet_socket, std::chrono::
 
 void ResourceServer::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -122,7 +124,7 @@ bool ResourceServer::SetHealth(const std::string& uuid, bool healthy) {
                                 [&](const PluginDevice& d) { return d.uuid == uuid || d.gpu_uuid == uuid; });
   if (!ours) return false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const bool changed = healthy ? unhealthy_.erase(uuid) > 0 : unhealthy_.insert(uuid).second;
     if (!changed) return true;
     ++version_;
@@ -133,7 +135,7 @@ bool ResourceServer::SetHealth(const std::string& uuid, bool healthy) {
 
 v1beta1::ListAndWatchResponse ResourceServer::DeviceList() const {
   v1beta1::ListAndWatchResponse out;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const PluginDevice& d : resource_.devices) {
     v1beta1::Device* dev = out.add_devices();
     dev->set_id(d.id);
@@ -154,21 +156,23 @@ grpc::Status ResourceServer::GetDevicePluginOptions(grpc::ServerContext*, const 
 grpc::Status ResourceServer::ListAndWatch(grpc::ServerContext* ctx, const v1beta1::Empty*,
                                           grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
   uint64_t sent = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (!stopping_ && !ctx->IsCancelled()) {
     if (sent != version_) {
       sent = version_;
-      lock.unlock();
+      mu_.Unlock();
       const v1beta1::ListAndWatchResponse list = DeviceList();
       const bool ok = writer->Write(list);
-      lock.lock();
+      mu_.Lock();
       if (!ok) break;
       continue;
     }
     // A change notifies cv_; the sync API tells of a kubelet that went away only through
     // IsCancelled, so look at that once a second.
-    cv_.wait_for(lock, std::chrono::seconds(1));
+    HeldMutex held(mu_);
+    cv_.wait_for(held, std::chrono::seconds(1));
   }
+  mu_.Unlock();
   return grpc::Status::OK;
 }
 
@@ -208,7 +212,7 @@ grpc::Status ResourceServer::Allocate(grpc::ServerContext*, const v1beta1::Alloc
   for (const auto& c : req->container_requests()) {
     const std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       for (const std::string& id : ids) {
         auto it = std::find_if(resource_.devices.begin(), resource_.devices.end(),
                                [&](const PluginDevice& d) { return d.id == id; });

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "src/base/status.h"
 #include "src/plugin/config.h"
@@ -55,7 +57,7 @@ class ResourceServer final : public v1beta1::DevicePlugin::Service {
   // Marks every device on GPU `gpu_uuid` (or the MIG device with that UUID) healthy or not, and
   // wakes every ListAndWatch stream. Returns whether this resource has such a device.
   bool SetHealth(const std::string& uuid, bool healthy);
-  v1beta1::ListAndWatchResponse DeviceList() const;
+  v1beta1::ListAndWatchResponse DeviceList() const ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                       v1beta1::DevicePluginOptions* out) override;
@@ -77,11 +79,11 @@ class ResourceServer final : public v1beta1::DevicePlugin::Service {
   std::unique_ptr<grpc::Server> server_;
   std::string socket_path_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t version_ = 1;
-  bool stopping_ = false;
-  std::set<std::string> unhealthy_;  // GPU or MIG UUIDs
+  mutable absl::Mutex mu_;
+  std::condition_variable_any cv_;  // version_ or stopping_ changed (a timed wait: see server.cc)
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> unhealthy_ ABSL_GUARDED_BY(mu_);  // GPU or MIG UUIDs
 };
 
 struct ManagerOptions {

@@ -251,8 +251,8 @@ std::optional<size_t> LinkMatrix::Find(std::string_view id) const {
   return std::nullopt;
 }
 
-LinkMatrix BuildLinkMatrix(const NodeInventory& inv) {
-  const std::vector<GpuInfo>& gpus = inv.driver.gpus;
+LinkMatrix BuildLinkMatrix(const node::NodeInventory& inv) {
+  const std::vector<gpu::GpuInfo>& gpus = inv.driver.gpus;
   const size_t n = gpus.size();
   LinkMatrix m;
   m.score.assign(n * n, 0);
@@ -264,7 +264,7 @@ LinkMatrix BuildLinkMatrix(const NodeInventory& inv) {
   }
   std::set<std::string> gpu_buses;  // every GPU function, also those NVML could not open
   std::map<std::string, int> numa_of_bus;
-  for (const PciDevice& d : inv.hardware.gpus) {
+  for (const node::PciDevice& d : inv.hardware.gpus) {
     gpu_buses.insert(Lower(d.bus_id));
     if (d.numa_node) numa_of_bus[Lower(d.bus_id)] = *d.numa_node;
   }
@@ -277,7 +277,7 @@ LinkMatrix BuildLinkMatrix(const NodeInventory& inv) {
     if (auto it = numa_of_bus.find(bus); it != numa_of_bus.end()) numa[i] = it->second;
   }
   for (size_t i = 0; i < n; ++i) {
-    for (const NvLinkState& l : gpus[i].nvlinks) {
+    for (const gpu::NvLinkState& l : gpus[i].nvlinks) {
       if (!l.active || l.remote_bus_id.empty()) continue;
       const std::string remote = Lower(l.remote_bus_id);
       if (auto it = position.find(remote); it != position.end()) {

@@ -54,7 +54,7 @@ struct LinkMatrix {
 // level (0 when `driver.topology` was not read), plus kScoreSameNuma when `hardware.gpus` puts
 // both on one NUMA node, plus the NVLink score. An active link whose remote bus ID is a GPU of the
 // node is a direct link; one whose remote end is any other device is a link into an NVSwitch.
-LinkMatrix BuildLinkMatrix(const NodeInventory& inv);
+LinkMatrix BuildLinkMatrix(const node::NodeInventory& inv);
 
 // The `size` IDs out of `available` (GPU UUIDs or indices, as `LinkMatrix::Find` reads them)
 // that contain every `must_include` ID and maximise the sum of the matrix's pair scores.

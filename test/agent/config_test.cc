@@ -58,18 +58,18 @@ TEST(AgentConfigTest, ErrorsNameFileLineAndKeyPath) {
     const char* text;
     const char* want;
   } cases[] = {
-      {"plugin:\n  enabeld: true\n", "agent.yaml:2: plugin.enabeld: unknown key"},
-      {"exporter:\n  enabled: yes please\n", "agent.yaml:2: exporter.enabled: want true or false"},
-      {"labels:\n  interval: soon\n", "agent.yaml:2: labels.interval: \"soon\": not a duration"},
-      {"kind: ClusterPolicy\n", "agent.yaml:1: kind: \"ClusterPolicy\": want AgentConfig"},
-      {"plugin: [1, 2]\n", "agent.yaml:1: plugin: want a mapping"},
-      {"logFormat: xml\n", "logFormat: \"xml\" is not one of text, json"},
-      {"plugin:\n  migStrategy: half\n", "plugin.migStrategy: \"half\" is not one of none, single, mixed"},
-      {"kubernetes:\n  daemonset: gpunode\n", "kubernetes.daemonset: \"gpunode\": want NAMESPACE/NAME"},
-      {"exporter:\n  collectInterval: 10\n", "exporter.collectInterval: want 100ms to 1h"},
-      {"cdi:\n  args: generate\n", "agent.yaml:2: cdi.args: want a list of strings"},
+      {"plugin:\n  enabeld: true\n", "agent.yaml:2: plugin: unknown key \"enabeld\" (known: enabled, kubeletDir, "},
+      {"exporter:\n  enabled: yes please\n", "agent.yaml:2: exporter.enabled: expected true or false, got \"yes please\""},
+      {"labels:\n  interval: soon\n", "agent.yaml:2: labels.interval: expected a duration such as 30s, 5m or 500ms, got \"soon\""},
+      {"kind: ClusterPolicy\n", "agent.yaml:1: kind: expected AgentConfig, got \"ClusterPolicy\""},
+      {"plugin: [1, 2]\n", "agent.yaml:1: plugin: expected a map, got a list"},
+      {"logFormat: xml\n", "agent.yaml:1: logFormat: expected one of text, json, got \"xml\""},
+      {"plugin:\n  migStrategy: half\n", "agent.yaml:2: plugin.migStrategy: expected one of none, single, mixed, got \"half\""},
+      {"kubernetes:\n  daemonset: gpunode\n", "agent.yaml:2: kubernetes.daemonset: expected NAMESPACE/NAME, got \"gpunode\""},
+      {"exporter:\n  collectInterval: 10\n", "agent.yaml:2: exporter.collectInterval: expected 100ms to 1h"},
+      {"cdi:\n  args: generate\n", "agent.yaml:2: cdi.args: expected a list of strings, got \"generate\""},
       {"plugin:\n  configFile: a.yaml\n  configDir: /d\n", "configFile and configDir are exclusive"},
-      {"nope: 1\n", "agent.yaml:1: nope: unknown key"},
+      {"nope: 1\n", "agent.yaml:1: unknown key \"nope\" (known: apiVersion, kind, "},
       {"plugin: {\n", "agent.yaml"},
   };
   for (const Case& c : cases) {

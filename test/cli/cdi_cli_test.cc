@@ -73,7 +73,7 @@ TEST_F(CdiCliTest, ValidateRejectsAnUnknownFieldWithExit3AndThePath) {
                                      "      deviceNodes:\n        - path: /dev/nvidia0\n          hostpath: /x\n";
   Result r = RunGpunode("cdi validate " + Path("bad.yaml"));
   EXPECT_EQ(r.exit_code, 3) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("devices[0].containerEdits.deviceNodes[0].hostpath: unknown field"));
+  EXPECT_THAT(r.out, HasSubstr("bad.yaml:8: devices[0].containerEdits.deviceNodes[0]: unknown key \"hostpath\""));
 }
 
 TEST_F(CdiCliTest, ValidateListsEveryProblemOfAnInvalidSpec) {

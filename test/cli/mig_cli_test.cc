@@ -97,7 +97,7 @@ TEST_F(MigCliTest, ErrorsAndExitCodes) {
   std::ofstream(Path("bad.yaml")) << "version: v1\nmig-configs:\n  a:\n    - devices: all\n";
   auto bad = RunGpunode("--simulate dgx-h200 mig apply -f " + Path("bad.yaml") + " -c a");
   EXPECT_EQ(bad.exit_code, 3);
-  EXPECT_THAT(bad.out, HasSubstr("bad.yaml:4: mig-configs.a[0]: missing required key mig-enabled"));
+  EXPECT_THAT(bad.out, HasSubstr("bad.yaml:4: mig-configs.a[0].mig-enabled: expected true or false, got nothing"));
   auto missing = RunGpunode("--simulate dgx-h200 mig apply -f " + Path("none.yaml") + " -c a");
   EXPECT_EQ(missing.exit_code, 3);
   auto busy = RunGpunode("--simulate a100-mig mig apply -f " + Config() + " -c all-disabled");

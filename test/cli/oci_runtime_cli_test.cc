@@ -164,7 +164,7 @@ TEST_F(OciRuntimeCliTest, ASpecThatIsNotUtf8DoesNotStopGpuContainers) {
   EXPECT_EQ(ConfigSeenByRunc()["linux"]["devices"][0]["path"], "/dev/nvidia1");
   ::gpunode::testing::Result v = RunGpunode("cdi validate " + Path("cdi/other-vendor.yaml"));
   EXPECT_EQ(v.exit_code, 3) << v.out;
-  EXPECT_THAT(v.out, HasSubstr("devices[0].containerEdits.env[0]: not valid UTF-8"));
+  EXPECT_THAT(v.out, HasSubstr("other-vendor.yaml:6: devices[0].containerEdits.env[0]: expected a string in UTF-8"));
 }
 
 // Issue 11, row 10: an image whose config.json already carries the injected-devices annotation

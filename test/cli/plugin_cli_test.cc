@@ -57,7 +57,7 @@ TEST_F(PluginCliTest, BadConfigurationIsRefusedWithTheReason) {
   std::ofstream(Path("bad.yaml")) << "sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 0}]}}\n";
   auto r = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("bad.yaml"));
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_THAT(r.out, HasSubstr("replicas: 0: must be 2 or more"));
+  EXPECT_THAT(r.out, HasSubstr("bad.yaml:1: sharing.timeSlicing.resources[0].replicas: expected 2 or more replicas"));
   auto missing = RunGpunode("--simulate dgx-h200 plugin --print --config-file " + Path("nope.yaml"));
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.out, HasSubstr("nope.yaml"));

@@ -16,6 +16,7 @@ namespace {
 
 using ::gpunode::compat::testing::BuiltinData;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 
 std::string BuiltinText() {
   auto t = FindEmbedded("compat", "compat.yaml");
@@ -66,8 +67,7 @@ TEST(Dataset, UnknownKeyIsRejectedWithItsPath) {
   auto d = ParseCompatData(
       Edited("{cuda: \"12.4.1\", release:", "{cuda: \"12.4.1\", relaese: x, release:"), "x.yaml");
   ASSERT_FALSE(d.ok());
-  EXPECT_THAT(d.status().message(), HasSubstr("relaese: unknown key"));
-  EXPECT_THAT(d.status().message(), HasSubstr("toolkits["));
+  EXPECT_THAT(std::string(d.status().message()), MatchesRegex("x\\.yaml:[0-9]+: toolkits\\[[0-9]+\\]: unknown key \"relaese\" \\(known: .*"));
 }
 
 TEST(Dataset, BadVersionIsRejectedWithItsPath) {
@@ -88,7 +88,7 @@ TEST(Dataset, BadConfidenceIsRejected) {
                                   "confidence: sure, note: \"toolkit exists"),
                            "x.yaml");
   ASSERT_FALSE(d.ok());
-  EXPECT_THAT(d.status().message(), HasSubstr("\"sure\" is not one of official"));
+  EXPECT_THAT(d.status().message(), HasSubstr("confidence: expected one of official, derived, third_party, unconfirmed, got \"sure\""));
 }
 
 TEST(Dataset, WrongKindIsRejected) {
@@ -108,7 +108,7 @@ TEST(Dataset, MissingRequiredKeyIsRejected) {
                                   "{release: \"12.4 Update 1\", "),
                            "x.yaml");
   ASSERT_FALSE(d.ok());
-  EXPECT_THAT(d.status().message(), HasSubstr("cuda: is required"));
+  EXPECT_THAT(d.status().message(), HasSubstr("].cuda: expected a string, got nothing"));
 }
 
 TEST(Dataset, DataFileOverridesTheBuiltinFacts) {

@@ -228,7 +228,7 @@ TEST(Dataset, RejectsAReleaseWithoutSourceOrWithABadCuda) {
       Edited("cuda: \"13.0.2\", source: SGLNGC, confidence: official}", "cuda: \"13.0.2\", confidence: official}"),
       "x.yaml");
   ASSERT_FALSE(no_source.ok());
-  EXPECT_THAT(no_source.status().message(), HasSubstr("source: is required"));
+  EXPECT_THAT(no_source.status().message(), HasSubstr(".source: expected a string, got nothing"));
   auto bad_cuda = ParseCompatData(
       Edited("cuda: \"13.0.2\", source: SGLNGC", "cuda: \"13.x\", source: SGLNGC"), "x.yaml");
   ASSERT_FALSE(bad_cuda.ok());

@@ -69,10 +69,10 @@ class SimNode {
     auto host = HostFs::Open((dir_ / "root").string());
     EXPECT_OK(host) << host.status();
     fs_.emplace(*host);
-    ProbeOptions options;
+    node::ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
-    auto inv = ProbeNode(*fs_, options);
+    auto inv = node::ProbeNode(*fs_, options);
     EXPECT_OK(inv) << inv.status();
     inv_ = *inv;
   }
@@ -86,13 +86,13 @@ class SimNode {
     return BuildSpec(inv_, files_, options);
   }
   const DriverFiles& files() const { return files_; }
-  NodeInventory& inventory() { return inv_; }
+  node::NodeInventory& inventory() { return inv_; }
   fs::path root() const { return dir_ / "root"; }
 
  private:
   fs::path dir_;
   std::optional<HostFs> fs_;
-  NodeInventory inv_;
+  node::NodeInventory inv_;
   DriverFiles files_;
 };
 
@@ -222,7 +222,7 @@ TEST(CdiGenerateTest, AGpuWhoseDeviceNodeIsMissingIsLeftOutWithAWarning) {
 }
 
 TEST(CdiGenerateTest, ANodeWithoutAnyDeviceNodeCannotBeDescribed) {
-  NodeInventory inv;
+  node::NodeInventory inv;
   BuildOptions options;
   options.hook_path = "/usr/bin/gpunode";
   auto built = BuildSpec(inv, DriverFiles{}, options);
@@ -260,8 +260,8 @@ TEST(CdiGenerateTest, ADriverRootPrefixesHostPathsButNotContainerPaths) {
 
   auto host = HostFs::Open(dir.string());
   ASSERT_OK(host);
-  NodeInventory inv;
-  ProcGpu gpu;
+  node::NodeInventory inv;
+  node::ProcGpu gpu;
   gpu.uuid = "GPU-11111111-2222-3333-4444-555555555555";
   gpu.minor = 0;
   inv.kernel.gpus.push_back(gpu);  // no NVML: the GPUs come from /proc
@@ -294,11 +294,11 @@ TEST(CdiGenerateTest, NoDriverAtAllIsAFailedPrecondition) {
   fs::path dir = TempDir("no-driver");
   auto host = HostFs::Open(dir.string());
   ASSERT_OK(host);
-  auto files = DiscoverDriverFiles(*host, NodeInventory{}, {});
+  auto files = DiscoverDriverFiles(*host, node::NodeInventory{}, {});
   ASSERT_FALSE(files.ok());
   EXPECT_EQ(files.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(files.status().message(), HasSubstr("no NVIDIA driver"));
-  EXPECT_EQ(DiscoverDriverFiles(*host, NodeInventory{}, {"/missing"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(DiscoverDriverFiles(*host, node::NodeInventory{}, {"/missing"}).status().code(), absl::StatusCode::kNotFound);
   fs::remove_all(dir);
 }
 

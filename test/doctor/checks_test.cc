@@ -13,37 +13,37 @@ namespace {
 constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
 
 // A healthy 2-GPU node: every layer that exists is ok.
-NodeInventory HealthyNode() {
-  NodeInventory inv;
+node::NodeInventory HealthyNode() {
+  node::NodeInventory inv;
   inv.hostname = "node-a";
   inv.host_root = "/";
   for (int i = 0; i < 2; ++i) {
-    PciDevice d;
+    node::PciDevice d;
     d.bus_id = i == 0 ? "0000:18:00.0" : "0000:2a:00.0";
     d.vendor = 0x10de;
     d.device = 0x2335;
     d.class_code = 0x030200;
     d.numa_node = 0;
     d.driver = "nvidia";
-    d.link_current = PcieLink{5, 16};
-    d.link_max = PcieLink{5, 16};
+    d.link_current = node::PcieLink{5, 16};
+    d.link_max = node::PcieLink{5, 16};
     inv.hardware.gpus.push_back(d);
   }
   inv.hardware.numa_nodes = 1;
   inv.kernel.proc_present = true;
   inv.kernel.nvidia_loaded = inv.kernel.nvidia_uvm_loaded = true;
   inv.kernel.version = *Version::Parse("580.95.05");
-  inv.kernel.flavor = ModuleFlavor::kOpen;
+  inv.kernel.flavor = node::ModuleFlavor::kOpen;
   for (const char* p : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
                         "/dev/nvidia0", "/dev/nvidia1"}) {
-    inv.kernel.device_nodes.push_back(DeviceNode{p, true, true, 195, 0});
+    inv.kernel.device_nodes.push_back(node::DeviceNode{p, true, true, 195, 0});
   }
   inv.driver.driver_version = *Version::Parse("580.95.05");
   inv.driver.cuda_version = *Version::Parse("13.0");
   inv.driver.device_count = 2;
   inv.driver.nvidia_smi = "/usr/bin/nvidia-smi";
   for (unsigned i = 0; i < 2; ++i) {
-    GpuInfo g;
+    gpu::GpuInfo g;
     g.index = i;
     g.name = "NVIDIA H200";
     g.uuid = "GPU-" + std::to_string(i);
@@ -53,7 +53,7 @@ NodeInventory HealthyNode() {
     g.persistence_mode = true;
     g.ecc_enabled = g.ecc_pending = true;
     g.ecc_uncorrected_volatile = g.ecc_uncorrected_aggregate = 0;
-    g.remapped_rows = RemappedRows{};
+    g.remapped_rows = gpu::RemappedRows{};
     g.pcie_gen_current = g.pcie_gen_max = g.pcie_gen_gpu_max = 5;
     g.pcie_width_current = g.pcie_width_max = 16;
     g.cc_major = 9;
@@ -89,7 +89,7 @@ TEST(DoctorTest, AHealthyNodePassesWithAbsentLayersSkipped) {
 }
 
 TEST(DoctorTest, NoGpuOnThePciBusFailsTheHardwareLayer) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.hardware.gpus.clear();
   DoctorReport r = RunDoctor(inv);
   EXPECT_THAT(Ids(r), ::testing::Contains("hardware.no-gpu"));
@@ -97,11 +97,11 @@ TEST(DoctorTest, NoGpuOnThePciBusFailsTheHardwareLayer) {
 }
 
 TEST(DoctorTest, AMachineWithoutGpuOrDriverFailsOnlyTheHardwareLayer) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.hardware.gpus.clear();
-  inv.kernel = KernelDriverLayer{};
-  inv.driver = UserDriverLayer{};
-  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIBRARY_NOT_FOUND, "load libnvidia-ml.so.1");
+  inv.kernel = node::KernelDriverLayer{};
+  inv.driver = node::UserDriverLayer{};
+  inv.driver.status = gpu::NvmlReturnToStatus(NVML_ERROR_LIBRARY_NOT_FOUND, "load libnvidia-ml.so.1");
   DoctorReport r = RunDoctor(inv);
   EXPECT_THAT(Ids(r), ::testing::ElementsAre("hardware.no-gpu"));
   EXPECT_EQ(r.checks[1].status, CheckStatus::kSkip);
@@ -109,10 +109,10 @@ TEST(DoctorTest, AMachineWithoutGpuOrDriverFailsOnlyTheHardwareLayer) {
 }
 
 TEST(DoctorTest, DriverLibraryMismatchNamesBothLayersAndComesFirst) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.kernel.version = *Version::Parse("550.127.05");
-  inv.driver = UserDriverLayer{};
-  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2",
+  inv.driver = node::UserDriverLayer{};
+  inv.driver.status = gpu::NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2",
                                          "Driver/library version mismatch");
   DoctorReport r = RunDoctor(inv);
   ASSERT_TRUE(r.first.has_value());
@@ -123,17 +123,17 @@ TEST(DoctorTest, DriverLibraryMismatchNamesBothLayersAndComesFirst) {
 }
 
 TEST(DoctorTest, AMismatchNamesTheUserSpaceVersionFromTheLibraryFile) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.kernel.version = *Version::Parse("550.127.05");
-  inv.driver = UserDriverLayer{};
+  inv.driver = node::UserDriverLayer{};
   inv.driver.nvml_library_file = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01";
-  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2");
+  inv.driver.status = gpu::NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "nvmlInit_v2");
   DoctorReport r = RunDoctor(inv);
   EXPECT_NE(r.first->observed.find("user-space library 535.183.01"), std::string::npos) << r.first->observed;
 }
 
 TEST(DoctorTest, KernelAndNvmlVersionsThatDifferAreAMismatchEvenWhenNvmlInitialises) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.kernel.version = *Version::Parse("580.82.07");
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.version-mismatch"));
 }
@@ -145,59 +145,59 @@ TEST(DoctorTest, EachNvmlInitFailureHasItsOwnDiagnosis) {
                  Case{NVML_ERROR_LIB_RM_VERSION_MISMATCH, "driver.version-mismatch"},
                  Case{NVML_ERROR_NO_PERMISSION, "driver.no-permission"},
                  Case{NVML_ERROR_UNKNOWN, "driver.nvml-init-failed"}}) {
-    NodeInventory inv = HealthyNode();
-    inv.driver = UserDriverLayer{};
-    inv.driver.status = NvmlReturnToStatus(c.ret, "nvmlInit_v2");
-    EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains(c.id)) << NvmlReturnName(c.ret);
+    node::NodeInventory inv = HealthyNode();
+    inv.driver = node::UserDriverLayer{};
+    inv.driver.status = gpu::NvmlReturnToStatus(c.ret, "nvmlInit_v2");
+    EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains(c.id)) << gpu::NvmlReturnName(c.ret);
   }
 }
 
 TEST(DoctorTest, ModuleNotLoadedIsAKernelFailureThatComesBeforeNvmlsComplaint) {
-  NodeInventory inv = HealthyNode();
-  inv.kernel = KernelDriverLayer{};
-  inv.driver = UserDriverLayer{};
-  inv.driver.status = NvmlReturnToStatus(NVML_ERROR_DRIVER_NOT_LOADED, "nvmlInit_v2");
+  node::NodeInventory inv = HealthyNode();
+  inv.kernel = node::KernelDriverLayer{};
+  inv.driver = node::UserDriverLayer{};
+  inv.driver.status = gpu::NvmlReturnToStatus(NVML_ERROR_DRIVER_NOT_LOADED, "nvmlInit_v2");
   DoctorReport r = RunDoctor(inv);
   EXPECT_EQ(r.first->id, "kernel.module-not-loaded");
   EXPECT_THAT(Ids(r), ::testing::Contains("driver.not-loaded"));
 }
 
 TEST(DoctorTest, NouveauLoadedFails) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.kernel.nouveau_loaded = true;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("kernel.nouveau-loaded"));
 }
 
 TEST(DoctorTest, FewerGpusInNvmlThanOnThePciBusFails) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.device_count = 1;
   inv.driver.gpus.pop_back();
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.fewer-gpus"));
 }
 
 TEST(DoctorTest, NoDevicesFoundWhenNvmlSeesNone) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.device_count = 0;
   inv.driver.gpus.clear();
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.no-devices"));
 }
 
 TEST(DoctorTest, ALostGpuIsDiagnosedAsFallenOffTheBus) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus.pop_back();
   inv.driver.gpu_failures.push_back(
-      GpuFailure{1, NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(1)")});
+      gpu::GpuFailure{1, gpu::NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(1)")});
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("driver.gpu-lost"));
 }
 
 // Issue #14, "a lost GPU disappears": the card and the JSON lacked the lost GPU entirely.
 // NVML tells nothing of it, so its bus id comes from sysfs and its model and UUID from /proc.
-NodeInventory NodeWithGpu0Lost() {
-  NodeInventory inv = HealthyNode();
+node::NodeInventory NodeWithGpu0Lost() {
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus.erase(inv.driver.gpus.begin());
   inv.driver.gpu_failures.push_back(
-      GpuFailure{0, NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(0)", "GPU is lost")});
-  ProcGpu proc;
+      gpu::GpuFailure{0, gpu::NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(0)", "GPU is lost")});
+  node::ProcGpu proc;
   proc.bus_id = "0000:18:00.0";
   proc.model = "NVIDIA H200";
   proc.uuid = "GPU-lost-0";
@@ -251,8 +251,8 @@ TEST(DoctorTest, TheJsonCardListsALostGpuWithItsStateAndCountsIt) {
 
 TEST(DoctorTest, ALostGpuWhoseBusIdCannotBeToldKeepsItsRowWithoutOne) {
   // A second GPU on the bus that NVML does not count: which one is GPU 0 would be a guess.
-  NodeInventory inv = NodeWithGpu0Lost();
-  PciDevice extra = inv.hardware.gpus[0];
+  node::NodeInventory inv = NodeWithGpu0Lost();
+  node::PciDevice extra = inv.hardware.gpus[0];
   extra.bus_id = "0000:9a:00.0";
   inv.hardware.gpus.push_back(extra);
   DoctorReport r = RunDoctor(inv);
@@ -263,10 +263,10 @@ TEST(DoctorTest, ALostGpuWhoseBusIdCannotBeToldKeepsItsRowWithoutOne) {
 }
 
 TEST(DoctorTest, AGpuNvmlCannotOpenForAnotherReasonIsUnreadable) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus.pop_back();
   inv.driver.gpu_failures.push_back(
-      GpuFailure{1, NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetHandleByIndex_v2(1)",
+      gpu::GpuFailure{1, gpu::NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetHandleByIndex_v2(1)",
                                        "Insufficient Permissions")});
   DoctorReport r = RunDoctor(inv);
   ASSERT_EQ(r.card.gpus.size(), 2u);
@@ -279,7 +279,7 @@ TEST(DoctorTest, AGpuNvmlCannotOpenForAnotherReasonIsUnreadable) {
 }
 
 TEST(DoctorTest, ANarrowerLinkIsDegradedButALowerIdleGenerationIsNot) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].pcie_gen_current = 1;  // idle power saving
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
   inv.driver.gpus[1].pcie_gen_current = 3;
@@ -290,7 +290,7 @@ TEST(DoctorTest, ANarrowerLinkIsDegradedButALowerIdleGenerationIsNot) {
 }
 
 TEST(DoctorTest, PersistenceOffWarns) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].persistence_mode = false;
   DoctorReport r = RunDoctor(inv);
   EXPECT_THAT(Ids(r), ::testing::ElementsAre("driver.persistence-off"));
@@ -298,39 +298,39 @@ TEST(DoctorTest, PersistenceOffWarns) {
 }
 
 TEST(DoctorTest, RowRemapFailureAndUncorrectableEccFail) {
-  NodeInventory inv = HealthyNode();
-  inv.driver.gpus[0].remapped_rows = RemappedRows{0, 3, false, true};
+  node::NodeInventory inv = HealthyNode();
+  inv.driver.gpus[0].remapped_rows = gpu::RemappedRows{0, 3, false, true};
   inv.driver.gpus[1].ecc_uncorrected_volatile = 2;
   EXPECT_THAT(Ids(RunDoctor(inv)),
               ::testing::UnorderedElementsAre("hardware.row-remap-failure", "hardware.ecc-uncorrected"));
 }
 
 TEST(DoctorTest, RetiredPagesAndRemapsPendingWarn) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].retired_pages_pending = true;
-  inv.driver.gpus[1].remapped_rows = RemappedRows{1, 0, true, false};
+  inv.driver.gpus[1].remapped_rows = gpu::RemappedRows{1, 0, true, false};
   EXPECT_THAT(Ids(RunDoctor(inv)),
               ::testing::UnorderedElementsAre("hardware.retired-pages-pending", "hardware.row-remap-pending"));
 }
 
 TEST(DoctorTest, MemoryUsedWithNoProcessesWarns) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].memory_used_bytes = 20 * kGiB;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.memory-used-no-process"));
-  inv.driver.gpus[0].compute_processes->push_back(GpuProcess{1234, 20 * kGiB});
+  inv.driver.gpus[0].compute_processes->push_back(gpu::GpuProcess{1234, 20 * kGiB});
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
 }
 
 TEST(DoctorTest, MigWithoutInstancesWarns) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.gpus[0].mig_enabled = inv.driver.gpus[0].mig_pending = true;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.mig-no-instances"));
 }
 
 TEST(DoctorTest, ProprietaryModuleOnAGpuThatNeedsOpenFails) {
-  NodeInventory inv = HealthyNode();
-  inv.kernel.flavor = ModuleFlavor::kProprietary;
-  for (GpuInfo& g : inv.driver.gpus) {
+  node::NodeInventory inv = HealthyNode();
+  inv.kernel.flavor = node::ModuleFlavor::kProprietary;
+  for (gpu::GpuInfo& g : inv.driver.gpus) {
     g.name = "NVIDIA B200";
     g.cc_major = 10;
   }
@@ -338,8 +338,8 @@ TEST(DoctorTest, ProprietaryModuleOnAGpuThatNeedsOpenFails) {
 }
 
 TEST(DoctorTest, OpenModuleOnAVoltaFails) {
-  NodeInventory inv = HealthyNode();
-  for (GpuInfo& g : inv.driver.gpus) {
+  node::NodeInventory inv = HealthyNode();
+  for (gpu::GpuInfo& g : inv.driver.gpus) {
     g.name = "Tesla V100-SXM2-32GB";
     g.cc_major = 7;
     g.cc_minor = 0;
@@ -348,21 +348,21 @@ TEST(DoctorTest, OpenModuleOnAVoltaFails) {
 }
 
 TEST(DoctorTest, CudaDriverInsufficientFails) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.cuda.status = absl::FailedPreconditionError("cuInit: CUDA_ERROR_INSUFFICIENT_DRIVER (35)");
   inv.driver.cuda.init_result = GPUNODE_CUDA_ERROR_INSUFFICIENT_DRIVER;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::Contains("cuda.insufficient-driver"));
 }
 
 TEST(DoctorTest, NvidiaSmiMissingWarns) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.nvidia_smi.clear();
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("driver.nvidia-smi-missing"));
 }
 
 TEST(DoctorTest, ARuntimeWithoutNvidiaRuntimeOrCdiWarns) {
-  NodeInventory inv = HealthyNode();
-  ContainerRuntime rt;
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime rt;
   rt.name = "containerd";
   rt.installed = true;
   rt.config_path = "/etc/containerd/config.toml";
@@ -373,8 +373,8 @@ TEST(DoctorTest, ARuntimeWithoutNvidiaRuntimeOrCdiWarns) {
 }
 
 TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
-  NodeInventory inv = HealthyNode();
-  ContainerRuntime docker;
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime docker;
   docker.name = "docker";
   docker.installed = docker.nvidia_runtime = true;
   docker.config_path = "/etc/docker/daemon.json";
@@ -394,16 +394,16 @@ TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
 }
 
 TEST(DoctorTest, ACdiSpecOlderThanTheDriverFails) {
-  NodeInventory inv = HealthyNode();
-  ContainerRuntime podman;
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime podman;
   podman.name = "podman";
   podman.installed = podman.cdi_enabled = true;
   inv.containers.runtimes.push_back(podman);
-  CdiSpec spec;
+  node::CdiSpec spec;
   spec.path = "/etc/cdi/nvidia.yaml";
   spec.kind = "nvidia.com/gpu";
   spec.driver_version = *Version::Parse("570.86.15");
-  for (const DeviceNode& n : inv.kernel.device_nodes) {
+  for (const node::DeviceNode& n : inv.kernel.device_nodes) {
     if (n.present) spec.device_nodes.push_back(n.path);
   }
   inv.containers.cdi_specs.push_back(spec);
@@ -413,16 +413,16 @@ TEST(DoctorTest, ACdiSpecOlderThanTheDriverFails) {
 }
 
 TEST(DoctorTest, ACdiSpecNamingAMissingNodeFailsAndOneMissingAGpuWarns) {
-  NodeInventory inv = HealthyNode();
-  ContainerRuntime podman;
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime podman;
   podman.name = "podman";
   podman.installed = podman.cdi_enabled = true;
   inv.containers.runtimes.push_back(podman);
-  CdiSpec spec;
+  node::CdiSpec spec;
   spec.path = "/var/run/cdi/nvidia.yaml";
   spec.kind = "nvidia.com/gpu";
   std::string a_gpu_node;
-  for (const DeviceNode& n : inv.kernel.device_nodes) {
+  for (const node::DeviceNode& n : inv.kernel.device_nodes) {
     if (!n.present) continue;
     if (a_gpu_node.empty() && n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]))) {
       a_gpu_node = n.path;  // left out of the spec: a GPU `=all` would not give
@@ -441,15 +441,15 @@ TEST(DoctorTest, ACdiSpecNamingAMissingNodeFailsAndOneMissingAGpuWarns) {
 }
 
 TEST(DoctorTest, ACdiSpecWithOtherNodeNumbersThanTheHostFails) {
-  NodeInventory inv = HealthyNode();
-  ContainerRuntime podman;
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime podman;
   podman.name = "podman";
   podman.installed = podman.cdi_enabled = true;
   inv.containers.runtimes.push_back(podman);
-  CdiSpec spec;
+  node::CdiSpec spec;
   spec.path = "/var/run/cdi/nvidia.yaml";
   spec.kind = "nvidia.com/gpu";
-  for (DeviceNode& n : inv.kernel.device_nodes) {
+  for (node::DeviceNode& n : inv.kernel.device_nodes) {
     if (!n.present) continue;
     n.char_device = true;
     if (n.path == "/dev/nvidia-uvm") n.major = 509;  // reloaded: a new dynamic major
@@ -463,7 +463,7 @@ TEST(DoctorTest, ACdiSpecWithOtherNodeNumbersThanTheHostFails) {
 }
 
 TEST(DoctorTest, AToolkitNewerThanTheDriverWarnsWithinAMajorAndFailsAcrossMajors) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.driver.cuda_version = inv.driver.cuda.version = *Version::Parse("12.2");
   inv.toolchain.cuda_toolkit = *Version::Parse("12.4.1");
   DoctorReport r = RunDoctor(inv);
@@ -474,7 +474,7 @@ TEST(DoctorTest, AToolkitNewerThanTheDriverWarnsWithinAMajorAndFailsAcrossMajors
 }
 
 TEST(DoctorTest, AKubeletWithoutAGpuPluginWarns) {
-  NodeInventory inv = HealthyNode();
+  node::NodeInventory inv = HealthyNode();
   inv.orchestrator.kubelet_present = inv.orchestrator.kubelet_socket = true;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("kubelet.no-gpu-plugin"));
   inv.orchestrator.plugin_sockets.push_back("nvidia-gpu.sock");

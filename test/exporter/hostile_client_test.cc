@@ -79,7 +79,7 @@ class ExporterHostileClientTest : public ::testing::Test {
   // The exporter on the simulated dgx-h200 (1 h interval: the page does not change during a
   // test) and the server on a loopback port, with basic auth when `users` is not empty.
   void Start(std::map<std::string, std::string> users = {}) {
-    auto nvml = NvmlLibrary::Open(SimLibrary());
+    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
     ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     ExporterOptions o;
@@ -118,7 +118,7 @@ class ExporterHostileClientTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_;
   std::unique_ptr<Exporter> exporter_;
   std::unique_ptr<MetricsServer> server_;
   std::thread serve_;

@@ -42,7 +42,7 @@ class LiveNode {
     ::setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
     Write(text);
     ::setenv("GPUNODE_SIM_PROFILE", (dir_ / "profile.yaml").c_str(), 1);
-    auto nvml = NvmlLibrary::Open(SimLibrary());
+    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
     EXPECT_OK(nvml) << nvml.status();
     if (nvml.ok()) nvml_ = *std::move(nvml);
   }
@@ -74,7 +74,7 @@ class LiveNode {
     Write(t);
   }
 
-  const NvmlLibrary& nvml() const { return *nvml_; }
+  const gpu::NvmlLibrary& nvml() const { return *nvml_; }
   bool ok() const { return nvml_ != nullptr; }
   nvmlDevice_t Device(unsigned i) const {
     auto d = nvml_->DeviceHandle(i);
@@ -85,7 +85,7 @@ class LiveNode {
  private:
   fs::path dir_;
   std::string text_;
-  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_;
 };
 
 std::array<bool, kFieldCount> All() {
@@ -352,7 +352,7 @@ TEST(NvmlExtrasTest, ALostGpuIsAnErrorForEveryWantedFieldAndGpmIsAskedAgainLater
     EXPECT_EQ(s.value(id), std::nullopt) << Field(id).name;
     ASSERT_TRUE(s.errors.count(id)) << Field(id).name;
     EXPECT_EQ(s.errors.at(id).code(), absl::StatusCode::kUnavailable) << s.errors.at(id);
-    EXPECT_EQ(NvmlReturnOf(s.errors.at(id)), NVML_ERROR_GPU_IS_LOST);
+    EXPECT_EQ(gpu::NvmlReturnOf(s.errors.at(id)), NVML_ERROR_GPU_IS_LOST);
   }
   EXPECT_EQ(slow.gpm_supported(), true);  // a lost GPU does not make GPM "unsupported"
 

@@ -96,7 +96,7 @@ class ExporterServerTest : public ::testing::Test {
   }
 
   void StartExporter(ExporterOptions options = {}) {
-    auto nvml = NvmlLibrary::Open(SimLibrary());
+    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
     ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     options.hostname = "dgx-h200-01";
@@ -137,7 +137,7 @@ class ExporterServerTest : public ::testing::Test {
 
   fs::path dir_;
   std::string profile_text_, profile_path_;
-  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_;
   std::unique_ptr<Exporter> exporter_;
   std::unique_ptr<MetricsServer> server_;
   std::thread serve_;
@@ -228,7 +228,7 @@ TEST_F(ExporterServerTest, AGpuLostFromTheStartShowsItsBusIdAsALostRowAndInItsHe
   auto host = HostFs::Open(root);
   ASSERT_OK(host) << host.status();
   ExporterOptions options;
-  options.bus_gpus = NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
+  options.bus_gpus = node::NvidiaGpusOnBus(node::ProbeHardware(*host), node::ProbeKernelDriver(*host));
   StartExporter(std::move(options));
   StartServer();
   httplib::Client c("127.0.0.1", server_->port());
@@ -346,7 +346,7 @@ TEST_F(ExporterServerTest, WithoutTheKubeletSocketMetricsAreServedAndPodMappingI
 }
 
 TEST_F(ExporterServerTest, HealthIs503UntilTheFirstCollection) {
-  auto nvml = NvmlLibrary::Open(SimLibrary());
+  auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
   ASSERT_OK(nvml);
   Exporter e(**nvml, ExporterOptions{});
   EXPECT_FALSE(e.Health().ok);
@@ -601,22 +601,22 @@ TEST(WebConfigTest, ParsesTheExporterToolkitFormat) {
 TEST(WebConfigTest, RejectsWhatItCannotHonourNamingTheProblem) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"tls_server_config: {cert_file: a\n", "not valid YAML"},
-      {"- a\n", "must be a YAML mapping"},
-      {"tls_config: {}\n", "unknown key tls_config"},
+      {"- a\n", "web.yml:1: expected a map, got a list"},
+      {"tls_config: {}\n", "web.yml:1: unknown key \"tls_config\" (known: tls_server_config, "},
       {"tls_server_config: {cert_file: a.crt}\n", "needs both cert_file and key_file"},
       {"tls_server_config: {cert_file: a, key_file: b, cipher_suites: [x]}\n",
-       "tls_server_config.cipher_suites is not supported"},
-      {"tls_server_config: {cert_file: a, key_file: b, client_auth_type: Always}\n", "client_auth_type \"Always\""},
+       "tls_server_config.cipher_suites: is not supported by gpunode"},
+      {"tls_server_config: {cert_file: a, key_file: b, client_auth_type: Always}\n", "tls_server_config.client_auth_type: expected one of NoClientCert"},
       {"tls_server_config: {cert_file: a, key_file: b, client_auth_type: RequireAndVerifyClientCert}\n",
        "needs client_ca_file"},
       {"tls_server_config: {cert_file: a, key_file: b, min_version: SSL3}\n", "\"SSL3\""},
-      {"basic_auth_users: {bob: plaintext}\n", "basic_auth_users.bob is not a bcrypt hash"},
-      {"rate_limit: {interval: 1s}\n", "rate_limit is not supported"},
+      {"basic_auth_users: {bob: plaintext}\n", "web.yml:1: basic_auth_users.bob: expected a bcrypt hash"},
+      {"rate_limit: {interval: 1s}\n", "web.yml:1: rate_limit: is not supported"},
       // Found by fuzz_exporter_input: keys that are not strings threw out of the parser.
-      {"? [a, b]\n: 1\n", "a key of the file is not a string"},
-      {"tls_server_config: {? {a: b} : c}\n", "a key of tls_server_config. is not a string"},
-      {"basic_auth_users: {? [u] : x}\n", "user name in basic_auth_users is not a string"},
-      {"http_server_config: {headers: {? [h] : v}}\n", "header name is not a string"},
+      {"? [a, b]\n: 1\n", "web.yml:1: expected a plain string as key, got a list"},
+      {"tls_server_config: {? {a: b} : c}\n", "tls_server_config: expected a plain string as key, got a map"},
+      {"basic_auth_users: {? [u] : x}\n", "basic_auth_users: expected a plain string as key, got a list"},
+      {"http_server_config: {headers: {? [h] : v}}\n", "http_server_config.headers: expected a plain string as key, got a list"},
   };
   for (const auto& [yaml, want] : cases) {
     auto c = ParseWebConfig(yaml, "web.yml");

@@ -56,7 +56,7 @@ class SimNode {
     const std::string profile_path = (dir_ / "profile.yaml").string();
     if (source.ok()) std::ofstream(profile_path) << source->text;
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
-    auto nvml = NvmlLibrary::Open(SimLibrary());
+    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
     EXPECT_OK(nvml) << nvml.status();
     if (nvml.ok()) nvml_ = *std::move(nvml);
     if (source.ok()) profile_text_ = source->text;
@@ -64,7 +64,7 @@ class SimNode {
 
   // The driver's GPUs as the simulated host's sysfs and /proc tell them (what the exporter's
   // caller reads at start).
-  std::vector<BusGpu> BusGpus() const {
+  std::vector<node::BusGpu> BusGpus() const {
     auto profile = sim::ParseProfile(profile_text_, "profile");
     EXPECT_OK(profile) << profile.status();
     if (!profile.ok()) return {};
@@ -74,16 +74,16 @@ class SimNode {
     auto host = HostFs::Open(root);
     EXPECT_OK(host) << host.status();
     if (!host.ok()) return {};
-    return NvidiaGpusOnBus(ProbeHardware(*host), ProbeKernelDriver(*host));
+    return node::NvidiaGpusOnBus(node::ProbeHardware(*host), node::ProbeKernelDriver(*host));
   }
   ~SimNode() { fs::remove_all(dir_); }
 
-  const NvmlLibrary& nvml() const { return *nvml_; }
+  const gpu::NvmlLibrary& nvml() const { return *nvml_; }
   bool ok() const { return nvml_ != nullptr; }
 
   // A pass with the fixed clock values of the golden file.
   NodeSnapshot Collect(const std::string& hostname, const NodeSnapshot* previous = nullptr,
-                       std::vector<BusGpu> bus_gpus = {}) const {
+                       std::vector<node::BusGpu> bus_gpus = {}) const {
     NodeSnapshot s = CollectSnapshot(
         *nvml_, CollectOptions{.hostname = hostname, .bus_gpus = std::move(bus_gpus)}, previous);
     s.timestamp_seconds = 1767225600.5;
@@ -94,7 +94,7 @@ class SimNode {
  private:
   fs::path dir_;
   std::string profile_text_;
-  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_;
 };
 
 RenderOptions TestOptions() {
@@ -270,7 +270,7 @@ TEST(ExporterSimTest, ALostGpuKeepsTheOtherGpusSeriesAndReportsHealthZero) {
 TEST(ExporterSimTest, ALostGpuTakesItsBusIdUuidAndModelFromTheBus) {
   SimNode node("broken-fallen-gpu");
   ASSERT_TRUE(node.ok());
-  const std::vector<BusGpu> bus = node.BusGpus();
+  const std::vector<node::BusGpu> bus = node.BusGpus();
   ASSERT_EQ(bus.size(), 4u);
   const NodeSnapshot snap = node.Collect("gpu-node-fallen", nullptr, bus);
   ASSERT_EQ(snap.gpus.size(), 4u);

@@ -37,7 +37,7 @@ NodeSnapshot NodeWithALostGpu() {
   snap.gpus = {Healthy(0), Healthy(1), Healthy(2)};
   GpuSample& lost = snap.gpus[1];
   lost.healthy = false;
-  lost.status = NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(1)", "GPU is lost");
+  lost.status = gpu::NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "nvmlDeviceGetHandleByIndex_v2(1)", "GPU is lost");
   lost.values.fill(std::nullopt);
   lost.pci_bus_id = "00000000:3A:00.0";
   lost.uuid = "GPU-f48edef6-247e-4153-9d4f-19d7905b346f";
@@ -101,7 +101,7 @@ TEST(StatusPageTest, EveryRowHasAsManyCellsAsTheHeaderWithAndWithoutPods) {
 TEST(StatusPageTest, AGpuNvmlCannotOpenForAnotherReasonIsUnreadable) {
   NodeSnapshot snap = NodeWithALostGpu();
   snap.gpus[1].status =
-      NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetHandleByIndex_v2(1)", "Insufficient Permissions");
+      gpu::NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "nvmlDeviceGetHandleByIndex_v2(1)", "Insufficient Permissions");
   const std::vector<std::string> rows = Rows(RenderStatusPage(&snap, StatusPageOptions{}));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_THAT(rows[1], HasSubstr("data-state=\"unreadable\">unreadable</span>"));

@@ -1,7 +1,9 @@
 // Checks our hand-written NVML ABI (src/gpu/nvml_abi.h) against NVIDIA's real nvml.h and the real
-// libnvidia-ml.so.1. Built and run on the GPU machine only (it needs nvml.h):
-//   g++ -std=c++20 -I. -I<dir of nvml.h> test/gpu/nvml_abi_check.cc -ldl -o nvml_abi_check
-//   ./nvml_abi_check
+// libnvidia-ml.so.1 (or the library named as its argument). Built where nvml.h is found:
+//   - in the build, target `nvml_abi_check` and ctest `nvml_abi_check` (against the simulated NVML),
+//     when CMake finds nvml.h (a CUDA toolkit, or GPUNODE_NVML_INCLUDE_DIR: scripts/test.sh fetches
+//     NVIDIA's header from PyPI with scripts/fetch-nvml-header.sh);
+//   - on the GPU machine, by scripts/nvml-abi-check.sh, against the real driver.
 // Compile-time: struct sizes, field offsets and enum values agree. Run time: every symbol of
 // GPUNODE_NVML_API resolves in the installed driver (or in a fallback name we accept).
 #include <dlfcn.h>
@@ -234,10 +236,11 @@ static_assert(NVML_DEVICE_UUID_V2_BUFFER_SIZE == 96 && NVML_DEVICE_NAME_V2_BUFFE
 static_assert(NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE == 80 && NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE == 32);
 static_assert(NVML_NVLINK_MAX_LINKS == 18);
 
-int main() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+int main(int argc, char** argv) {
+  const char* path = argc > 1 ? argv[1] : "libnvidia-ml.so.1";
+  void* lib = dlopen(path, RTLD_NOW);
   if (!lib) {
-    std::printf("dlopen libnvidia-ml.so.1 failed: %s\n", dlerror());
+    std::printf("dlopen %s failed: %s\n", path, dlerror());
     return 1;
   }
   int missing = 0, total = 0;
@@ -248,7 +251,7 @@ int main() {
     bool found = false;                                                            \
     for (const char* n : names) found = found || dlsym(lib, n) != nullptr;         \
     if (!found) {                                                                  \
-      std::printf("missing in the real NVML (%s): %s\n", #need, #name);           \
+      std::printf("missing in %s (%s): %s\n", path, #need, #name);           \
       ++missing;                                                                   \
     }                                                                              \
   }

@@ -29,9 +29,9 @@ using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
 TEST(NvmlWrappersTest, AnOldDriverBindsFallbacksAndAbsentEntriesAnswerFunctionNotFound) {
-  auto lib = NvmlLibrary::Open(GPUNODE_TEST_MINIMAL_NVML);
+  auto lib = gpu::NvmlLibrary::Open(GPUNODE_TEST_MINIMAL_NVML);
   ASSERT_OK(lib);
-  const NvmlLibrary& nvml = **lib;
+  const gpu::NvmlLibrary& nvml = **lib;
   EXPECT_THAT(nvml.fallbacks(),
               UnorderedElementsAre(Pair("nvmlInit_v2", "nvmlInit"),
                                    Pair("nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"),
@@ -52,28 +52,28 @@ TEST(NvmlWrappersTest, AnOldDriverBindsFallbacksAndAbsentEntriesAnswerFunctionNo
   EXPECT_EQ(nvml.nvmlDeviceGetTemperature(*dev, NVML_TEMPERATURE_GPU, &temp),
             NVML_ERROR_FUNCTION_NOT_FOUND);
   EXPECT_EQ(temp, 7u);  // untouched
-  EXPECT_TRUE(NvmlIsUnsupported(nvml.nvmlDeviceGetFieldValues(*dev, 0, nullptr)));
+  EXPECT_TRUE(gpu::NvmlIsUnsupported(nvml.nvmlDeviceGetFieldValues(*dev, 0, nullptr)));
   nvmlGpmSample_t sample = nullptr;
   EXPECT_EQ(nvml.nvmlGpmSampleAlloc(&sample), NVML_ERROR_FUNCTION_NOT_FOUND);
 
   auto version = nvml.NvmlVersion();
   EXPECT_EQ(version.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(NvmlReturnOf(version.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(gpu::NvmlReturnOf(version.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
   auto mig = nvml.GetMigMode(*dev);
   EXPECT_EQ(mig.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(NvmlReturnOf(mig.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(gpu::NvmlReturnOf(mig.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
   auto gi = nvml.GpuInstanceProfileInfo(*dev, NVML_GPU_INSTANCE_PROFILE_1_SLICE);  // neither V nor v1
-  EXPECT_EQ(NvmlReturnOf(gi.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
-  EXPECT_EQ(NvmlReturnOf(nvml.ComputeProcesses(*dev).status()), NVML_ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(gpu::NvmlReturnOf(gi.status()), NVML_ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(gpu::NvmlReturnOf(nvml.ComputeProcesses(*dev).status()), NVML_ERROR_FUNCTION_NOT_FOUND);
   auto driver = nvml.DriverVersion();
   ASSERT_OK(driver);
   EXPECT_EQ(driver->ToString(), "450.80.02");
 }
 
 TEST(NvmlWrappersTest, ReadGpuOnAnOldDriverLeavesEveryFieldAbsentWithoutErrors) {
-  auto lib = NvmlLibrary::Open(GPUNODE_TEST_MINIMAL_NVML);
+  auto lib = gpu::NvmlLibrary::Open(GPUNODE_TEST_MINIMAL_NVML);
   ASSERT_OK(lib);
-  auto gpu = ReadGpu(**lib, 0, GpuReadOptions{.live_metrics = true});
+  auto gpu = gpu::ReadGpu(**lib, 0, gpu::GpuReadOptions{.live_metrics = true});
   ASSERT_OK(gpu);
   EXPECT_TRUE(gpu->name.empty());
   EXPECT_FALSE(gpu->temperature_c);
@@ -83,12 +83,12 @@ TEST(NvmlWrappersTest, ReadGpuOnAnOldDriverLeavesEveryFieldAbsentWithoutErrors) 
   EXPECT_TRUE(gpu->nvlinks.empty());
   EXPECT_TRUE(gpu->field_errors.empty());
 
-  NvmlEventPump pump(**lib);  // no nvmlEventSetCreate: nothing to watch, no crash
+  gpu::NvmlEventPump pump(**lib);  // no nvmlEventSetCreate: nothing to watch, no crash
   EXPECT_EQ(pump.Start({{0u, "GPU-0"}}), 0u);
 }
 
 TEST(NvmlWrappersTest, AMissingRequiredEntryPointFailsOpenNamingIt) {
-  auto lib = NvmlLibrary::Open(GPUNODE_TEST_TOO_OLD_NVML);
+  auto lib = gpu::NvmlLibrary::Open(GPUNODE_TEST_TOO_OLD_NVML);
   ASSERT_FALSE(lib.ok());
   EXPECT_EQ(lib.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(lib.status().message()),
@@ -114,7 +114,7 @@ class SimProfile {
 
 TEST(NvmlWrappersTest, TheSimulatedLibraryBindsEveryEntryUnderItsOwnName) {
   SimProfile profile;
-  auto lib = NvmlLibrary::Open(SimLibrary());
+  auto lib = gpu::NvmlLibrary::Open(SimLibrary());
   ASSERT_OK(lib);
   EXPECT_TRUE((*lib)->fallbacks().empty());
   std::vector<std::string> unbound;
@@ -126,7 +126,7 @@ TEST(NvmlWrappersTest, TheSimulatedLibraryBindsEveryEntryUnderItsOwnName) {
 }
 
 TEST(CudaWrappersTest, TheCoreSetLoadsWhereTheFullDriverApiIsMissing) {
-  auto core = CudaLibrary::Open(SimLibrary(), CudaApi::kCore);
+  auto core = gpu::CudaLibrary::Open(SimLibrary(), gpu::CudaApi::kCore);
   ASSERT_OK(core);
   EXPECT_TRUE((*core)->cuDriverGetVersion.bound());
   EXPECT_FALSE((*core)->cuDeviceGet.bound());
@@ -135,33 +135,33 @@ TEST(CudaWrappersTest, TheCoreSetLoadsWhereTheFullDriverApiIsMissing) {
   EXPECT_EQ(dev, -1);
   EXPECT_FALSE((*core)->cuTensorMapEncodeTiled.bound());
 
-  auto full = CudaLibrary::Open(SimLibrary(), CudaApi::kFull);
+  auto full = gpu::CudaLibrary::Open(SimLibrary(), gpu::CudaApi::kFull);
   ASSERT_FALSE(full.ok());
   EXPECT_EQ(full.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(full.status().message()), HasSubstr("symbol cuDeviceGet is missing"));
 
-  auto none = CudaLibrary::Open("/nonexistent/libcuda.so.1", CudaApi::kCore);
+  auto none = gpu::CudaLibrary::Open("/nonexistent/libcuda.so.1", gpu::CudaApi::kCore);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
 
-  CudaDriverInfo info = ProbeCuda(GPUNODE_TEST_MINIMAL_NVML, /*init=*/true, nullptr);
+  gpu::CudaDriverInfo info = gpu::ProbeCuda(GPUNODE_TEST_MINIMAL_NVML, /*init=*/true, nullptr);
   EXPECT_EQ(info.status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(info.status.message()),
               HasSubstr("symbol cuInit is missing; not a CUDA driver library"));
 }
 
 TEST(CudaWrappersTest, OneMapForEveryCUresult) {
-  EXPECT_OK(CudaResultToStatus(GPUNODE_CUDA_SUCCESS, "cuInit"));
-  Status s = CudaResultToStatus(GPUNODE_CUDA_ERROR_NO_DEVICE, "cuInit", "CUDA_ERROR_NO_DEVICE",
+  EXPECT_OK(gpu::CudaResultToStatus(GPUNODE_CUDA_SUCCESS, "cuInit"));
+  Status s = gpu::CudaResultToStatus(GPUNODE_CUDA_ERROR_NO_DEVICE, "cuInit", "CUDA_ERROR_NO_DEVICE",
                                 "no CUDA-capable device is detected");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "cuInit: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is detected");
-  EXPECT_EQ(CudaResultToStatus(GPUNODE_CUDA_ERROR_OUT_OF_MEMORY, "op").code(),
+  EXPECT_EQ(gpu::CudaResultToStatus(GPUNODE_CUDA_ERROR_OUT_OF_MEMORY, "op").code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(CudaResultToStatus(GPUNODE_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "op").code(),
+  EXPECT_EQ(gpu::CudaResultToStatus(GPUNODE_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "op").code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CudaResultToStatus(GPUNODE_CUDA_ERROR_ILLEGAL_ADDRESS, "op").code(),
+  EXPECT_EQ(gpu::CudaResultToStatus(GPUNODE_CUDA_ERROR_ILLEGAL_ADDRESS, "op").code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_EQ(CudaResultToStatus(GPUNODE_CUDA_ERROR_NOT_FOUND, "op").message(), "op: CUDA_ERROR (500)");
+  EXPECT_EQ(gpu::CudaResultToStatus(GPUNODE_CUDA_ERROR_NOT_FOUND, "op").message(), "op: CUDA_ERROR (500)");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // src/mig: the mig-parted config parser, the pure planner, and the applier against the simulated
-// NVML (libgpunode-simnvml.so through NvmlLibrary, like `gpunode --simulate`).
+// NVML (libgpunode-simnvml.so through gpu::NvmlLibrary, like `gpunode --simulate`).
 #include <unistd.h>
 
 #include <cstdio>
@@ -143,17 +143,17 @@ struct BadCase {
 
 TEST(MigConfigParse, RefusesBadFilesNamingLineAndKey) {
   const BadCase cases[] = {
-      {"mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "version: missing"},
-      {"version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "config.yaml:1: version: unknown version \"v2\""},
-      {"version: v1\n", "mig-configs: missing"},
+      {"mig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "config.yaml:1: version: expected v1 (mig-parted's format has version: v1), got nothing"},
+      {"version: v2\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n", "config.yaml:1: version: expected v1, got \"v2\""},
+      {"version: v1\n", "config.yaml:1: mig-configs: expected a map of config names to their entries, got nothing"},
       {"version: v1\nmig-configs: {}\n", "at least one config"},
-      {"version: v1\nmig-configs:\n  a: []\n", "mig-configs.a: expected a list of at least one entry"},
-      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n", "mig-configs.a[0]: missing required key mig-enabled"},
-      {"version: v1\nmig-configs:\n  a:\n    - mig-enabled: false\n", "missing required key devices"},
+      {"version: v1\nmig-configs:\n  a: []\n", "config.yaml:3: mig-configs.a: expected a list of at least one entry, got an empty list"},
+      {"version: v1\nmig-configs:\n  a:\n    - devices: all\n", "config.yaml:4: mig-configs.a[0].mig-enabled: expected true or false, got nothing"},
+      {"version: v1\nmig-configs:\n  a:\n    - mig-enabled: false\n", "mig-configs.a[0].devices: expected \"all\" or a list of GPU indexes, got nothing"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: some\n      mig-enabled: false\n",
        "config.yaml:4: mig-configs.a[0].devices: expected \"all\" or a list"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: yes please\n",
-       "mig-enabled: expected true or false"},
+       "config.yaml:5: mig-configs.a[0].mig-enabled: expected true or false, got \"yes please\""},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n",
        "mig-devices is missing"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {\"1g.10gb\": 1}\n",
@@ -163,11 +163,11 @@ TEST(MigConfigParse, RefusesBadFilesNamingLineAndKey) {
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1x.10gb\": 1\n",
        "not a MIG device name"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      colour: red\n",
-       "config.yaml:6: mig-configs.a[0].colour: unknown key"},
+       "config.yaml:6: mig-configs.a[0]: unknown key \"colour\" (known: device-filter, devices, mig-enabled, mig-devices)"},
       {"version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n  a:\n    - devices: all\n      mig-enabled: true\n",
        "duplicate key"},
       {"version: v1\nmig-configs:\n  a:\n    - device-filter: 0xZZ\n      devices: all\n      mig-enabled: false\n",
-       "is not a PCI device id"},
+       "config.yaml:4: mig-configs.a[0].device-filter: expected a PCI device id (0x + up to 8 hex digits), got \"0xZZ\""},
       {"version: v1\nmig-configs:\n  a:\n    - devices: [0, 0]\n      mig-enabled: false\n", "GPU 0 is listed twice"},
       {"version: v1\nmig-configs: [oops\n", "config.yaml"},
   };
@@ -351,13 +351,13 @@ class MigApplyTest : public ::testing::Test {
     std::ofstream(path_) << text;
     setenv("GPUNODE_SIM_PROFILE", path_.c_str(), 1);
   }
-  std::unique_ptr<NvmlLibrary> Open() {
-    auto lib = NvmlLibrary::Open(SimLibrary());
+  std::unique_ptr<gpu::NvmlLibrary> Open() {
+    auto lib = gpu::NvmlLibrary::Open(SimLibrary());
     EXPECT_OK(lib) << lib.status();
     return lib.ok() ? *std::move(lib) : nullptr;
   }
   // MIG devices the existing enumeration (nvmlDeviceGetMigDeviceHandleByIndex) shows, node-wide.
-  static unsigned EnumeratedMigDevices(const NvmlLibrary& nvml) {
+  static unsigned EnumeratedMigDevices(const gpu::NvmlLibrary& nvml) {
     unsigned total = 0, n = 0;
     EXPECT_EQ(nvml.nvmlDeviceGetCount_v2(&n), NVML_SUCCESS);
     for (unsigned i = 0; i < n; ++i) {

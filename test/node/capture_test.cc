@@ -18,7 +18,7 @@ namespace {
 
 using ::gpunode::testing::SimLibrary;
 
-NodeInventory ProbeProfileText(const std::string& text, const std::string& tag) {
+node::NodeInventory ProbeProfileText(const std::string& text, const std::string& tag) {
   auto dir = std::filesystem::temp_directory_path() / ("gpunode-capture-" + tag + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -29,9 +29,9 @@ NodeInventory ProbeProfileText(const std::string& text, const std::string& tag) 
   EXPECT_OK(sim::WriteHostRoot(*profile, (dir / "root").string()));
   ::setenv("GPUNODE_SIM_PROFILE", path.c_str(), 1);
   auto fs = HostFs::Open((dir / "root").string());
-  ProbeOptions options;
+  node::ProbeOptions options;
   options.nvml_library = options.cuda_library = SimLibrary();
-  auto inv = ProbeNode(*fs, options);
+  auto inv = node::ProbeNode(*fs, options);
   std::filesystem::remove_all(dir);
   return *inv;
 }
@@ -43,17 +43,17 @@ TEST(CaptureProfileTest, ACapturedNodeReplaysAsTheSameInventory) {
   for (const char* name : {"dgx-h200", "a100-mig", "t4-cloud", "h200-real", "pcie-l40s-4"}) {
     auto source = sim::ResolveProfile(name);
     ASSERT_OK(source) << source.status();
-    NodeInventory original = ProbeProfileText(source->text, std::string(name) + "-a");
-    std::string captured = AsYaml(CaptureProfile(original, std::string(name) + "-captured", "round trip"));
-    NodeInventory replay = ProbeProfileText(captured, std::string(name) + "-b");
+    node::NodeInventory original = ProbeProfileText(source->text, std::string(name) + "-a");
+    std::string captured = AsYaml(node::CaptureProfile(original, std::string(name) + "-captured", "round trip"));
+    node::NodeInventory replay = ProbeProfileText(captured, std::string(name) + "-b");
     ASSERT_EQ(replay.driver.gpus.size(), original.driver.gpus.size()) << name;
     EXPECT_EQ(replay.driver.driver_version, original.driver.driver_version) << name;
     EXPECT_EQ(replay.kernel.version, original.kernel.version) << name;
     EXPECT_EQ(replay.kernel.flavor, original.kernel.flavor) << name;
     EXPECT_EQ(replay.hardware.numa_nodes, original.hardware.numa_nodes) << name;
     for (size_t i = 0; i < original.driver.gpus.size(); ++i) {
-      const GpuInfo& a = original.driver.gpus[i];
-      const GpuInfo& b = replay.driver.gpus[i];
+      const gpu::GpuInfo& a = original.driver.gpus[i];
+      const gpu::GpuInfo& b = replay.driver.gpus[i];
       EXPECT_EQ(a.uuid, b.uuid) << name;
       EXPECT_EQ(a.pci_bus_id, b.pci_bus_id) << name;
       EXPECT_EQ(a.pci_device_id, b.pci_device_id) << name;

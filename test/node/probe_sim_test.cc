@@ -38,12 +38,12 @@ class SimNode {
   }
   ~SimNode() { std::filesystem::remove_all(dir_); }
 
-  NodeInventory Probe() {
+  node::NodeInventory Probe() {
     auto fs = HostFs::Open((dir_ / "root").string());
     EXPECT_OK(fs) << fs.status();
-    ProbeOptions options;
+    node::ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
-    auto inv = ProbeNode(*fs, options);
+    auto inv = node::ProbeNode(*fs, options);
     EXPECT_OK(inv) << inv.status();
     return *inv;
   }
@@ -54,7 +54,7 @@ class SimNode {
   std::string profile_path_;
 };
 
-std::vector<std::string> FindingIds(const NodeInventory& inv) {
+std::vector<std::string> FindingIds(const node::NodeInventory& inv) {
   std::vector<std::string> ids;
   for (const auto& c : doctor::RunDoctor(inv).checks) {
     for (const auto& f : c.findings) ids.push_back(f.id);
@@ -64,7 +64,7 @@ std::vector<std::string> FindingIds(const NodeInventory& inv) {
 
 TEST(ProbeSimTest, DgxH200IsEightHealthyH200sWithNvlinkAndTwoNumaNodes) {
   SimNode node("dgx-h200");
-  NodeInventory inv = node.Probe();
+  node::NodeInventory inv = node.Probe();
   ASSERT_OK(inv.driver.status) << inv.driver.status;
   EXPECT_EQ(inv.hardware.gpus.size(), 8u);
   EXPECT_EQ(inv.hardware.numa_nodes, 2);
@@ -75,7 +75,7 @@ TEST(ProbeSimTest, DgxH200IsEightHealthyH200sWithNvlinkAndTwoNumaNodes) {
   EXPECT_FALSE(inv.driver.gpus[0].nvlinks.empty());
   EXPECT_EQ(inv.driver.topology.size(), 64u);
   EXPECT_EQ(inv.kernel.version, inv.driver.driver_version);
-  EXPECT_EQ(inv.kernel.flavor, ModuleFlavor::kOpen);
+  EXPECT_EQ(inv.kernel.flavor, node::ModuleFlavor::kOpen);
   EXPECT_OK(inv.driver.cuda.status) << inv.driver.cuda.status;
   EXPECT_EQ(inv.driver.cuda.device_count, 8);
   EXPECT_THAT(FindingIds(inv), ::testing::IsEmpty());
@@ -84,8 +84,8 @@ TEST(ProbeSimTest, DgxH200IsEightHealthyH200sWithNvlinkAndTwoNumaNodes) {
 
 TEST(ProbeSimTest, MismatchedModuleAndLibraryIsDiagnosedAsAVersionMismatch) {
   SimNode node("broken-mismatch");
-  NodeInventory inv = node.Probe();
-  EXPECT_EQ(NvmlReturnOf(inv.driver.status), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+  node::NodeInventory inv = node.Probe();
+  EXPECT_EQ(gpu::NvmlReturnOf(inv.driver.status), NVML_ERROR_LIB_RM_VERSION_MISMATCH);
   auto report = doctor::RunDoctor(inv);
   ASSERT_TRUE(report.first.has_value());
   EXPECT_EQ(report.first->id, "driver.version-mismatch");
@@ -94,22 +94,22 @@ TEST(ProbeSimTest, MismatchedModuleAndLibraryIsDiagnosedAsAVersionMismatch) {
 
 TEST(ProbeSimTest, NoDriverIsAKernelLayerFailure) {
   SimNode node("broken-no-driver");
-  NodeInventory inv = node.Probe();
+  node::NodeInventory inv = node.Probe();
   EXPECT_FALSE(inv.hardware.gpus.empty());
   EXPECT_FALSE(inv.kernel.proc_present);
-  EXPECT_EQ(NvmlReturnOf(inv.driver.status), NVML_ERROR_DRIVER_NOT_LOADED);
+  EXPECT_EQ(gpu::NvmlReturnOf(inv.driver.status), NVML_ERROR_DRIVER_NOT_LOADED);
   auto report = doctor::RunDoctor(inv);
   EXPECT_EQ(report.first->id, "kernel.module-not-loaded");
 }
 
 TEST(ProbeSimTest, AFallenGpuIsLostAndTheOthersStillAnswer) {
   SimNode node("broken-fallen-gpu");
-  NodeInventory inv = node.Probe();
+  node::NodeInventory inv = node.Probe();
   ASSERT_OK(inv.driver.status) << inv.driver.status;
   EXPECT_EQ(inv.driver.device_count, 4u);
   EXPECT_EQ(inv.driver.gpus.size(), 3u);
   ASSERT_EQ(inv.driver.gpu_failures.size(), 1u);
-  EXPECT_EQ(NvmlReturnOf(inv.driver.gpu_failures[0].status), NVML_ERROR_GPU_IS_LOST);
+  EXPECT_EQ(gpu::NvmlReturnOf(inv.driver.gpu_failures[0].status), NVML_ERROR_GPU_IS_LOST);
   EXPECT_THAT(FindingIds(inv), ::testing::Contains("driver.gpu-lost"));
 }
 
@@ -117,8 +117,8 @@ TEST(ProbeSimTest, AFallenGpuIsLostAndTheOthersStillAnswer) {
 // simulated host's sysfs and /proc can.
 TEST(ProbeSimTest, AFallenGpuIsFoundOnTheBusAndKeepsItsRowOnTheDoctorsCard) {
   SimNode node("broken-fallen-gpu");
-  NodeInventory inv = node.Probe();
-  const std::map<unsigned, BusGpu> on_bus = UnreadableGpusOnBus(inv);
+  node::NodeInventory inv = node.Probe();
+  const std::map<unsigned, node::BusGpu> on_bus = node::UnreadableGpusOnBus(inv);
   ASSERT_EQ(on_bus.size(), 1u);
   ASSERT_EQ(on_bus.count(2), 1u);
   EXPECT_EQ(on_bus.at(2).pci_bus_id, "0000:3a:00.0");
@@ -147,7 +147,7 @@ TEST(ProbeSimTest, AFallenGpuIsFoundOnTheBusAndKeepsItsRowOnTheDoctorsCard) {
 
 TEST(ProbeSimTest, ADegradedLinkIsReportedWithItsGenerationAndWidth) {
   SimNode node("broken-degraded-link");
-  NodeInventory inv = node.Probe();
+  node::NodeInventory inv = node.Probe();
   auto report = doctor::RunDoctor(inv);
   EXPECT_THAT(FindingIds(inv), ::testing::ElementsAre("hardware.pcie-degraded"));
   EXPECT_NE(report.first->observed.find("Gen3 x8"), std::string::npos) << report.first->observed;
@@ -155,9 +155,9 @@ TEST(ProbeSimTest, ADegradedLinkIsReportedWithItsGenerationAndWidth) {
 
 TEST(ProbeSimTest, MigInstancesAreReadThroughMigHandles) {
   SimNode node("a100-mig");
-  NodeInventory inv = node.Probe();
+  node::NodeInventory inv = node.Probe();
   ASSERT_EQ(inv.driver.gpus.size(), 1u);
-  const GpuInfo& g = inv.driver.gpus[0];
+  const gpu::GpuInfo& g = inv.driver.gpus[0];
   EXPECT_EQ(g.mig_enabled, true);
   ASSERT_FALSE(g.mig_devices.empty());
   EXPECT_EQ(g.mig_devices[0].uuid.rfind("MIG-", 0), 0u);
@@ -168,7 +168,7 @@ TEST(ProbeSimTest, MigInstancesAreReadThroughMigHandles) {
 TEST(ProbeSimTest, EveryBuiltInProfileProbesWithoutCrashing) {
   for (const std::string& name : sim::BuiltinProfileNames()) {
     SimNode node(name);
-    NodeInventory inv = node.Probe();
+    node::NodeInventory inv = node.Probe();
     auto report = doctor::RunDoctor(inv);
     EXPECT_EQ(report.checks.size(), 6u) << name;
   }
@@ -176,7 +176,7 @@ TEST(ProbeSimTest, EveryBuiltInProfileProbesWithoutCrashing) {
 
 TEST(ProbeSimTest, ALiveEditOfTheProfileIsSeenByTheNextProbe) {
   SimNode node("t4-cloud");
-  NodeInventory before = node.Probe();
+  node::NodeInventory before = node.Probe();
   ASSERT_EQ(before.driver.gpus.size(), 1u);
   std::ifstream in(node.profile_path());
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -186,31 +186,31 @@ TEST(ProbeSimTest, ALiveEditOfTheProfileIsSeenByTheNextProbe) {
   text.replace(pos, end - pos, "temperature_c: 91");
   std::ofstream(node.profile_path()) << text;
   ::usleep(120 * 1000);  // the simulator checks the file at most every ~50 ms
-  NodeInventory after = node.Probe();
+  node::NodeInventory after = node.Probe();
   ASSERT_EQ(after.driver.gpus.size(), 1u);
   EXPECT_EQ(after.driver.gpus[0].temperature_c, 91u);
   EXPECT_THAT(FindingIds(after), ::testing::Contains("hardware.hot"));
 }
 
 TEST(NvmlLoaderTest, AMissingLibraryIsNotFoundWithLibraryNotFoundCode) {
-  auto nvml = NvmlLibrary::Open("/nonexistent/libnvidia-ml.so.1");
+  auto nvml = gpu::NvmlLibrary::Open("/nonexistent/libnvidia-ml.so.1");
   EXPECT_EQ(nvml.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(NvmlReturnOf(nvml.status()), NVML_ERROR_LIBRARY_NOT_FOUND);
+  EXPECT_EQ(gpu::NvmlReturnOf(nvml.status()), NVML_ERROR_LIBRARY_NOT_FOUND);
 }
 
 TEST(NvmlLoaderTest, NvmlReturnCodesMapToDistinctStatusCodes) {
-  EXPECT_OK(NvmlReturnToStatus(NVML_SUCCESS, "x"));
-  EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_NOT_SUPPORTED, "x").code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "x").code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "x").code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "x").code(),
+  EXPECT_OK(gpu::NvmlReturnToStatus(NVML_SUCCESS, "x"));
+  EXPECT_EQ(gpu::NvmlReturnToStatus(NVML_ERROR_NOT_SUPPORTED, "x").code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(gpu::NvmlReturnToStatus(NVML_ERROR_NO_PERMISSION, "x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(gpu::NvmlReturnToStatus(NVML_ERROR_GPU_IS_LOST, "x").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(gpu::NvmlReturnToStatus(NVML_ERROR_LIB_RM_VERSION_MISMATCH, "x").code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(NvmlReturnToStatus(NVML_ERROR_TIMEOUT, "x").code(), absl::StatusCode::kDeadlineExceeded);
-  Status st = NvmlReturnToStatus(NVML_ERROR_DRIVER_NOT_LOADED, "nvmlInit_v2", "Driver Not Loaded");
-  EXPECT_EQ(NvmlReturnOf(st), NVML_ERROR_DRIVER_NOT_LOADED);
+  EXPECT_EQ(gpu::NvmlReturnToStatus(NVML_ERROR_TIMEOUT, "x").code(), absl::StatusCode::kDeadlineExceeded);
+  Status st = gpu::NvmlReturnToStatus(NVML_ERROR_DRIVER_NOT_LOADED, "nvmlInit_v2", "Driver Not Loaded");
+  EXPECT_EQ(gpu::NvmlReturnOf(st), NVML_ERROR_DRIVER_NOT_LOADED);
   EXPECT_EQ(st.message(), "nvmlInit_v2: Driver Not Loaded (NVML_ERROR_DRIVER_NOT_LOADED)");
-  EXPECT_TRUE(NvmlIsUnsupported(NVML_ERROR_FUNCTION_NOT_FOUND));
-  EXPECT_FALSE(NvmlIsUnsupported(NVML_ERROR_GPU_IS_LOST));
+  EXPECT_TRUE(gpu::NvmlIsUnsupported(NVML_ERROR_FUNCTION_NOT_FOUND));
+  EXPECT_FALSE(gpu::NvmlIsUnsupported(NVML_ERROR_GPU_IS_LOST));
 }
 
 }  // namespace

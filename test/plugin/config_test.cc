@@ -67,16 +67,19 @@ TEST(PluginConfigTest, BadFilesNameTheFieldThatIsWrong) {
     const char* text;
     const char* message;
   } cases[] = {
-      {"version: v2\n", "version: \"v2\": unknown version"},
-      {"flags: {migStrategy: some}\n", "flags.migStrategy: MIG strategy \"some\""},
+      {"version: v2\n", "config.yaml:1: version: expected v1, got \"v2\""},
+      {"flags: {migStrategy: some}\n", "config.yaml:1: flags.migStrategy: MIG strategy \"some\""},
       {"flags: {plugin: {deviceIDStrategy: serial}}\n", "flags.plugin.deviceIDStrategy"},
       {"flags: {plugin: {deviceListStrategy: [envvar, magic]}}\n", "device list strategy \"magic\""},
-      {"flags: {migStrategi: none}\n", "flags.migStrategi: unknown field"},
+      {"flags: {migStrategi: none}\n", "config.yaml:1: flags: unknown key \"migStrategi\" (known: migStrategy, "},
       {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: 1}]}}\n",
-       "sharing.timeSlicing.resources[0].replicas: 1: must be 2 or more"},
-      {"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 4}]}}\n", "not an nvidia.com/ resource"},
-      {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: four}]}}\n", "not an integer"},
-      {"sharing: {timeSlicing: {}, mps: {}}\n", "mutually exclusive"},
+       "sharing.timeSlicing.resources[0].replicas: expected 2 or more replicas (1 means not shared), got \"1\""},
+      {"sharing: {timeSlicing: {resources: [{name: gpu, replicas: 4}]}}\n",
+       "resources[0].name: expected an nvidia.com/ resource name, got \"gpu\""},
+      {"sharing: {timeSlicing: {resources: [{name: nvidia.com/gpu, replicas: four}]}}\n", "replicas: expected an integer, got \"four\""},
+      {"sharing: {timeSlicing: {}, mps: {}}\n", "config.yaml:1: sharing: timeSlicing and mps are mutually exclusive"},
+      {"flags:\n  plugin:\n    passDeviceSpecs: maybe\n",
+       "config.yaml:3: flags.plugin.passDeviceSpecs: expected true or false, got \"maybe\""},
       {"flags: [\n", "not valid YAML"},
       {"flags: {gfd: {sleepInterval: 500ms}}\n", "flags.gfd.sleepInterval"},
   };

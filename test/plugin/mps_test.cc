@@ -19,7 +19,7 @@
 #include "sim/support/profile.h"
 #include "src/node/probe.h"
 #include "src/plugin/devices.h"
-#include "src/plugin/labels.h"
+#include "src/labels/labels.h"
 #include "src/plugin/server.h"
 #include "src/plugin/topology.h"
 #include "test/testing/kubelet_emulator.h"
@@ -214,13 +214,13 @@ class MpsManagerTest : public ::testing::Test {
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open(root());
     ASSERT_OK(host);
-    ProbeOptions options;
+    node::ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     options.load_cuda = false;
     options.query_topology = false;
     options.live_metrics = false;
-    auto inv = ProbeNode(*host, options);
+    auto inv = node::ProbeNode(*host, options);
     ASSERT_OK(inv) << inv.status();
     inv_ = *inv;
   }
@@ -274,7 +274,7 @@ class MpsManagerTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  NodeInventory inv_;
+  node::NodeInventory inv_;
   std::unique_ptr<MpsManager> manager_;
   std::mutex log_mu_;
   std::string log_;
@@ -303,7 +303,7 @@ TEST_F(MpsManagerTest, StartsOneDaemonWithTheReplicasSettingsAndStopLeavesNothin
   }
   // It was given the GPUs by UUID, in order.
   std::string uuids;
-  for (const GpuInfo& g : inv_.driver.gpus) uuids += (uuids.empty() ? "" : ",") + g.uuid;
+  for (const gpu::GpuInfo& g : inv_.driver.gpus) uuids += (uuids.empty() ? "" : ",") + g.uuid;
   EXPECT_THAT(log, HasSubstr("CUDA_VISIBLE_DEVICES=" + uuids + " (4 device(s))"));
   EXPECT_THAT(Log(), HasSubstr("MPS: started the control daemon for nvidia.com/gpu (pid " + std::to_string(pid)));
 
@@ -436,8 +436,8 @@ TEST_F(MpsManagerTest, MigDevicesAreRefusedBeforeAnythingStarts) {
 
 TEST_F(MpsManagerTest, LabelsSayMpsWithTheReplicas) {
   const PluginConfig config = MpsConfig(2);
-  LabelOptions options;
-  const LabelSet set = BuildLabels(inv_, config, options);
+  labels::LabelOptions options;
+  const labels::LabelSet set = labels::BuildLabels(inv_, config, options);
   EXPECT_EQ(set.labels.at("nvidia.com/mps.capable"), "true");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.sharing-strategy"), "mps");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.replicas"), "2");

@@ -53,11 +53,11 @@ class PluginTest : public ::testing::Test {
     ::setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
     auto host = HostFs::Open((dir_ / "root").string());
     ASSERT_OK(host);
-    ProbeOptions options;
+    node::ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     options.query_topology = true;
-    auto inv = ProbeNode(*host, options);
+    auto inv = node::ProbeNode(*host, options);
     ASSERT_OK(inv) << inv.status();
     inv_ = *inv;
   }
@@ -91,8 +91,8 @@ class PluginTest : public ::testing::Test {
                                                  log_ += m + "\n";
                                                });
     std::vector<std::pair<unsigned, std::string>> watched;
-    for (const GpuInfo& g : inv_.driver.gpus) watched.emplace_back(g.index, g.uuid);
-    auto nvml = NvmlLibrary::Open(SimLibrary());
+    for (const gpu::GpuInfo& g : inv_.driver.gpus) watched.emplace_back(g.index, g.uuid);
+    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
     ASSERT_OK(nvml) << nvml.status();
     nvml_ = *std::move(nvml);
     health.poll_interval = 100ms;
@@ -127,9 +127,9 @@ class PluginTest : public ::testing::Test {
 
   fs::path dir_;
   std::string profile_text_, profile_path_;
-  NodeInventory inv_;
+  node::NodeInventory inv_;
   std::unique_ptr<PluginManager> manager_;
-  std::unique_ptr<NvmlLibrary> nvml_;
+  std::unique_ptr<gpu::NvmlLibrary> nvml_;
   std::unique_ptr<HealthMonitor> monitor_;
   std::unique_ptr<gpunode::testing::KubeletEmulator> kubelet_;
   std::atomic<bool> stop_{false};
@@ -362,7 +362,7 @@ namespace gpunode::plugin {
 namespace {
 
 TEST(MigProfileNameTest, FollowsNvidiasRoundingOfTheShareOfTheParentsMemory) {
-  MigDevice m;
+  gpu::MigDevice m;
   m.slices = 1;
   m.memory_total_bytes = 16768ull << 20;  // an H200 1g.18gb instance
   EXPECT_EQ(MigProfileName(m, 143771ull << 20), "1g.18gb");

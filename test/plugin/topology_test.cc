@@ -38,7 +38,7 @@ using ::gpunode::testing::SimLibrary;
 
 // The inventory the real probes read from a simulated node (a built-in profile name, or a
 // profile's YAML text when `text` is set).
-NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
+node::NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
   const fs::path dir =
       fs::temp_directory_path() / ("gpunode-topology-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -51,7 +51,7 @@ NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
   }
   const std::string profile_path = (dir / "profile.yaml").string();
   std::ofstream(profile_path) << yaml;
-  NodeInventory inv;
+  node::NodeInventory inv;
   auto profile = sim::ParseProfile(yaml, name);
   EXPECT_OK(profile) << profile.status();
   if (profile.ok()) {
@@ -61,12 +61,12 @@ NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
     auto host = HostFs::Open((dir / "root").string());
     EXPECT_OK(host) << host.status();
     if (host.ok()) {
-      ProbeOptions options;
+      node::ProbeOptions options;
       options.nvml_library = options.cuda_library = SimLibrary();
       options.init_cuda = false;
       options.query_topology = true;
       options.live_metrics = false;
-      auto probed = ProbeNode(*host, options);
+      auto probed = node::ProbeNode(*host, options);
       EXPECT_OK(probed) << probed.status();
       if (probed.ok()) inv = *probed;
     }
@@ -76,8 +76,8 @@ NodeInventory ProbeOnce(const std::string& name, const std::string& text) {
 }
 
 // Probed once per test binary (a probe takes a few hundred ms in a Debug build).
-const NodeInventory& ProbeSimulated(const std::string& name, const std::string& text = "") {
-  static std::map<std::string, NodeInventory>* cache = new std::map<std::string, NodeInventory>();
+const node::NodeInventory& ProbeSimulated(const std::string& name, const std::string& text = "") {
+  static std::map<std::string, node::NodeInventory>* cache = new std::map<std::string, node::NodeInventory>();
   auto it = cache->find(name);
   if (it == cache->end()) it = cache->emplace(name, ProbeOnce(name, text)).first;
   return it->second;
@@ -114,15 +114,15 @@ std::string TwoIslandProfile() {
   return y.str();
 }
 
-std::vector<std::string> Uuids(const NodeInventory& inv, std::vector<int> positions) {
+std::vector<std::string> Uuids(const node::NodeInventory& inv, std::vector<int> positions) {
   std::vector<std::string> out;
   for (int p : positions) out.push_back(inv.driver.gpus.at(p).uuid);  // throws if the probe failed
   return out;
 }
 
-std::vector<std::string> AllUuids(const NodeInventory& inv) {
+std::vector<std::string> AllUuids(const node::NodeInventory& inv) {
   std::vector<std::string> out;
-  for (const GpuInfo& g : inv.driver.gpus) out.push_back(g.uuid);
+  for (const gpu::GpuInfo& g : inv.driver.gpus) out.push_back(g.uuid);
   return out;
 }
 
@@ -192,16 +192,16 @@ std::vector<std::string> IdsOf(const LinkMatrix& m, const std::vector<size_t>& p
 
 // A 16-GPU node as the probes would report it: four islands of 4 GPUs joined by direct NVLinks
 // (islands 0 and 2 with 6 links per pair, 1 and 3 with 2), two PCIe switches per socket.
-NodeInventory SixteenGpuInventory() {
-  NodeInventory inv;
+node::NodeInventory SixteenGpuInventory() {
+  node::NodeInventory inv;
   const size_t n = 16;
   for (unsigned i = 0; i < n; ++i) {
-    GpuInfo g;
+    gpu::GpuInfo g;
     g.index = i;
     g.uuid = absl::StrCat("GPU-sixteen-", i);
     g.pci_bus_id = absl::StrFormat("0000:%02x:00.0", 0x10 + i * 0x0e);
     inv.driver.gpus.push_back(g);
-    PciDevice d;
+    node::PciDevice d;
     d.bus_id = g.pci_bus_id;
     d.class_code = 0x030200;
     d.numa_node = i < 8 ? 0 : 1;
@@ -237,7 +237,7 @@ NodeInventory SixteenGpuInventory() {
 // --- link matrix ---------------------------------------------------------------------------
 
 TEST(LinkMatrixTest, DgxH200PairsScoreTheirEighteenNvSwitchLinksPlusPcieAndNuma) {
-  const NodeInventory& inv = ProbeSimulated("dgx-h200");
+  const node::NodeInventory& inv = ProbeSimulated("dgx-h200");
   ASSERT_EQ(inv.driver.gpus.size(), 8u);
   ASSERT_EQ(inv.driver.topology.size(), 64u);
   LinkMatrix m = BuildLinkMatrix(inv);
@@ -252,7 +252,7 @@ TEST(LinkMatrixTest, DgxH200PairsScoreTheirEighteenNvSwitchLinksPlusPcieAndNuma)
 }
 
 TEST(LinkMatrixTest, PcieL40sPairsBehindOneSwitchOutscoreEveryOtherPair) {
-  const NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
+  const node::NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
   LinkMatrix m = BuildLinkMatrix(inv);
   ASSERT_EQ(m.size(), 4u);
   EXPECT_EQ(m.Score(0, 1), kScoreSingle + kScoreSameNuma);
@@ -262,7 +262,7 @@ TEST(LinkMatrixTest, PcieL40sPairsBehindOneSwitchOutscoreEveryOtherPair) {
 }
 
 TEST(LinkMatrixTest, DirectNvLinksCountOneHundredPerLinkAndOnlyWithinAnIsland) {
-  const NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
+  const node::NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
   ASSERT_EQ(inv.driver.gpus.size(), 8u);
   ASSERT_EQ(inv.driver.gpus[0].nvlinks.size(), 12u);
   LinkMatrix m = BuildLinkMatrix(inv);
@@ -277,9 +277,9 @@ TEST(LinkMatrixTest, HgxNvSwitchLinksWithTheUnknownRemoteBusIdCountAsOneSharedFa
   // `nvidia-smi nvlink -R`): the NVSwitch chips are not on the host's PCI bus, every one of the
   // 18 links of each GPU has the remote bus ID FFFFFFFF:FF:FF.0, and `nvidia-smi topo -m` says
   // NV18.
-  NodeInventory inv;
+  node::NodeInventory inv;
   for (unsigned i = 0; i < 2; ++i) {
-    GpuInfo g;
+    gpu::GpuInfo g;
     g.index = i;
     g.uuid = absl::StrCat("GPU-hgx-", i);
     g.pci_bus_id = i == 0 ? "0000:00:06.0" : "0000:00:07.0";
@@ -291,7 +291,7 @@ TEST(LinkMatrixTest, HgxNvSwitchLinksWithTheUnknownRemoteBusIdCountAsOneSharedFa
 }
 
 TEST(LinkMatrixTest, WithoutTopologyLevelsOrNumaOnlyNvLinksScore) {
-  NodeInventory inv = SixteenGpuInventory();
+  node::NodeInventory inv = SixteenGpuInventory();
   inv.driver.topology.clear();
   inv.hardware.gpus.clear();
   LinkMatrix m = BuildLinkMatrix(inv);
@@ -301,7 +301,7 @@ TEST(LinkMatrixTest, WithoutTopologyLevelsOrNumaOnlyNvLinksScore) {
 }
 
 TEST(LinkMatrixTest, InactiveLinksAndLinksToGpusNvmlCouldNotOpenAreNotCounted) {
-  NodeInventory inv = SixteenGpuInventory();
+  node::NodeInventory inv = SixteenGpuInventory();
   inv.driver.gpus[0].nvlinks[0].active = false;  // one of the 6 links to GPU 1, seen from 0
   inv.driver.gpus[1].nvlinks[0].active = false;  // and the same from GPU 1
   // GPU 9 is lost: NVML does not list it, but sysfs still does.
@@ -314,7 +314,7 @@ TEST(LinkMatrixTest, InactiveLinksAndLinksToGpusNvmlCouldNotOpenAreNotCounted) {
 }
 
 TEST(LinkMatrixTest, FindReadsUuidsAndIndices) {
-  NodeInventory inv = SixteenGpuInventory();
+  node::NodeInventory inv = SixteenGpuInventory();
   LinkMatrix m = BuildLinkMatrix(inv);
   EXPECT_EQ(m.Find("GPU-sixteen-7"), 7u);
   EXPECT_EQ(m.Find("12"), 12u);
@@ -327,7 +327,7 @@ TEST(LinkMatrixTest, FindReadsUuidsAndIndices) {
 // --- full GPUs on simulated nodes ----------------------------------------------------------
 
 TEST(PreferredGpusTest, DgxH200FourGpusComeFromOneNumaNode) {
-  const NodeInventory& inv = ProbeSimulated("dgx-h200");
+  const node::NodeInventory& inv = ProbeSimulated("dgx-h200");
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 4);
   ASSERT_OK(got) << got.status();
@@ -341,7 +341,7 @@ TEST(PreferredGpusTest, DgxH200FourGpusComeFromOneNumaNode) {
 }
 
 TEST(PreferredGpusTest, DgxH200AnswerDoesNotDependOnTheOrderOfAvailable) {
-  const NodeInventory& inv = ProbeSimulated("dgx-h200");
+  const node::NodeInventory& inv = ProbeSimulated("dgx-h200");
   LinkMatrix m = BuildLinkMatrix(inv);
   std::vector<std::string> ids = AllUuids(inv);
   std::reverse(ids.begin(), ids.end());
@@ -354,7 +354,7 @@ TEST(PreferredGpusTest, DgxH200AnswerDoesNotDependOnTheOrderOfAvailable) {
 }
 
 TEST(PreferredGpusTest, DgxH200WithIndexIdsAnswersIndexIds) {
-  const NodeInventory& inv = ProbeSimulated("dgx-h200");
+  const node::NodeInventory& inv = ProbeSimulated("dgx-h200");
   LinkMatrix m = BuildLinkMatrix(inv);
   // Four GPUs: all of socket 1, where four are free.
   auto got = PreferredGpus(m, {"2", "3", "4", "5", "6", "7"}, {}, 4);
@@ -367,7 +367,7 @@ TEST(PreferredGpusTest, DgxH200WithIndexIdsAnswersIndexIds) {
 }
 
 TEST(PreferredGpusTest, PcieL40sTwoGpusAreASwitchPair) {
-  const NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
+  const node::NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 2);
   ASSERT_OK(got) << got.status();
@@ -381,7 +381,7 @@ TEST(PreferredGpusTest, PcieL40sTwoGpusAreASwitchPair) {
 }
 
 TEST(PreferredGpusTest, PcieL40sOneGpuIsTakenWhereItBreaksNoSwitchPair) {
-  const NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
+  const node::NodeInventory& inv = ProbeSimulated("pcie-l40s-4");
   LinkMatrix m = BuildLinkMatrix(inv);
   // GPU 3 is in use: GPU 2 is alone behind its switch; taking it keeps the pair 0-1 whole.
   auto got = PreferredGpus(m, Uuids(inv, {0, 1, 2}), {}, 1);
@@ -393,7 +393,7 @@ TEST(PreferredGpusTest, PcieL40sOneGpuIsTakenWhereItBreaksNoSwitchPair) {
 }
 
 TEST(PreferredGpusTest, TwoIslandsFourGpusAreOneIslandNotOneSocket) {
-  const NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
+  const node::NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
   LinkMatrix m = BuildLinkMatrix(inv);
   auto got = PreferredGpus(m, AllUuids(inv), {}, 4);
   ASSERT_OK(got) << got.status();
@@ -405,7 +405,7 @@ TEST(PreferredGpusTest, TwoIslandsFourGpusAreOneIslandNotOneSocket) {
 }
 
 TEST(PreferredGpusTest, TwoIslandsMustIncludeInIslandBGetsItsPartnerInIslandB) {
-  const NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
+  const node::NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
   LinkMatrix m = BuildLinkMatrix(inv);
   for (int b : {2, 3, 6, 7}) {
     auto got = PreferredGpus(m, AllUuids(inv), Uuids(inv, {b}), 2);
@@ -419,7 +419,7 @@ TEST(PreferredGpusTest, TwoIslandsMustIncludeInIslandBGetsItsPartnerInIslandB) {
 }
 
 TEST(PreferredGpusTest, TwoIslandsOneGpuIsTakenFromTheBrokenIsland) {
-  const NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
+  const node::NodeInventory& inv = ProbeSimulated("two-islands", TwoIslandProfile());
   LinkMatrix m = BuildLinkMatrix(inv);
   // GPU 7 is in use: island B is the broken one.
   auto got = PreferredGpus(m, Uuids(inv, {0, 1, 2, 3, 4, 5, 6}), {}, 1);

@@ -16,68 +16,13 @@
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
+#include "test/sim/sim_nvml_fixture.h"
 #include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
 
-struct Api {
-#define GPUNODE_TEST_FIELD(ret, name, params) ret(*name) params = nullptr;
-  GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_FIELD)
-#undef GPUNODE_TEST_FIELD
-  std::vector<std::string> missing;
-};
-
-const Api& Lib() {
-  static const Api* api = [] {
-    auto* a = new Api();
-    const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-    const std::string path =
-        env != nullptr && *env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      a->missing.push_back(std::string("dlopen: ") + dlerror());
-      return a;
-    }
-#define GPUNODE_TEST_RESOLVE(ret, name, params)               \
-  a->name = reinterpret_cast<ret(*) params>(dlsym(h, #name)); \
-  if (a->name == nullptr) a->missing.push_back(#name);
-    GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_RESOLVE)
-#undef GPUNODE_TEST_RESOLVE
-    return a;
-  }();
-  return *api;
-}
-
-class SimNvmlExtrasTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(Lib().missing.empty()) << Lib().missing[0];
-    path_ = ::testing::TempDir() + "/simnvml-extras-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
-    setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
-  }
-  void TearDown() override {
-    if (!Lib().missing.empty()) return;
-    while (Lib().nvmlShutdown() == NVML_SUCCESS) {
-    }
-    std::remove(path_.c_str());
-  }
-  void UseBuiltin(const char* name) { setenv("GPUNODE_SIM_PROFILE", name, 1); }
-  void UseFile(const std::string& text) {
-    std::string tmp = path_ + ".tmp";
-    std::ofstream(tmp) << text;
-    std::rename(tmp.c_str(), path_.c_str());
-    setenv("GPUNODE_SIM_PROFILE", path_.c_str(), 1);
-  }
-  nvmlDevice_t Device(unsigned i) {
-    nvmlDevice_t d = nullptr;
-    EXPECT_EQ(Lib().nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-    return d;
-  }
-  const Api& nvml() { return Lib(); }
-  std::string path_;
-};
+using SimNvmlExtrasTest = SimNvmlFixture;
 
 // One H200 whose GPU 0 gets `extra` (YAML flow-map entries, starting with ", ").
 std::string OneGpuProfile(const std::string& extra) {
@@ -394,7 +339,7 @@ gpus:
   } cases[] = {
       {"encoder_util: 101}", "gpus[0].encoder_util"},
       {"gpm: {sm_util: 150}}", "gpus[0].gpm.sm_util"},
-      {"gpm: {tensor: 1}}", "gpus[0].gpm.tensor"},
+      {"gpm: {tensor: 1}}", "bad.yaml:6: gpus[0].gpm: unknown key \"tensor\""},
       {"nvlink_throughput_kib: {tx: 1}}", "gpus[0].nvlink_throughput_kib.rx"},
       {"memory_temp_c: hot}", "gpus[0].memory_temp_c"},
   };

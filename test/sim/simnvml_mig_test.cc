@@ -14,51 +14,16 @@
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "src/gpu/nvml_abi.h"
+#include "test/sim/sim_nvml_fixture.h"
 #include "test/testing/status_matchers.h"
 
 namespace gpunode::sim {
 namespace {
 
-struct MigApi {
-#define GPUNODE_TEST_FIELD(ret, name, params) ret(*name) params = nullptr;
-  GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_FIELD)
-#undef GPUNODE_TEST_FIELD
-  std::string missing;
-};
+const SimApi& Api() { return SimLib(); }
 
-const MigApi& Api() {
-  static const MigApi* api = [] {
-    auto* a = new MigApi();
-    const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-    std::string path = env != nullptr && *env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      a->missing = dlerror();
-      return a;
-    }
-#define GPUNODE_TEST_RESOLVE(ret, name, params)               \
-  a->name = reinterpret_cast<ret(*) params>(dlsym(h, #name)); \
-  if (a->name == nullptr) a->missing = #name;
-    GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_RESOLVE)
-#undef GPUNODE_TEST_RESOLVE
-    return a;
-  }();
-  return *api;
-}
-
-class SimMigTest : public ::testing::Test {
+class SimMigTest : public SimNvmlFixture {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(Api().missing.empty()) << Api().missing;
-    path_ = ::testing::TempDir() + "/simmig-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
-    setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
-  }
-  void TearDown() override {
-    while (Api().nvmlShutdown() == NVML_SUCCESS) {
-    }
-    std::remove(path_.c_str());
-  }
   void Use(const char* builtin, const std::string& gpu_extra = "") {
     auto src = ResolveProfile(builtin);
     ASSERT_OK(src);
@@ -72,18 +37,12 @@ class SimMigTest : public ::testing::Test {
     setenv("GPUNODE_SIM_PROFILE", path_.c_str(), 1);
     ASSERT_EQ(Api().nvmlInit_v2(), NVML_SUCCESS);
   }
-  nvmlDevice_t Gpu(unsigned i) {
-    nvmlDevice_t d = nullptr;
-    EXPECT_EQ(Api().nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-    return d;
-  }
-  std::string path_;
 };
 
 TEST_F(SimMigTest, H200ProfilesAndModeChange) {
   Use("dgx-h200");
   const auto& n = Api();
-  nvmlDevice_t d = Gpu(0);
+  nvmlDevice_t d = Device(0);
   nvmlGpuInstanceProfileInfo_v2_t info{};
   info.version = nvmlGpuInstanceProfileInfo_v2;
   ASSERT_EQ(n.nvmlDeviceGetGpuInstanceProfileInfoV(d, NVML_GPU_INSTANCE_PROFILE_1_SLICE, &info), NVML_SUCCESS);
@@ -120,10 +79,10 @@ TEST_F(SimMigTest, H200ProfilesAndModeChange) {
 TEST_F(SimMigTest, PendingWhileAProcessHoldsTheGpu) {
   Use("dgx-h200", "processes: [{pid: 31, used_mib: 100}]");
   nvmlReturn_t activation = NVML_SUCCESS;
-  ASSERT_EQ(Api().nvmlDeviceSetMigMode(Gpu(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
+  ASSERT_EQ(Api().nvmlDeviceSetMigMode(Device(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
   EXPECT_EQ(activation, NVML_ERROR_IN_USE);
   unsigned cur = 9, pend = 9;
-  ASSERT_EQ(Api().nvmlDeviceGetMigMode(Gpu(0), &cur, &pend), NVML_SUCCESS);
+  ASSERT_EQ(Api().nvmlDeviceGetMigMode(Device(0), &cur, &pend), NVML_SUCCESS);
   EXPECT_EQ(cur, unsigned{NVML_DEVICE_MIG_DISABLE});
   EXPECT_EQ(pend, unsigned{NVML_DEVICE_MIG_ENABLE});
 }
@@ -131,7 +90,7 @@ TEST_F(SimMigTest, PendingWhileAProcessHoldsTheGpu) {
 TEST_F(SimMigTest, CreateDestroyWithRealErrorCodes) {
   Use("dgx-h200");
   const auto& n = Api();
-  nvmlDevice_t d = Gpu(1);
+  nvmlDevice_t d = Device(1);
   nvmlReturn_t activation;
   ASSERT_EQ(n.nvmlDeviceSetMigMode(d, NVML_DEVICE_MIG_ENABLE, &activation), NVML_SUCCESS);
   unsigned count = 0;
@@ -203,9 +162,9 @@ TEST_F(SimMigTest, CreateDestroyWithRealErrorCodes) {
 TEST_F(SimMigTest, NotMigCapableGpuSaysNotSupported) {
   Use("t4-cloud");
   nvmlReturn_t activation;
-  EXPECT_EQ(Api().nvmlDeviceSetMigMode(Gpu(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(Api().nvmlDeviceSetMigMode(Device(0), NVML_DEVICE_MIG_ENABLE, &activation), NVML_ERROR_NOT_SUPPORTED);
   nvmlGpuInstanceProfileInfo_t info{};
-  EXPECT_EQ(Api().nvmlDeviceGetGpuInstanceProfileInfo(Gpu(0), 0, &info), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(Api().nvmlDeviceGetGpuInstanceProfileInfo(Device(0), 0, &info), NVML_ERROR_NOT_SUPPORTED);
 }
 
 }  // namespace

@@ -12,73 +12,14 @@
 
 #include "gtest/gtest.h"
 #include "src/gpu/nvml_abi.h"
+#include "test/sim/sim_nvml_fixture.h"
 
 namespace gpunode::sim {
 namespace {
 
-struct Api {
-#define GPUNODE_TEST_FIELD(ret, name, params) ret(*name) params = nullptr;
-  GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_FIELD)
-  GPUNODE_CUDA_FUNCTIONS(GPUNODE_TEST_FIELD)
-#undef GPUNODE_TEST_FIELD
-  std::vector<std::string> missing;
-};
-
-std::string LibraryPath() {
-  const char* env = std::getenv("GPUNODE_SIM_LIBRARY");
-  return env != nullptr && *env ? env : std::string(GPUNODE_BIN_DIR) + "/libgpunode-simnvml.so";
-}
-
-const Api& Lib() {
-  static const Api* api = [] {
-    auto* a = new Api();
-    void* h = dlopen(LibraryPath().c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      a->missing.push_back(std::string("dlopen: ") + dlerror());
-      return a;
-    }
-#define GPUNODE_TEST_RESOLVE(ret, name, params)               \
-  a->name = reinterpret_cast<ret(*) params>(dlsym(h, #name)); \
-  if (a->name == nullptr) a->missing.push_back(#name);
-    GPUNODE_NVML_FUNCTIONS(GPUNODE_TEST_RESOLVE)
-    GPUNODE_CUDA_FUNCTIONS(GPUNODE_TEST_RESOLVE)
-#undef GPUNODE_TEST_RESOLVE
-    return a;
-  }();
-  return *api;
-}
-
-class SimNvmlTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(Lib().missing.empty()) << Lib().missing[0];
-    path_ = ::testing::TempDir() + "/simnvml-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".yaml";
-    setenv("GPUNODE_SIM_RELOAD_MS", "0", 1);
-  }
-  void TearDown() override {
-    if (!Lib().missing.empty()) return;
-    while (Lib().nvmlShutdown() == NVML_SUCCESS) {
-    }
-    std::remove(path_.c_str());
-  }
-  // Points GPUNODE_SIM_PROFILE at a built-in profile.
-  void UseBuiltin(const char* name) { setenv("GPUNODE_SIM_PROFILE", name, 1); }
-  // Writes `text` atomically to the profile file and points GPUNODE_SIM_PROFILE at it.
-  void UseFile(const std::string& text) {
-    std::string tmp = path_ + ".tmp";
-    std::ofstream(tmp) << text;
-    std::rename(tmp.c_str(), path_.c_str());
-    setenv("GPUNODE_SIM_PROFILE", path_.c_str(), 1);
-  }
-  nvmlDevice_t Device(unsigned i) {
-    nvmlDevice_t d = nullptr;
-    EXPECT_EQ(Lib().nvmlDeviceGetHandleByIndex_v2(i, &d), NVML_SUCCESS);
-    return d;
-  }
-  const Api& nvml() { return Lib(); }
-  std::string path_;
-};
+using Api = SimApi;
+const Api& Lib() { return SimLib(); }
+using SimNvmlTest = SimNvmlFixture;
 
 // Two H200s; `extra` is appended to GPU 0.
 std::string TwoGpuProfile(const std::string& gpu0_extra = "", int temperature = 40) {
@@ -97,7 +38,7 @@ gpus:
 TEST_F(SimNvmlTest, EveryAbiFunctionResolvesByName) {
   EXPECT_TRUE(Lib().missing.empty());
   // Nothing else leaks out of the library.
-  void* h = dlopen(LibraryPath().c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* h = dlopen(testing::SimLibrary().c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(dlsym(h, "_ZN7gpunode3sim12ParseProfileESt17basic_string_viewIcSt11char_traitsIcEES4_"),
             nullptr);

@@ -3,7 +3,8 @@
 // a GPU fallen off the bus), the label-value sanitiser and the sleep-interval parser.
 // The golden label set of the simulated dgx-h200 is checked end to end in
 // test/cli/labels_cli_test.cc (test/fixtures/labels/dgx-h200.txt).
-#include "src/plugin/labels.h"
+#include "src/labels/labels.h"
+#include "src/plugin/sleep_interval.h"
 
 #include <unistd.h>
 
@@ -19,7 +20,7 @@
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
 
-namespace gpunode::plugin {
+namespace gpunode::labels {
 namespace {
 
 namespace fs = std::filesystem;
@@ -32,9 +33,9 @@ using ::testing::Pair;
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
-GpuInfo Gpu(unsigned index, const std::string& name, const std::string& bus, uint64_t mib,
+gpu::GpuInfo Gpu(unsigned index, const std::string& name, const std::string& bus, uint64_t mib,
             int cc_major, int cc_minor) {
-  GpuInfo g;
+  gpu::GpuInfo g;
   g.index = index;
   g.name = name;
   g.uuid = "GPU-" + std::to_string(index);
@@ -45,8 +46,8 @@ GpuInfo Gpu(unsigned index, const std::string& name, const std::string& bus, uin
   return g;
 }
 
-MigDevice Mig(unsigned index, unsigned slices, uint64_t mib, unsigned sms) {
-  MigDevice m;
+gpu::MigDevice Mig(unsigned index, unsigned slices, uint64_t mib, unsigned sms) {
+  gpu::MigDevice m;
   m.index = index;
   m.uuid = "MIG-" + std::to_string(index);
   m.slices = slices;
@@ -60,16 +61,16 @@ MigDevice Mig(unsigned index, unsigned slices, uint64_t mib, unsigned sms) {
 }
 
 // A node whose driver is 580.95.05 (CUDA 13.0) with `gpus`, each a 3D controller on the bus.
-NodeInventory Node(std::vector<GpuInfo> gpus) {
-  NodeInventory inv;
+node::NodeInventory Node(std::vector<gpu::GpuInfo> gpus) {
+  node::NodeInventory inv;
   inv.hostname = "node-1";
   inv.driver.driver_version = *Version::Parse("580.95.05");
   inv.driver.cuda_version = *Version::Parse("13.0");
   inv.driver.device_count = static_cast<unsigned>(gpus.size());
   inv.kernel.version = *Version::Parse("580.95.05");
-  inv.kernel.flavor = ModuleFlavor::kOpen;
-  for (const GpuInfo& g : gpus) {
-    PciDevice p;
+  inv.kernel.flavor = node::ModuleFlavor::kOpen;
+  for (const gpu::GpuInfo& g : gpus) {
+    node::PciDevice p;
     p.bus_id = g.pci_bus_id;
     p.vendor = 0x10de;
     p.class_code = 0x030200;
@@ -80,8 +81,8 @@ NodeInventory Node(std::vector<GpuInfo> gpus) {
   return inv;
 }
 
-NodeInventory H100s(unsigned n) {
-  std::vector<GpuInfo> gpus;
+node::NodeInventory H100s(unsigned n) {
+  std::vector<gpu::GpuInfo> gpus;
   for (unsigned i = 0; i < n; ++i) {
     gpus.push_back(
         Gpu(i, "NVIDIA H100 80GB HBM3", "0000:1" + std::to_string(i) + ":00.0", 81559, 9, 0));
@@ -89,10 +90,10 @@ NodeInventory H100s(unsigned n) {
   return Node(std::move(gpus));
 }
 
-NodeInventory A100sInMig(std::vector<std::vector<MigDevice>> per_gpu) {
-  std::vector<GpuInfo> gpus;
+node::NodeInventory A100sInMig(std::vector<std::vector<gpu::MigDevice>> per_gpu) {
+  std::vector<gpu::GpuInfo> gpus;
   for (unsigned i = 0; i < per_gpu.size(); ++i) {
-    GpuInfo g =
+    gpu::GpuInfo g =
         Gpu(i, "NVIDIA A100-SXM4-40GB", "0000:0" + std::to_string(i) + ":00.0", 40960, 8, 0);
     g.mig_enabled = true;
     g.mig_max_devices = 7;
@@ -102,9 +103,9 @@ NodeInventory A100sInMig(std::vector<std::vector<MigDevice>> per_gpu) {
   return Node(std::move(gpus));
 }
 
-PluginConfig TimeSliced(int replicas, bool rename_by_default = false) {
-  PluginConfig c;
-  c.sharing.strategy = SharingStrategy::kTimeSlicing;
+plugin::PluginConfig TimeSliced(int replicas, bool rename_by_default = false) {
+  plugin::PluginConfig c;
+  c.sharing.strategy = plugin::SharingStrategy::kTimeSlicing;
   c.sharing.rename_by_default = rename_by_default;
   c.sharing.resources.push_back({"nvidia.com/gpu", replicas});
   return c;
@@ -197,20 +198,20 @@ TEST(ArchFamilyTest, MapsComputeCapabilitiesAsGfdDoes) {
 }
 
 TEST(ParseSleepIntervalTest, AcceptsGoDurationsOfWholeSecondsAndInfinite) {
-  EXPECT_EQ(*ParseSleepInterval("60s"), 60);
-  EXPECT_EQ(*ParseSleepInterval("5m"), 300);
-  EXPECT_EQ(*ParseSleepInterval("1h30m"), 5400);
-  EXPECT_EQ(*ParseSleepInterval("1m30s"), 90);
-  EXPECT_EQ(*ParseSleepInterval("2000ms"), 2);
-  EXPECT_EQ(*ParseSleepInterval("90"), 90);
-  EXPECT_EQ(*ParseSleepInterval(" 1s "), 1);
-  EXPECT_EQ(*ParseSleepInterval("infinite"), -1);
+  EXPECT_EQ(*plugin::ParseSleepInterval("60s"), 60);
+  EXPECT_EQ(*plugin::ParseSleepInterval("5m"), 300);
+  EXPECT_EQ(*plugin::ParseSleepInterval("1h30m"), 5400);
+  EXPECT_EQ(*plugin::ParseSleepInterval("1m30s"), 90);
+  EXPECT_EQ(*plugin::ParseSleepInterval("2000ms"), 2);
+  EXPECT_EQ(*plugin::ParseSleepInterval("90"), 90);
+  EXPECT_EQ(*plugin::ParseSleepInterval(" 1s "), 1);
+  EXPECT_EQ(*plugin::ParseSleepInterval("infinite"), -1);
 }
 
 TEST(ParseSleepIntervalTest, RejectsMalformedZeroAndSubSecondIntervals) {
   for (const char* bad : {"", "0", "0s", "-5s", "500ms", "1500ms", "1d", "s", "5 m", "1.5s",
                           "forever", "99999999999h"}) {
-    auto r = ParseSleepInterval(bad);
+    auto r = plugin::ParseSleepInterval(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -231,7 +232,7 @@ TEST(RenderFeaturesFileTest, WritesSortedKeyValueLines) {
 // --- GFD labels on hand-written inventories ----------------------------------------------------
 
 TEST(BuildLabelsTest, FullGpusGetGfdsProductCountMemoryAndArchitecture) {
-  const LabelSet set = BuildLabels(H100s(4), PluginConfig{}, NoTimestamp());
+  const LabelSet set = BuildLabels(H100s(4), plugin::PluginConfig{}, NoTimestamp());
   const Labels& l = set.labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.present"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
@@ -252,7 +253,7 @@ TEST(BuildLabelsTest, FullGpusGetGfdsProductCountMemoryAndArchitecture) {
 }
 
 TEST(BuildLabelsTest, DriverAndCudaVersionsUseBothTheDeprecatedAndTheNewNames) {
-  const Labels l = BuildLabels(H100s(1), PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(H100s(1), plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.major"), "580");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.minor"), "95");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.rev"), "05");
@@ -271,23 +272,23 @@ TEST(BuildLabelsTest, DriverAndCudaVersionsUseBothTheDeprecatedAndTheNewNames) {
 // libcuda; seen on the H200, docs/examples/h200/peers/): the driver branch's, from the compat
 // data, as GFD would have read it (580 -> 13.0).
 TEST(BuildLabelsTest, TheCudaVersionComesFromTheDriverBranchWhenNvmlCannotSay) {
-  NodeInventory inv = H100s(1);
+  node::NodeInventory inv = H100s(1);
   inv.driver.cuda_version.reset();
-  EXPECT_THAT(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels,
+  EXPECT_THAT(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels,
               Not(Contains(Key("nvidia.com/cuda.runtime-version.full"))));
   auto data = compat::LoadBuiltin();
   ASSERT_OK(data);
   LabelOptions options;
   options.compat = &*data;
-  const Labels l = BuildLabels(inv, PluginConfig{}, options).labels;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, options).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.runtime-version.full"), "13.0");
   EXPECT_EQ(l.at("nvidia.com/cuda.runtime.major"), "13");
 }
 
 TEST(BuildLabelsTest, ATwoPartDriverVersionHasAnEmptyRevision) {
-  NodeInventory inv = H100s(1);
+  node::NodeInventory inv = H100s(1);
   inv.driver.driver_version = *Version::Parse("570.26");
-  const Labels l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.minor"), "26");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.rev"), "");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver-version.revision"), "");
@@ -297,20 +298,20 @@ TEST(BuildLabelsTest, ATwoPartDriverVersionHasAnEmptyRevision) {
 TEST(BuildLabelsTest, TheTimestampIsUnixSecondsWhenAsked) {
   LabelOptions o;
   o.timestamp = 1767225600;
-  const Labels l = BuildLabels(H100s(1), PluginConfig{}, o).labels;
+  const Labels l = BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels;
   EXPECT_EQ(l.at("nvidia.com/gfd.timestamp"), "1767225600");
 }
 
 TEST(BuildLabelsTest, TheMachineTypeIsSanitised) {
   LabelOptions o;
   o.machine_type = "DGX H200";
-  EXPECT_EQ(BuildLabels(H100s(1), PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "DGX-H200");
   o.machine_type = "  (((  ";
-  EXPECT_EQ(BuildLabels(H100s(1), PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "unknown");
   o.machine_type = "";
-  EXPECT_EQ(BuildLabels(H100s(1), PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "unknown");
 }
 
@@ -332,8 +333,8 @@ TEST(BuildLabelsTest, RenameByDefaultDropsTheSharedSuffix) {
 }
 
 TEST(BuildLabelsTest, MpsSharingMakesTheNodeMpsCapable) {
-  PluginConfig c = TimeSliced(3);
-  c.sharing.strategy = SharingStrategy::kMps;
+  plugin::PluginConfig c = TimeSliced(3);
+  c.sharing.strategy = plugin::SharingStrategy::kMps;
   const Labels l = BuildLabels(H100s(1), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mps.capable"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.sharing-strategy"), "mps");
@@ -341,30 +342,30 @@ TEST(BuildLabelsTest, MpsSharingMakesTheNodeMpsCapable) {
 }
 
 TEST(BuildLabelsTest, MpsWithAGpuInMigModeIsNotMpsCapableAndSaysWhy) {
-  PluginConfig c = TimeSliced(3);
-  c.sharing.strategy = SharingStrategy::kMps;
+  plugin::PluginConfig c = TimeSliced(3);
+  c.sharing.strategy = plugin::SharingStrategy::kMps;
   const LabelSet set = BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), c, NoTimestamp());
   EXPECT_EQ(set.labels.at("nvidia.com/mps.capable"), "false");
   EXPECT_THAT(set.warnings, Contains(HasSubstr("MPS")));
 }
 
 TEST(BuildLabelsTest, GpuModeComesFromThePciClassOfTheFirstGpu) {
-  NodeInventory inv = H100s(2);
+  node::NodeInventory inv = H100s(2);
   inv.hardware.gpus[0].class_code = 0x030000;
-  EXPECT_EQ(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "graphics");
   inv.hardware.gpus[0].class_code = 0x030001;
-  EXPECT_EQ(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "unknown");
   inv.hardware.gpus.clear();
-  EXPECT_EQ(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "unknown");
 }
 
 TEST(BuildLabelsTest, SeveralModelsLabelTheFirstFullGpusModelAndWarn) {
-  NodeInventory inv = H100s(2);
+  node::NodeInventory inv = H100s(2);
   inv.driver.gpus.insert(inv.driver.gpus.begin(), Gpu(9, "Tesla T4", "0000:af:00.0", 15360, 7, 5));
-  const LabelSet set = BuildLabels(inv, PluginConfig{}, NoTimestamp());
+  const LabelSet set = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp());
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.product"), "Tesla-T4");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.count"), "1");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.family"), "turing");
@@ -372,21 +373,21 @@ TEST(BuildLabelsTest, SeveralModelsLabelTheFirstFullGpusModelAndWarn) {
 }
 
 TEST(BuildLabelsTest, UnknownComputeCapabilityAndMemoryAreLeftOutNotZero) {
-  NodeInventory inv = H100s(1);
+  node::NodeInventory inv = H100s(1);
   inv.driver.gpus[0].cc_major.reset();
   inv.driver.gpus[0].memory_total_bytes.reset();
-  const Labels l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.family"))));
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.compute.major"))));
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.memory"))));
 }
 
 TEST(BuildLabelsTest, ANodeWithoutGpusKeepsOnlyMachineTimestampAndGpunodeLabels) {
-  NodeInventory inv;
+  node::NodeInventory inv;
   inv.driver.status = absl::FailedPreconditionError("NVML: driver not loaded");
   LabelOptions o;
   o.timestamp = 1;
-  const Labels l = BuildLabels(inv, PluginConfig{}, o).labels;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, o).labels;
   for (const auto& [k, v] : l) {
     if (k.rfind("gpunode.io/", 0) == 0) continue;
     EXPECT_THAT(k, ::testing::AnyOf("nvidia.com/gfd.timestamp", "nvidia.com/gpu.machine")) << k;
@@ -401,7 +402,7 @@ TEST(BuildLabelsTest, ANodeWithoutGpusKeepsOnlyMachineTimestampAndGpunodeLabels)
 
 TEST(BuildLabelsTest, MigStrategyNoneLabelsMigEnabledGpusAsFullGpusWithoutReplicas) {
   const Labels l =
-      BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), PluginConfig{}, NoTimestamp()).labels;
+      BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mig.capable"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB");
   EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "0");  // GFD labels MIG-enabled GPUs without sharing
@@ -410,9 +411,9 @@ TEST(BuildLabelsTest, MigStrategyNoneLabelsMigEnabledGpusAsFullGpusWithoutReplic
 }
 
 TEST(BuildLabelsTest, MigStrategySingleReplacesTheGpuLabelsWithTheMigDevices) {
-  PluginConfig c;
-  c.mig_strategy = MigStrategy::kSingle;
-  NodeInventory inv =
+  plugin::PluginConfig c;
+  c.mig_strategy = plugin::MigStrategy::kSingle;
+  node::NodeInventory inv =
       A100sInMig({{Mig(0, 1, 4864, 14), Mig(1, 1, 4864, 14)}, {Mig(0, 1, 4864, 14)}});
   const LabelSet set = BuildLabels(inv, c, NoTimestamp());
   const Labels& l = set.labels;
@@ -431,8 +432,8 @@ TEST(BuildLabelsTest, MigStrategySingleReplacesTheGpuLabelsWithTheMigDevices) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithTimeSlicingSharesTheMigDevices) {
-  PluginConfig c = TimeSliced(2);
-  c.mig_strategy = MigStrategy::kSingle;
+  plugin::PluginConfig c = TimeSliced(2);
+  c.mig_strategy = plugin::MigStrategy::kSingle;
   const Labels l = BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED");
   EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "2");
@@ -440,13 +441,13 @@ TEST(BuildLabelsTest, MigStrategySingleWithTimeSlicingSharesTheMigDevices) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithInvalidLayoutsSaysMigInvalid) {
-  PluginConfig c;
-  c.mig_strategy = MigStrategy::kSingle;
+  plugin::PluginConfig c;
+  c.mig_strategy = plugin::MigStrategy::kSingle;
   struct Case {
-    NodeInventory inv;
+    node::NodeInventory inv;
     std::string reason;
   };
-  NodeInventory mixed_modes = A100sInMig({{Mig(0, 1, 4864, 14)}});
+  node::NodeInventory mixed_modes = A100sInMig({{Mig(0, 1, 4864, 14)}});
   mixed_modes.driver.gpus.push_back(Gpu(1, "NVIDIA A100-SXM4-40GB", "0000:01:00.0", 40960, 8, 0));
   std::vector<Case> cases = {
       {A100sInMig({{Mig(0, 1, 4864, 14)}, {}}), "enabled but empty"},
@@ -468,8 +469,8 @@ TEST(BuildLabelsTest, MigStrategySingleWithInvalidLayoutsSaysMigInvalid) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithoutMigGpusIsLikeNone) {
-  PluginConfig c;
-  c.mig_strategy = MigStrategy::kSingle;
+  plugin::PluginConfig c;
+  c.mig_strategy = plugin::MigStrategy::kSingle;
   const Labels l = BuildLabels(H100s(2), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mig.strategy"), "single");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
@@ -477,9 +478,9 @@ TEST(BuildLabelsTest, MigStrategySingleWithoutMigGpusIsLikeNone) {
 }
 
 TEST(BuildLabelsTest, MigStrategyMixedLabelsEachProfileAsItsOwnResource) {
-  PluginConfig c;
-  c.mig_strategy = MigStrategy::kMixed;
-  NodeInventory inv =
+  plugin::PluginConfig c;
+  c.mig_strategy = plugin::MigStrategy::kMixed;
+  node::NodeInventory inv =
       A100sInMig({{Mig(0, 1, 4864, 14), Mig(1, 2, 9984, 28)}, {Mig(0, 1, 4864, 14)}});
   inv.driver.gpus.push_back(Gpu(2, "NVIDIA A100-SXM4-40GB", "0000:02:00.0", 40960, 8, 0));
   const Labels l = BuildLabels(inv, c, NoTimestamp()).labels;
@@ -506,10 +507,10 @@ TEST(BuildLabelsTest, DriverBranchKernelModuleAndCudaMajorsFromTheCompatDataSet)
   ASSERT_OK(data) << data.status();
   LabelOptions o;
   o.compat = &*data;
-  NodeInventory inv = H100s(1);
+  node::NodeInventory inv = H100s(1);
   inv.driver.driver_version = *Version::Parse("535.104.05");
-  inv.kernel.flavor = ModuleFlavor::kProprietary;
-  const Labels l = BuildLabels(inv, PluginConfig{}, o).labels;
+  inv.kernel.flavor = node::ModuleFlavor::kProprietary;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, o).labels;
   EXPECT_EQ(l.at("gpunode.io/driver.branch"), "535");
   EXPECT_EQ(l.at("gpunode.io/driver.kernel-module"), "proprietary");
   EXPECT_EQ(l.at("gpunode.io/driver.cuda-11"), "true");
@@ -520,48 +521,48 @@ TEST(BuildLabelsTest, DriverBranchKernelModuleAndCudaMajorsFromTheCompatDataSet)
     EXPECT_THAT(l, Contains(Key("gpunode.io/driver.cuda-" + std::to_string(m.cuda_major))));
   }
   // Without the data set, no guesses.
-  const Labels bare = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  const Labels bare = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(bare, Not(Contains(Key("gpunode.io/driver.cuda-12"))));
 }
 
 TEST(BuildLabelsTest, TheDriverBranchFallsBackToTheKernelModule) {
-  NodeInventory inv;
+  node::NodeInventory inv;
   inv.kernel.version = *Version::Parse("570.133.20");
-  EXPECT_EQ(BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels.at("gpunode.io/driver.branch"),
+  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("gpunode.io/driver.branch"),
             "570");
 }
 
 TEST(BuildLabelsTest, UnreadableOrFailedGpusCountAsUnhealthy) {
-  NodeInventory inv = H100s(4);
-  inv.driver.gpus[1].remapped_rows = RemappedRows{0, 3, false, true};
+  node::NodeInventory inv = H100s(4);
+  inv.driver.gpus[1].remapped_rows = gpu::RemappedRows{0, 3, false, true};
   inv.driver.gpus.erase(inv.driver.gpus.begin() + 2);
   inv.driver.gpu_failures.push_back({2, absl::UnavailableError("GPU is lost")});
-  const Labels l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "2");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "2");
   EXPECT_EQ(l.at("nvidia.com/gpu.count"), "3");  // the GPUs NVML reads, as GFD counts them
 }
 
 TEST(BuildLabelsTest, GpusOnTheBusThatNvmlDoesNotCountAreUnhealthy) {
-  NodeInventory inv = H100s(4);
+  node::NodeInventory inv = H100s(4);
   inv.driver.gpus.pop_back();
   inv.driver.device_count = 3;
-  Labels l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "3");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "1");
   // ... unless it was given to a virtual machine.
   inv.hardware.gpus.back().driver = "vfio-pci";
-  l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "0");
 }
 
 TEST(BuildLabelsTest, WithoutADriverEveryGpuOnTheBusIsUnhealthy) {
-  NodeInventory inv = H100s(2);
+  node::NodeInventory inv = H100s(2);
   inv.driver.gpus.clear();
   inv.driver.device_count.reset();
   inv.driver.status = absl::FailedPreconditionError("NVML: driver not loaded");
-  for (PciDevice& p : inv.hardware.gpus) p.driver.clear();
-  const Labels l = BuildLabels(inv, PluginConfig{}, NoTimestamp()).labels;
+  for (node::PciDevice& p : inv.hardware.gpus) p.driver.clear();
+  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.present"), "true");
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "0");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "2");
@@ -592,21 +593,21 @@ class SimNode {
     ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
     auto host = HostFs::Open((dir_ / "root").string());
     EXPECT_OK(host) << host.status();
-    ProbeOptions options;
+    node::ProbeOptions options;
     options.nvml_library = options.cuda_library = SimLibrary();
     options.init_cuda = false;
     options.query_topology = false;
     options.live_metrics = false;
-    auto inv = ProbeNode(*host, options);
+    auto inv = node::ProbeNode(*host, options);
     EXPECT_OK(inv) << inv.status();
     if (inv.ok()) inv_ = *inv;
   }
   ~SimNode() { fs::remove_all(dir_); }
-  const NodeInventory& inventory() const { return inv_; }
+  const node::NodeInventory& inventory() const { return inv_; }
 
  private:
   fs::path dir_;
-  NodeInventory inv_;
+  node::NodeInventory inv_;
 };
 
 TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
@@ -615,7 +616,7 @@ TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
   ASSERT_OK(data) << data.status();
   LabelOptions o;
   o.compat = &*data;
-  const LabelSet set = BuildLabels(node.inventory(), PluginConfig{}, o);
+  const LabelSet set = BuildLabels(node.inventory(), plugin::PluginConfig{}, o);
   const Labels& l = set.labels;
   EXPECT_THAT(l, Contains(Pair("nvidia.com/gpu.product", "NVIDIA-H200")));
   EXPECT_THAT(l, Contains(Pair("nvidia.com/gpu.count", "8")));
@@ -636,8 +637,8 @@ TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
 
 TEST(BuildLabelsSimTest, TheA100MigNodeUnderMixedHasOneResourcePerProfile) {
   SimNode node("a100-mig");
-  PluginConfig c;
-  c.mig_strategy = MigStrategy::kMixed;
+  plugin::PluginConfig c;
+  c.mig_strategy = plugin::MigStrategy::kMixed;
   const Labels l = BuildLabels(node.inventory(), c, NoTimestamp()).labels;
   EXPECT_THAT(l, Contains(Pair("nvidia.com/mig-3g.40gb.count", "1")));
   EXPECT_THAT(l, Contains(Pair("nvidia.com/mig-3g.40gb.memory", "40192")));
@@ -650,7 +651,7 @@ TEST(BuildLabelsSimTest, TheA100MigNodeUnderMixedHasOneResourcePerProfile) {
 
 TEST(BuildLabelsSimTest, AGpuFallenOffTheBusShowsInTheHealthLabels) {
   SimNode node("broken-fallen-gpu");
-  const Labels l = BuildLabels(node.inventory(), PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(node.inventory(), plugin::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(l, Contains(Pair("gpunode.io/gpu.healthy-count", "3")));
   EXPECT_THAT(l, Contains(Pair("gpunode.io/gpu.unhealthy-count", "1")));
   EXPECT_THAT(l, Contains(Pair("gpunode.io/doctor.status", "fail")));
@@ -664,9 +665,9 @@ TEST(BuildLabelsSimTest, EveryKeyAndValueIsAValidKubernetesLabelOnEveryBuiltinPr
   ASSERT_OK(data) << data.status();
   for (const std::string& name : sim::BuiltinProfileNames()) {
     SimNode node(name);
-    for (MigStrategy s : {MigStrategy::kNone, MigStrategy::kSingle, MigStrategy::kMixed}) {
-      for (const PluginConfig& base : {PluginConfig{}, TimeSliced(4)}) {
-        PluginConfig c = base;
+    for (plugin::MigStrategy s : {plugin::MigStrategy::kNone, plugin::MigStrategy::kSingle, plugin::MigStrategy::kMixed}) {
+      for (const plugin::PluginConfig& base : {plugin::PluginConfig{}, TimeSliced(4)}) {
+        plugin::PluginConfig c = base;
         c.mig_strategy = s;
         LabelOptions o;
         o.compat = &*data;
@@ -682,9 +683,9 @@ TEST(BuildLabelsSimTest, EveryKeyAndValueIsAValidKubernetesLabelOnEveryBuiltinPr
 }
 
 }  // namespace
-}  // namespace gpunode::plugin
+}  // namespace gpunode::labels
 
-namespace gpunode::plugin {
+namespace gpunode::labels {
 namespace {
 
 // A 256-byte type-0 configuration space of an NVIDIA function; `caps` are written from 0x40 as
@@ -755,19 +756,19 @@ TEST(ParseVgpuConfigSpaceTest, ShortReadsAndMissingRecordsAreErrors) {
 TEST(BuildLabelsTest, VgpuLabelsFollowWhatTheConfigSpacesSaid) {
   LabelOptions o;
   o.timestamp.reset();
-  EXPECT_THAT(BuildLabels(H100s(1), PluginConfig(), o).labels,
+  EXPECT_THAT(BuildLabels(H100s(1), plugin::PluginConfig(), o).labels,
               Not(Contains(Key("nvidia.com/vgpu.present"))));
   o.vgpu = VgpuInfo();
-  Labels l = BuildLabels(H100s(1), PluginConfig(), o).labels;
+  Labels l = BuildLabels(H100s(1), plugin::PluginConfig(), o).labels;
   EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "false");
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/vgpu.host-driver-version"))));
   o.vgpu->present = true;
   o.vgpu->host = VgpuHost{"460.16", "r460_00"};
-  l = BuildLabels(H100s(1), PluginConfig(), o).labels;
+  l = BuildLabels(H100s(1), plugin::PluginConfig(), o).labels;
   EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "true");
   EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-version"), "460.16");
   EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-branch"), "r460_00");
 }
 
 }  // namespace
-}  // namespace gpunode::plugin
+}  // namespace gpunode::labels

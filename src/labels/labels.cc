@@ -1,4 +1,4 @@
-#include "src/plugin/labels.h"
+#include "src/labels/labels.h"
 
 #include <algorithm>
 #include <cctype>
@@ -16,7 +16,7 @@
 #include "src/gpu/nvml.h"
 #include "src/plugin/devices.h"
 
-namespace gpunode::plugin {
+namespace gpunode::labels {
 namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -42,7 +42,7 @@ std::string ProductName(const std::vector<std::string>& parts, bool shared_suffi
 // replicas, sharing-strategy. `sharing` null: sharing does not apply (GFD labels MIG-enabled GPUs
 // so, with 0 replicas).
 void ResourceLabels(const std::string& resource, const std::vector<std::string>& product_parts,
-                    int count, const Sharing* sharing, Labels* out) {
+                    int count, const plugin::Sharing* sharing, Labels* out) {
   int replicas = 0;
   std::string strategy = "none";
   bool shared = false;
@@ -50,7 +50,7 @@ void ResourceLabels(const std::string& resource, const std::vector<std::string>&
     replicas = std::max(1, sharing->ReplicasOf(resource));
     if (replicas > 1) {
       shared = true;
-      strategy = SharingStrategyName(sharing->strategy);
+      strategy = plugin::SharingStrategyName(sharing->strategy);
     }
   }
   const std::string product =
@@ -62,7 +62,7 @@ void ResourceLabels(const std::string& resource, const std::vector<std::string>&
 }
 
 // Memory, compute capability and family of a full GPU.
-void FullGpuAttributes(const GpuInfo& g, Labels* out) {
+void FullGpuAttributes(const gpu::GpuInfo& g, Labels* out) {
   const uint64_t mib = g.memory_total_bytes.value_or(0) / kMiB;
   if (mib != 0) (*out)["nvidia.com/gpu.memory"] = absl::StrCat(mib);
   if (g.cc_major && *g.cc_major != 0) {
@@ -75,7 +75,7 @@ void FullGpuAttributes(const GpuInfo& g, Labels* out) {
 
 // A MIG device's attributes under `resource`, as GFD: memory, multiprocessors, slices and the
 // engines it shares.
-void MigAttributes(const std::string& resource, const MigDevice& m, Labels* out) {
+void MigAttributes(const std::string& resource, const gpu::MigDevice& m, Labels* out) {
   if (m.memory_total_bytes)
     (*out)[resource + ".memory"] = absl::StrCat(*m.memory_total_bytes / kMiB);
   if (m.multiprocessors) (*out)[resource + ".multiprocessors"] = absl::StrCat(*m.multiprocessors);
@@ -89,16 +89,16 @@ void MigAttributes(const std::string& resource, const MigDevice& m, Labels* out)
   }
 }
 
-bool MigEnabled(const GpuInfo& g) { return g.mig_enabled.value_or(false); }
+bool MigEnabled(const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); }
 
 // nvidia.com/gpu.*: one model. GFD keys its full-GPU labels by model and lets the last one win
 // (Go map order); gpunode picks deterministically: the model of the first GPU not in MIG mode,
 // else of the first MIG-enabled GPU (labelled without sharing). The count is every GPU of that
 // model.
-void FullGpuLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, LabelSet* set) {
+void FullGpuLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
   std::map<std::string, int> counts;
   std::vector<std::string> models;
-  for (const GpuInfo& g : gpus) {
+  for (const gpu::GpuInfo& g : gpus) {
     if (counts[g.name]++ == 0) models.push_back(g.name);
   }
   if (models.size() > 1) {
@@ -106,8 +106,8 @@ void FullGpuLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config,
         absl::StrCat("several GPU models on this node (", absl::StrJoin(models, ", "),
                      "): the nvidia.com/gpu.* labels describe one of them, as in GFD"));
   }
-  const GpuInfo* chosen = nullptr;
-  for (const GpuInfo& g : gpus) {
+  const gpu::GpuInfo* chosen = nullptr;
+  for (const gpu::GpuInfo& g : gpus) {
     if (!MigEnabled(g)) {
       chosen = &g;
       break;
@@ -124,16 +124,16 @@ void FullGpuLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config,
 struct MigGroup {
   std::string profile;
   std::string model;  // of the parent GPU of the first device
-  const MigDevice* first = nullptr;
+  const gpu::MigDevice* first = nullptr;
   int count = 0;
 };
 
-std::vector<MigGroup> GroupMigDevices(const std::vector<GpuInfo>& gpus) {
+std::vector<MigGroup> GroupMigDevices(const std::vector<gpu::GpuInfo>& gpus) {
   std::vector<MigGroup> groups;
-  for (const GpuInfo& g : gpus) {
+  for (const gpu::GpuInfo& g : gpus) {
     if (!MigEnabled(g)) continue;
-    for (const MigDevice& m : g.mig_devices) {
-      const std::string profile = MigProfileName(m, g.memory_total_bytes);
+    for (const gpu::MigDevice& m : g.mig_devices) {
+      const std::string profile = plugin::MigProfileName(m, g.memory_total_bytes);
       auto it = std::find_if(groups.begin(), groups.end(),
                              [&](const MigGroup& x) { return x.profile == profile; });
       if (it == groups.end()) {
@@ -146,7 +146,7 @@ std::vector<MigGroup> GroupMigDevices(const std::vector<GpuInfo>& gpus) {
   return groups;
 }
 
-void InvalidSingleLabels(const GpuInfo& first_mig, const std::string& reason, LabelSet* set) {
+void InvalidSingleLabels(const gpu::GpuInfo& first_mig, const std::string& reason, LabelSet* set) {
   set->warnings.push_back(absl::StrCat("invalid configuration for mig-strategy=single: ", reason,
                                        "; nvidia.com/gpu.product says MIG-INVALID"));
   Labels& l = set->labels;
@@ -157,13 +157,13 @@ void InvalidSingleLabels(const GpuInfo& first_mig, const std::string& reason, La
   l["nvidia.com/gpu.memory"] = "0";
 }
 
-void MigLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, LabelSet* set) {
-  if (config.mig_strategy == MigStrategy::kNone) return;
-  set->labels["nvidia.com/mig.strategy"] = MigStrategyName(config.mig_strategy);
-  const GpuInfo* first_mig = nullptr;
+void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
+  if (config.mig_strategy == plugin::MigStrategy::kNone) return;
+  set->labels["nvidia.com/mig.strategy"] = plugin::MigStrategyName(config.mig_strategy);
+  const gpu::GpuInfo* first_mig = nullptr;
   bool any_full = false;
   bool any_empty = false;
-  for (const GpuInfo& g : gpus) {
+  for (const gpu::GpuInfo& g : gpus) {
     if (MigEnabled(g)) {
       if (first_mig == nullptr) first_mig = &g;
       if (g.mig_devices.empty()) any_empty = true;
@@ -172,7 +172,7 @@ void MigLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, Lab
     }
   }
   const std::vector<MigGroup> groups = GroupMigDevices(gpus);
-  if (config.mig_strategy == MigStrategy::kSingle) {
+  if (config.mig_strategy == plugin::MigStrategy::kSingle) {
     if (first_mig == nullptr) return;  // no GPU in MIG mode: the same as `none`
     if (any_empty)
       return InvalidSingleLabels(*first_mig, "at least one MIG device is enabled but empty", set);
@@ -197,7 +197,7 @@ void MigLabels(const std::vector<GpuInfo>& gpus, const PluginConfig& config, Lab
 // asks libcuda, which gpunode's services keep out of their process (src/cli/libcuda_guard.h), so
 // on a real node it fails there; the driver branch's CUDA version from the compat data set is the
 // same number (580 -> 13.0; a branch's CUDA version is fixed at release).
-std::optional<Version> CudaOfDriverBranch(const UserDriverLayer& d, const compat::CompatData* data) {
+std::optional<Version> CudaOfDriverBranch(const node::UserDriverLayer& d, const compat::CompatData* data) {
   if (data == nullptr || !d.driver_version) return std::nullopt;
   for (const compat::DriverBranch& b : data->branches) {
     if (b.branch == static_cast<int>(d.driver_version->major()) && b.max_cuda) return b.max_cuda;
@@ -205,7 +205,7 @@ std::optional<Version> CudaOfDriverBranch(const UserDriverLayer& d, const compat
   return std::nullopt;
 }
 
-void VersionLabels(const UserDriverLayer& d, const compat::CompatData* compat_data, LabelSet* set) {
+void VersionLabels(const node::UserDriverLayer& d, const compat::CompatData* compat_data, LabelSet* set) {
   Labels& l = set->labels;
   if (d.driver_version) {
     const std::string full = d.driver_version->ToString();
@@ -237,9 +237,9 @@ void VersionLabels(const UserDriverLayer& d, const compat::CompatData* compat_da
 }
 
 // GFD reads the PCI class of each device and keeps the first one's.
-std::string GpuMode(const NodeInventory& inv) {
-  const GpuInfo& first = inv.driver.gpus.front();
-  for (const PciDevice& p : inv.hardware.gpus) {
+std::string GpuMode(const node::NodeInventory& inv) {
+  const gpu::GpuInfo& first = inv.driver.gpus.front();
+  for (const node::PciDevice& p : inv.hardware.gpus) {
     if (absl::AsciiStrToLower(p.bus_id) != absl::AsciiStrToLower(first.pci_bus_id)) continue;
     if (p.class_code == 0x030200) return "compute";
     if (p.class_code == 0x030000) return "graphics";
@@ -248,10 +248,10 @@ std::string GpuMode(const NodeInventory& inv) {
   return "unknown";
 }
 
-bool Lost(const Status& s) { return NvmlReturnOf(s) == NVML_ERROR_GPU_IS_LOST; }
+bool Lost(const Status& s) { return gpu::NvmlReturnOf(s) == NVML_ERROR_GPU_IS_LOST; }
 
 // A GPU NVML opened, that has not lost the bus since and whose memory has not failed row remapping.
-bool Healthy(const GpuInfo& g) {
+bool Healthy(const gpu::GpuInfo& g) {
   if (g.remapped_rows && g.remapped_rows->failure) return false;
   for (const auto& [query, status] : g.field_errors) {
     if (Lost(status)) return false;
@@ -259,12 +259,12 @@ bool Healthy(const GpuInfo& g) {
   return true;
 }
 
-std::optional<Version> DriverVersion(const NodeInventory& inv) {
+std::optional<Version> DriverVersion(const node::NodeInventory& inv) {
   if (inv.driver.driver_version) return inv.driver.driver_version;
   return inv.kernel.version;
 }
 
-void GpunodeLabels(const NodeInventory& inv, const LabelOptions& options, LabelSet* set) {
+void GpunodeLabels(const node::NodeInventory& inv, const LabelOptions& options, LabelSet* set) {
   Labels& l = set->labels;
   const std::optional<Version> driver = DriverVersion(inv);
   if (driver) {
@@ -286,18 +286,18 @@ void GpunodeLabels(const NodeInventory& inv, const LabelOptions& options, LabelS
       }
     }
   }
-  if (inv.kernel.flavor == ModuleFlavor::kOpen) l["gpunode.io/driver.kernel-module"] = "open";
-  if (inv.kernel.flavor == ModuleFlavor::kProprietary)
+  if (inv.kernel.flavor == node::ModuleFlavor::kOpen) l["gpunode.io/driver.kernel-module"] = "open";
+  if (inv.kernel.flavor == node::ModuleFlavor::kProprietary)
     l["gpunode.io/driver.kernel-module"] = "proprietary";
 
   // Health: the GPUs NVML counts, or more when the bus has more (not counting passthrough GPUs):
   // a GPU without a driver, or that NVML lost entirely, is not healthy.
   size_t healthy = 0;
-  for (const GpuInfo& g : inv.driver.gpus) healthy += Healthy(g) ? 1 : 0;
+  for (const gpu::GpuInfo& g : inv.driver.gpus) healthy += Healthy(g) ? 1 : 0;
   size_t total = inv.driver.device_count ? *inv.driver.device_count
                                          : inv.driver.gpus.size() + inv.driver.gpu_failures.size();
   size_t on_bus = 0;
-  for (const PciDevice& p : inv.hardware.gpus) {
+  for (const node::PciDevice& p : inv.hardware.gpus) {
     // GPUs handed to virtual machines are not this node's to use.
     const bool passthrough = absl::StartsWith(p.driver, "vfio") || p.driver == "pci-stub";
     on_bus += passthrough ? 0 : 1;
@@ -317,7 +317,7 @@ void GpunodeLabels(const NodeInventory& inv, const LabelOptions& options, LabelS
 
 }  // namespace
 
-LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
+LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig& config,
                      const LabelOptions& options) {
   LabelSet set;
   Labels& l = set.labels;
@@ -329,15 +329,15 @@ LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
   }
   if (!inv.hardware.gpus.empty() || !inv.driver.gpus.empty()) l["nvidia.com/gpu.present"] = "true";
 
-  const std::vector<GpuInfo>& gpus = inv.driver.gpus;
+  const std::vector<gpu::GpuInfo>& gpus = inv.driver.gpus;
   if (!gpus.empty()) {
     VersionLabels(inv.driver, options.compat, &set);
-    const bool capable = std::any_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) {
+    const bool capable = std::any_of(gpus.begin(), gpus.end(), [](const gpu::GpuInfo& g) {
       return g.mig_enabled.has_value() || g.mig_max_devices.value_or(0) > 0;
     });
     l["nvidia.com/mig.capable"] = capable ? "true" : "false";
     const bool any_mig = std::any_of(gpus.begin(), gpus.end(), MigEnabled);
-    bool mps = config.sharing.strategy == SharingStrategy::kMps;
+    bool mps = config.sharing.strategy == plugin::SharingStrategy::kMps;
     if (mps && any_mig) {
       set.warnings.push_back(
           "MPS sharing is not supported for MIG devices: nvidia.com/mps.capable=false");
@@ -511,53 +511,17 @@ bool IsValidLabelKey(absl::string_view key) {
   return !name.empty() && IsValidLabelValue(name);
 }
 
-StatusOr<int> ParseSleepInterval(absl::string_view text) {
-  const std::string t(absl::StripAsciiWhitespace(text));
-  auto bad = [&] {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sleep interval \"", text,
-                     "\": not a duration of whole seconds such as 60s, 5m, "
-                     "1h30m, or infinite"));
-  };
-  if (t == "infinite") return -1;
-  if (t.empty()) return bad();
-  int64_t seconds = 0;
-  if (std::all_of(t.begin(), t.end(),
-                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-    if (t.size() > 9 || !absl::SimpleAtoi(t, &seconds)) return bad();
-  } else {
-    int64_t ms = 0;
-    size_t i = 0;
-    while (i < t.size()) {
-      size_t j = i;
-      while (j < t.size() && std::isdigit(static_cast<unsigned char>(t[j]))) ++j;
-      if (j == i || j - i > 9) return bad();
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(absl::string_view(t).substr(i, j - i), &n)) return bad();
-      size_t k = j;
-      while (k < t.size() && std::isalpha(static_cast<unsigned char>(t[k]))) ++k;
-      const std::string unit = t.substr(j, k - j);
-      if (unit == "h")
-        ms += n * 3600000;
-      else if (unit == "m")
-        ms += n * 60000;
-      else if (unit == "s")
-        ms += n * 1000;
-      else if (unit == "ms")
-        ms += n;
-      else
-        return bad();
-      if (ms > int64_t{1} << 40) return bad();
-      i = k;
-    }
-    if (ms % 1000 != 0) return bad();
-    seconds = ms / 1000;
-  }
-  if (seconds <= 0 || seconds > 365LL * 24 * 3600) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sleep interval \"", text, "\": must be between 1s and a year (or infinite)"));
-  }
-  return static_cast<int>(seconds);
+nlohmann::ordered_json LabelsDocument(const node::NodeInventory& inv, const LabelSet& set) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : set.labels) out[k] = v;
+  nlohmann::ordered_json metadata = {{"hostname", inv.hostname}};
+  if (inv.simulated_profile) metadata["simulated"] = *inv.simulated_profile;
+  metadata["gpunodeVersion"] = GPUNODE_VERSION;
+  return {{"apiVersion", "gpunode/v1"},
+          {"kind", "NodeLabels"},
+          {"metadata", metadata},
+          {"labels", out},
+          {"warnings", set.warnings}};
 }
 
-}  // namespace gpunode::plugin
+}  // namespace gpunode::labels

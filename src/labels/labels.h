@@ -2,11 +2,11 @@
 // value formats (shared/reference/device-plugin.md §1.9), plus gpunode's own under `gpunode.io/`
 // (driver branch, which CUDA majors the driver runs, a health summary). User doc: docs/labels.md.
 //
-// Pure: BuildLabels reads a NodeInventory, the plugin configuration and a few facts the caller
+// Pure: BuildLabels reads a node::NodeInventory, the plugin configuration and a few facts the caller
 // gathers (machine type, time, compat data set); the command (src/cli/labels_cmd.cc) probes,
 // prints, and writes node-feature-discovery's features file.
-#ifndef GPUNODE_PLUGIN_LABELS_H_
-#define GPUNODE_PLUGIN_LABELS_H_
+#ifndef GPUNODE_LABELS_LABELS_H_
+#define GPUNODE_LABELS_LABELS_H_
 
 #include <cstdint>
 #include <map>
@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 #include "src/base/status.h"
 #include "src/compat/dataset.h"
 #include "src/node/inventory.h"
 #include "src/plugin/config.h"
 
-namespace gpunode::plugin {
+namespace gpunode::labels {
 
 // Label key -> value, sorted by key (the order of the features file).
 using Labels = std::map<std::string, std::string>;
@@ -64,7 +65,7 @@ struct LabelSet {
 
 // Every label for the node. Never fails: what cannot be read is left out (GFD's full-GPU labels
 // need NVML; a node without readable GPUs keeps the timestamp, machine and gpunode.io labels).
-LabelSet BuildLabels(const NodeInventory& inv, const PluginConfig& config,
+LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig& config,
                      const LabelOptions& options);
 
 // node-feature-discovery's "local" feature file: one `key=value` line per label, sorted by key.
@@ -84,11 +85,10 @@ bool IsValidLabelValue(absl::string_view value);
 // [prefix/]name: prefix a DNS subdomain (<= 253), name as a value but non-empty.
 bool IsValidLabelKey(absl::string_view key);
 
-// GFD's --sleep-interval: a Go duration of whole seconds ("60s", "5m", "1h30m", "90" = seconds)
-// or "infinite" (-1: label once, then wait for a signal). Returns seconds; below one second,
-// zero, negative and malformed text are InvalidArgument.
-StatusOr<int> ParseSleepInterval(absl::string_view text);
 
-}  // namespace gpunode::plugin
+// The labels as a document for `gpunode labels --print -o json|yaml` (kind NodeLabels).
+nlohmann::ordered_json LabelsDocument(const node::NodeInventory& inv, const LabelSet& set);
 
-#endif  // GPUNODE_PLUGIN_LABELS_H_
+}  // namespace gpunode::labels
+
+#endif  // GPUNODE_LABELS_LABELS_H_
