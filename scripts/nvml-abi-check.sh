@@ -6,8 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 inc=${GPUNODE_NVML_INCLUDE_DIR:-}
 if [ -z "$inc" ]; then
-  h=$(find /usr/local/cuda/include /usr/include / -name nvml.h -path '*include*' 2>/dev/null | head -1 || true)
-  [ -n "$h" ] || { echo "nvml-abi-check: no nvml.h on this machine (set GPUNODE_NVML_INCLUDE_DIR)" >&2; exit 2; }
+  # NVIDIA's header, not another project's of the same name (hwloc ships an nvml.h of its own).
+  h=""
+  for c in /usr/local/cuda/include/nvml.h $(find /usr/local /opt /usr/include / -name nvml.h -path '*include*' 2>/dev/null); do
+    if grep -q nvmlDeviceGetHandleByIndex_v2 "$c" 2>/dev/null; then h=$c; break; fi
+  done
+  [ -n "$h" ] || { echo "nvml-abi-check: no NVIDIA nvml.h on this machine (set GPUNODE_NVML_INCLUDE_DIR)" >&2; exit 2; }
   inc=$(dirname "$h")
 fi
 echo "nvml.h from: $inc"
