@@ -8,12 +8,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  (void)node::ParseNvrmVersion(absl::string_view(text.data(), text.size()));
-  (void)node::ParseProcGpuInformation(absl::string_view(text.data(), text.size()));
-  (void)node::ParseProcModules(absl::string_view(text.data(), text.size()));
-  (void)node::PcieGenFromSpeed(absl::string_view(text.data(), text.size()));
-  (void)node::ParseHex(absl::string_view(text.data(), text.size()));
-  (void)node::DriverVersionFromLibraryPath(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::ParseNvrmVersion(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::ParseProcGpuInformation(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::ParseProcModules(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::PcieGenFromSpeed(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::ParseHex(absl::string_view(text.data(), text.size()));
+  (void)gpunode::node::DriverVersionFromLibraryPath(absl::string_view(text.data(), text.size()));
   auto v = gpunode::Version::Parse(text);
   if (v.ok()) {
     auto again = gpunode::Version::Parse(v->ToString());
