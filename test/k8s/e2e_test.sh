@@ -6,14 +6,17 @@
 #      and GFD's/gpunode's labels on the Node (put there by the agent through the API); the pod is
 #      one container (gpunode agent), its start -> plugin registration < 2 s, GpuStackReady=True,
 #      /readyz and gpunode_component_up
-#   2. a pod asking for 2 GPUs runs and sees exactly its 2 /dev/nvidia<N> nodes and matching
-#      NVIDIA_VISIBLE_DEVICES; a pod asking for 8 stays Pending with "Insufficient nvidia.com/gpu";
-#      after the first ends, the second runs (device specs from the plugin)
+#   1b. one node's token reaches only that node: with a token bound to the agent's pod the API server
+#      (the chart's ValidatingAdmissionPolicy) refuses another Node, unrelated labels, cordon/taints,
+#      status.addresses, other conditions and events about other Nodes (test/k8s/e2e_security.sh)
+#   2. the chart's default, the CDI path (cdi-cri: the kubelet names CDI devices, containerd applies
+#      the chart's spec): a pod asking for 2 GPUs runs and sees exactly its 2 /dev/nvidia<N> nodes,
+#      the control nodes and the driver files; a pod asking for 8 stays Pending with "Insufficient
+#      nvidia.com/gpu"; after the first ends, the second runs
 #   2b. the runtime-shim path: containerd given the nvidia runtime by `gpunode runtime configure`
-#      (restarted), RuntimeClass nvidia, the plugin without device specs: gpunode oci-runtime
-#      gives the pod exactly its 2 GPUs from NVIDIA_VISIBLE_DEVICES
-#   2c. the CDI path: the plugin with DEVICE_LIST_STRATEGY=cdi-cri, containerd's native CDI
-#      applies the chart's spec: exactly 2 GPU nodes, the control nodes, the driver files
+#      (restarted), RuntimeClass nvidia, the plugin with volume-mounts: gpunode oci-runtime gives
+#      the pod exactly its 2 GPUs; a 1-GPU pod that sets NVIDIA_VISIBLE_DEVICES=all itself sees 1,
+#      a pod without a GPU request and that env sees none
 #   3. the gpunode pod deleted: the DaemonSet brings it back, the kubelet sees the plugin again,
 #      allocatable returns, a running GPU pod is untouched
 #   3b. the kubelet restarted: the plugin registers again within 5 s; a GPU pod still schedules
@@ -65,6 +68,8 @@ dump() {
   echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
 }
 trap cleanup EXIT
+# shellcheck source=e2e_security.sh
+. "$src/test/k8s/e2e_security.sh"
 
 step "cluster up"
 "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
@@ -153,6 +158,9 @@ print("   fleet: pool %s, %d node, %d GPUs allocatable, agent %s" % (p.get("name
 ' || fail "gpunode fleet: $(printf '%s' "$fleet" | head -c 600)"
 ok "gpunode fleet against the live cluster: healthy, one pool"
 
+step "1b. one node's token reaches only that node (ValidatingAdmissionPolicy gpunode-node-restriction)"
+security_node_restriction
+
 gpu_pod() {  # NAME GPUS COMMAND
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -173,8 +181,11 @@ spec:
 YAML
 }
 
-step "2. a pod with 2 GPUs sees exactly its 2; a pod with 8 waits for them"
-gpu_pod two 2 'ls /dev | grep -E "^nvidia[0-9]+$"; echo "visible=$NVIDIA_VISIBLE_DEVICES"; sleep 8'
+step "2. the default (cdi-cri): a pod with 2 GPUs sees exactly its 2; a pod with 8 waits for them"
+[ -s /var/run/cdi/nvidia.yaml ] || fail "the chart wrote no /var/run/cdi/nvidia.yaml"
+grep -q "hostPath: \"/var/lib/gpunode/sim/dev/nvidia0\"" /var/run/cdi/nvidia.yaml ||
+  fail "the spec's device nodes do not point at the simulated node's /dev: $(grep -m3 hostPath /var/run/cdi/nvidia.yaml)"
+gpu_pod two 2 'ls /dev | grep -E "^nvidia[0-9]+$"; ls /dev/nvidiactl /dev/nvidia-uvm; ls /usr/lib/x86_64-linux-gnu/ | grep -c "^libnvidia-ml.so"; echo "visible=$NVIDIA_VISIBLE_DEVICES"; sleep 8'
 kubectl wait --for=condition=Ready pod/two --timeout=60s >/dev/null || fail "pod 'two' did not start"
 gpu_pod eight 8 'ls /dev | grep -cE "^nvidia[0-9]+$"'
 sleep 2
@@ -186,9 +197,9 @@ kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/two --timeout=60s >/
 out=$(kubectl logs two)
 n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
 [ "$n" = 2 ] || fail "pod 'two' sees $n GPU device nodes, not 2: $out"
-visible=$(printf '%s\n' "$out" | sed -n 's/^visible=//p')
-[ "$(printf '%s' "$visible" | tr ',' '\n' | grep -c .)" = 2 ] || fail "NVIDIA_VISIBLE_DEVICES='$visible'"
-ok "pod 'two': $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')and NVIDIA_VISIBLE_DEVICES=$visible"
+printf '%s\n' "$out" | grep -q '^/dev/nvidia-uvm$' || fail "pod 'two' lacks the control nodes: $out"
+printf '%s\n' "$out" | grep -q '^visible=void$' || fail "pod 'two': NVIDIA_VISIBLE_DEVICES is not the spec's void: $out"
+ok "pod 'two' (CDI devices from the kubelet, applied by containerd): $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')+ control nodes, libnvidia-ml mounted, NVIDIA_VISIBLE_DEVICES=void"
 kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/eight --timeout=90s >/dev/null ||
   fail "pod 'eight' did not run after 'two' ended ($(kubectl get pod eight -o jsonpath='{.status.phase}'))"
 [ "$(kubectl logs eight)" = 8 ] || fail "pod 'eight' sees $(kubectl logs eight) GPUs"
@@ -218,7 +229,7 @@ kind: RuntimeClass
 metadata: {name: nvidia}
 handler: nvidia
 YAML
-upgrade --set devicePlugin.passDeviceSpecs=false
+upgrade --set devicePlugin.deviceListStrategy=volume-mounts --set devicePlugin.passDeviceSpecs=false
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Pod
@@ -241,23 +252,8 @@ n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
 printf '%s\n' "$out" | grep -q '^/dev/nvidiactl$' || fail "pod 'shim' has no /dev/nvidiactl: $out"
 ok "pod 'shim' (runtimeClassName nvidia -> gpunode oci-runtime -> runc): $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')+ nvidiactl"
 kubectl delete pod shim --wait=true >/dev/null
-
-step "2c. the CDI path: DEVICE_LIST_STRATEGY=cdi-cri, containerd's native CDI"
+security_pods_under_shim
 upgrade --set devicePlugin.deviceListStrategy=cdi-cri --set devicePlugin.passDeviceSpecs=
-[ -s /var/run/cdi/nvidia.yaml ] || fail "the chart wrote no /var/run/cdi/nvidia.yaml"
-grep -q "hostPath: \"/var/lib/gpunode/sim/dev/nvidia0\"" /var/run/cdi/nvidia.yaml ||
-  fail "the spec's device nodes do not point at the simulated node's /dev: $(grep -m3 hostPath /var/run/cdi/nvidia.yaml)"
-gpu_pod cdi 2 'ls /dev | grep -E "^nvidia[0-9]+$"; ls /dev/nvidiactl /dev/nvidia-uvm; ls /usr/lib/x86_64-linux-gnu/ | grep -c "^libnvidia-ml.so"; echo "visible=$NVIDIA_VISIBLE_DEVICES"'
-kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/cdi --timeout=90s >/dev/null ||
-  fail "pod 'cdi' did not run: $(kubectl get pod cdi -o jsonpath='{.status}' | head -c 600)"
-out=$(kubectl logs cdi)
-n=$(printf '%s\n' "$out" | grep -cE '^nvidia[0-9]+$' || true)
-[ "$n" = 2 ] || fail "pod 'cdi' sees $n GPU device nodes, not 2: $out"
-printf '%s\n' "$out" | grep -q '^/dev/nvidia-uvm$' || fail "pod 'cdi' lacks the control nodes: $out"
-printf '%s\n' "$out" | grep -q '^visible=void$' || fail "pod 'cdi': NVIDIA_VISIBLE_DEVICES is not the spec's void: $out"
-ok "pod 'cdi' (CDI devices from the kubelet, applied by containerd): $(printf '%s\n' "$out" | grep -E '^nvidia[0-9]+$' | tr '\n' ' ')+ control nodes, libnvidia-ml mounted, NVIDIA_VISIBLE_DEVICES=void"
-kubectl delete pod cdi --wait=true >/dev/null
-upgrade --set devicePlugin.deviceListStrategy=
 
 step "3. the gpunode pod deleted: the DaemonSet brings it back; a running GPU pod is untouched"
 gpu_pod keeper 1 'sleep 3600'
