@@ -239,9 +239,6 @@ bool HasDockerGpusHook(const Json& config) {
     if (!config["hooks"].contains(phase) || !config["hooks"][phase].is_array()) continue;
     for (const Json& h : config["hooks"][phase]) {
       if (!h.is_object() || !h.contains("path") || !h["path"].is_string()) continue;
-      // Docker's hook has no env; the hooks.d file of `nvidia-ctk runtime configure --config-mode
-      // oci-hook` (CRI-O, podman) sets PATH and is added to every container, so it proves nothing.
-      if (h.contains("env") && !(h["env"].is_array() && h["env"].empty())) continue;
       const std::string& path = h["path"].get_ref<const std::string&>();
       const size_t slash = path.rfind('/');
       if ((slash == std::string::npos ? path : path.substr(slash + 1)) == kDockerGpusHookName) return true;

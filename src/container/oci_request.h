@@ -79,9 +79,12 @@ StatusOr<bool> LoadNvidiaToolkitConfig(const std::string& path, RequestPolicy& p
 // NVIDIA's test of a privileged container: CAP_SYS_ADMIN in process.capabilities.bounding (or in
 // process.capabilities itself when that is a list, as in OCI specs before 1.0.0-rc5).
 bool IsPrivilegedContainer(const nlohmann::ordered_json& config);
-// A prestart or createRuntime hook whose path's last component is nvidia-container-runtime-hook,
-// without env: what Docker adds for `docker run --gpus`. (NVIDIA's OCI hook file for CRI-O and
-// podman hooks.d names the same program but sets PATH, and is added to every container.)
+// A prestart or createRuntime hook whose path's last component is nvidia-container-runtime-hook:
+// what Docker adds for `docker run --gpus` (moby daemon/nvidia_linux.go: args
+// [nvidia-container-runtime-hook, prestart], env = dockerd's environment). Caveat: the hooks.d file
+// of `nvidia-ctk runtime configure --config-mode oci-hook` (CRI-O, podman) adds the same hook to
+// every container; on such a node every container's variable would be believed, so that file and
+// this shim must not be combined (gpunode's runtime configure writes no such file).
 bool HasDockerGpusHook(const nlohmann::ordered_json& config);
 
 enum class RequestChannel { kNone, kAnnotation, kVolumeMounts, kEnvironment };

@@ -242,7 +242,10 @@ TEST_F(OciRuntimeCliTest, InstalledAsNvidiaContainerRuntimeItTakesItsSettingsFro
 TEST_F(OciRuntimeCliTest, DockersGpusHookIsRemovedWhenTheShimIsTheRuntime) {
   WriteConfig("1", /*privileged=*/false);
   nlohmann::json c = nlohmann::json::parse(Read("bundle/config.json"));
-  c["hooks"]["prestart"] = {{{"path", "/usr/bin/nvidia-container-runtime-hook"}, {"args", {"nvidia-container-runtime-hook", "prestart"}}}};
+  // As moby writes it: its env is dockerd's environment.
+  c["hooks"]["prestart"] = {{{"path", "/usr/bin/nvidia-container-runtime-hook"},
+                             {"args", {"nvidia-container-runtime-hook", "prestart"}},
+                             {"env", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}}}};
   std::ofstream(Path("bundle/config.json")) << c.dump();
   auto r = RunGpunode("oci-runtime --debug-log " + Path("debug.log") + " --runtime-path " + fake_runc_ + " --spec-dir " +
                       Path("cdi") + " --no-generate create --bundle " + Path("bundle") + " ctr");

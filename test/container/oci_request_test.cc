@@ -59,9 +59,11 @@ void AddDeviceMount(Json& c, const std::string& id, const std::string& source = 
                          {"options", {"rbind", "ro"}}});
 }
 
+// As moby's daemon/nvidia_linux.go writes it: env is dockerd's environment.
 void AddDockerHook(Json& c, const char* phase = "prestart") {
-  c["hooks"][phase] = Json::array(
-      {{{"path", "/usr/bin/nvidia-container-runtime-hook"}, {"args", {"nvidia-container-runtime-hook", "prestart"}}}});
+  c["hooks"][phase] = Json::array({{{"path", "/usr/bin/nvidia-container-runtime-hook"},
+                                    {"args", {"nvidia-container-runtime-hook", "prestart"}},
+                                    {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin", "LANG=C.UTF-8"}}}});
 }
 
 const RequestPolicy kDefaults;
@@ -175,16 +177,10 @@ TEST(RequestedDevicesTest, DockersGpusHookMakesTheEnvTheEngineUsersRequest) {
     EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=1", "nvidia.com/gpu=3")) << phase;
     EXPECT_THAT(r->source, HasSubstr("(docker run --gpus)"));
   }
-  // A hook of that name in another phase, or another hook, is not Docker's --gpus; nor is the
-  // hooks.d hook of `nvidia-ctk runtime configure --config-mode oci-hook` (CRI-O, podman), which
-  // sets PATH and is added to every container.
+  // A hook of that name in another phase, or another hook, is not Docker's --gpus.
   Json other = Container({"NVIDIA_VISIBLE_DEVICES=all"});
   AddDockerHook(other, "poststart");
-  other["hooks"]["prestart"] = Json::array(
-      {{{"path", "/usr/bin/nvidia-container-runtime-hook-not"}},
-       {{"path", "/usr/bin/nvidia-container-runtime-hook"},
-        {"args", {"nvidia-container-runtime-hook", "prestart"}},
-        {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}}}});
+  other["hooks"]["prestart"] = Json::array({{{"path", "/usr/bin/nvidia-container-runtime-hook-not"}}});
   EXPECT_FALSE(HasDockerGpusHook(other));
   auto r = RequestedDevices(other, kGpu, kDefaults);
   ASSERT_OK(r);

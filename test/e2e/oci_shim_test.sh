@@ -126,7 +126,7 @@ e2e_assert_contains "$(cat "$E2E_TMP/runc-mount-off.log")" "accept-nvidia-visibl
 e2e_step "Docker's --gpus hook in an unprivileged container: the variable Docker appended counts"
 set +e
 shim_run docker 4 "c['process']['env'].insert(1, 'NVIDIA_VISIBLE_DEVICES=all')
-c.setdefault('hooks', {})['prestart'] = [{'path': '/usr/bin/nvidia-container-runtime-hook', 'args': ['nvidia-container-runtime-hook', 'prestart']}]"
+c.setdefault('hooks', {})['prestart'] = [{'path': '/usr/bin/nvidia-container-runtime-hook', 'args': ['nvidia-container-runtime-hook', 'prestart'], 'env': ['PATH=/usr/sbin:/usr/bin']}]"
 set -e
 [ "$rc" -eq 0 ] || e2e_fail "docker hook: $out"
 e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia4 " "GPU 4 (the hook removed)"
