@@ -61,6 +61,9 @@ env = [e for e in c["process"]["env"] if not e.startswith("NVIDIA_")]
 if visible != "-":
     env.append("NVIDIA_VISIBLE_DEVICES=" + visible)
 c["process"]["env"] = env
+# CAP_SYS_ADMIN in the bounding set: the shim believes NVIDIA_VISIBLE_DEVICES only in a privileged
+# container (or with Docker's --gpus hook, or accept-nvidia-visible-devices-envvar-when-unprivileged).
+c["process"]["capabilities"]["bounding"].append("CAP_SYS_ADMIN")
 c["linux"].pop("uidMappings", None); c["linux"].pop("gidMappings", None)
 json.dump(c, open(path, "w"), indent=1)
 PY

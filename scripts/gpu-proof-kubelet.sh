@@ -3,7 +3,7 @@
 # `nvidia.com/gpu: 1` and prints `nvidia-smi -L`; the GPU reaches the pod through gpunode's device
 # plugin (DEVICE_LIST_STRATEGY=cdi-cri: the kubelet hands the CDI name to containerd) and the CDI
 # spec `gpunode cdi generate` wrote. Optional second part (GPUNODE_PROOF_SHIM=1, the default): the
-# same pod through containerd's `nvidia` runtime = `gpunode oci-runtime` (plugin in envvar mode).
+# same pod through containerd's `nvidia` runtime = `gpunode oci-runtime` (plugin in volume-mounts mode).
 #
 #   bash scripts/gpu-proof-kubelet.sh            on the GPU machine, as root, from the repo root,
 #                                                with .k8sbundle/ from scripts/bundle-k8s-gpu.sh
@@ -614,7 +614,7 @@ RESULT="PASSED (cdi-cri)"
 if [ "${GPUNODE_PROOF_SHIM:-1}" = 1 ] && [ "$(ts | tr -d ' ' | cut -d. -f1)" -gt 200 ]; then
   say "skipping the runtime-shim part: $(ts | tr -d ' ') s already spent (deadline $DEADLINE_S s)"
 elif [ "${GPUNODE_PROOF_SHIM:-1}" = 1 ]; then
-  section "(h) runtime shim: containerd default runtime nvidia = gpunode oci-runtime, plugin DEVICE_LIST_STRATEGY=envvar"
+  section "(h) runtime shim: containerd default runtime nvidia = gpunode oci-runtime, plugin DEVICE_LIST_STRATEGY=volume-mounts"
   (
     # a failure here must not turn the cdi-cri result into a failure: run it in a subshell with its
     # own die, whose exit code the main script reads
@@ -633,7 +633,8 @@ elif [ "${GPUNODE_PROOF_SHIM:-1}" = 1 ]; then
     cp "$L/kubelet.log" "$L/kubelet-cdi.log"; cp "$L/plugin.log" "$L/plugin-cdi.log"; cp "$L/containerd.log" "$L/containerd-cdi.log"
     : > "$L/kubelet.log"; : > "$L/plugin.log"
     start_containerd nvidia
-    start_plugin envvar
+    # volume-mounts, not envvar: the shim ignores an unprivileged pod's NVIDIA_VISIBLE_DEVICES
+    start_plugin volume-mounts
     kubelet_config "$(grep -q cgroupsPerQOS "$W/etc/kubelet.yaml" && echo 1 || echo 0)"
     start_kubelet
     wait_registered 60 || die "the device plugin did not register at the restarted kubelet"

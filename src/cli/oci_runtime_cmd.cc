@@ -8,9 +8,11 @@
 //
 // Installed under the name the runtime configs point at (/usr/bin/nvidia-container-runtime, a
 // symlink to gpunode), it takes no flags of its own: settings come from the environment
-// (GPUNODE_RUNTIME_PATH, GPUNODE_CDI_SPEC_DIRS, GPUNODE_OCI_LOG, GPUNODE_HOST_ROOT). As
-// `gpunode oci-runtime`, our flags come first and everything from the first other argument (or
-// after `--`) belongs to the runtime.
+// (GPUNODE_RUNTIME_PATH, GPUNODE_CDI_SPEC_DIRS, GPUNODE_OCI_LOG, GPUNODE_HOST_ROOT,
+// GPUNODE_ACCEPT_ENVVAR_WHEN_UNPRIVILEGED, GPUNODE_ACCEPT_VOLUME_MOUNTS) and NVIDIA's config file
+// (which request channels are believed: src/container/oci_request.h). As `gpunode oci-runtime`, our
+// flags come first and everything from the first other argument (or after `--`) belongs to the
+// runtime. Requests the shim does not use are logged as warnings (debug log, runtime's log).
 //
 // Errors go to stderr and, when the runtime was given `--log FILE`, into that log in its format
 // (containerd shows the last error of that file), and the exit status is 1 without running the
@@ -47,20 +49,45 @@ constexpr char kDefaultSpecDirs[] = "/etc/cdi:/var/run/cdi";
 constexpr char kDefaultKind[] = "nvidia.com/gpu";
 
 constexpr char kHelp[] =
-    "gpunode oci-runtime: an OCI runtime shim that gives containers the GPUs they ask for.\n"
+    "gpunode oci-runtime: an OCI runtime shim that gives containers the GPUs allocated to them.\n"
     "\n"
     "Usage: gpunode oci-runtime [SHIM OPTIONS] [--] RUNTIME ARGS...\n"
     "       nvidia-container-runtime RUNTIME ARGS...   (gpunode installed under that name)\n"
     "\n"
-    "For `create` and `run` it reads <bundle>/config.json; when the container asks for GPUs\n"
-    "(NVIDIA_VISIBLE_DEVICES=all | 0,1 | GPU-<uuid> | 0:1 (MIG) | nvidia.com/gpu=0 | none, or\n"
-    "annotations cdi.k8s.io/*=<CDI names>) it applies those devices' CDI edits (device nodes and\n"
-    "their cgroup rules, mounts, env, hooks), then execs the real runtime with the same arguments.\n"
-    "Every other command goes straight to the runtime. NVIDIA_VISIBLE_DEVICES=void, empty or unset\n"
-    "leaves the container alone. Devices come from the CDI specs in the spec directories; when none\n"
-    "offers nvidia.com/gpu, a spec is generated in memory from this node (as `gpunode cdi generate`).\n"
+    "For `create` and `run` it reads <bundle>/config.json, works out which GPUs the container asks\n"
+    "for, applies those devices' CDI edits (device nodes and their cgroup rules, mounts, env, hooks),\n"
+    "then execs the real runtime with the same arguments. Every other command goes straight to the\n"
+    "runtime. Devices come from the CDI specs in the spec directories; when none offers\n"
+    "nvidia.com/gpu, a spec is generated in memory from this node (as `gpunode cdi generate`).\n"
     "\n"
-    "Shim options (or environment):\n"
+    "Three ways to ask, as in NVIDIA's container toolkit; the first that asks wins:\n"
+    "  1. CDI annotations cdi.k8s.io/*=<CDI names> (written by the kubelet from the device plugin's\n"
+    "     allocation): always used, any kind.\n"
+    "  2. Volume mounts: /dev/null bind-mounted at /var/run/nvidia-container-devices/<id> (the device\n"
+    "     plugin's volume-mounts strategy; <id> 0 | GPU-<uuid> | 0:1 | all | cdi/nvidia.com/gpu/<name>).\n"
+    "     Used when accept-nvidia-visible-devices-as-volume-mounts is true (gpunode's default).\n"
+    "  3. NVIDIA_VISIBLE_DEVICES=all | 0,1 | GPU-<uuid> | 0:1 (MIG) | nvidia.com/gpu=0 | none (driver\n"
+    "     only) in the container's env (its last entry; void, empty or unset = nothing). An image or a\n"
+    "     pod can set it, so it is used only when the container is privileged (CAP_SYS_ADMIN), when\n"
+    "     Docker's --gpus hook is in the spec (docker run --gpus), or when\n"
+    "     accept-nvidia-visible-devices-envvar-when-unprivileged is true (gpunode's default: false;\n"
+    "     NVIDIA's: true). NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices is the marker of\n"
+    "     way 2, not a request. The variable and the mounts name only nvidia.com/gpu devices: another\n"
+    "     kind there stops the container (exit 1).\n"
+    "A request not used is logged as a warning (--debug-log, and the runtime's --log file) naming\n"
+    "the setting that would change it.\n"
+    "\n"
+    "Settings (NVIDIA's keys): read from NVIDIA's config file, top-level keys, when it exists:\n"
+    "$NVIDIA_CTK_CONFIG_FILE_PATH, else ${XDG_CONFIG_HOME:-/etc}/nvidia-container-runtime/config.toml\n"
+    "(a malformed file stops every GPU container: exit 1, the file and key named); then the shim's\n"
+    "environment; then its flags:\n"
+    "  --accept-envvar-when-unprivileged=BOOL  accept-nvidia-visible-devices-envvar-when-unprivileged\n"
+    "                        (GPUNODE_ACCEPT_ENVVAR_WHEN_UNPRIVILEGED; default false)\n"
+    "  --accept-volume-mounts=BOOL  accept-nvidia-visible-devices-as-volume-mounts\n"
+    "                        (GPUNODE_ACCEPT_VOLUME_MOUNTS; default true)\n"
+    "  (BOOL as Go reads it: true, false, 1, 0, t, f, TRUE, FALSE, True, False)\n"
+    "\n"
+    "Other shim options (or environment):\n"
     "  --runtime-path PATH   the real runtime (GPUNODE_RUNTIME_PATH; default runc, from PATH)\n"
     "  --spec-dir DIR        CDI spec directory, repeatable; later ones win a name conflict\n"
     "                        (GPUNODE_CDI_SPEC_DIRS, colon-separated; default /etc/cdi:/var/run/cdi)\n"
@@ -73,13 +100,22 @@ constexpr char kHelp[] =
     "Examples:\n"
     "  gpunode oci-runtime --runtime-path /usr/sbin/runc run --bundle ./bundle demo\n"
     "  ln -s /usr/bin/gpunode /usr/bin/nvidia-container-runtime   # what runtime configs point at\n"
-    "  gpunode runtime configure --runtime containerd                # adds the `nvidia` runtime\n";
+    "  gpunode runtime configure --runtime containerd                # adds the `nvidia` runtime\n"
+    "  printf 'accept-nvidia-visible-devices-envvar-when-unprivileged = true\\n' \\\n"
+    "    >> /etc/nvidia-container-runtime/config.toml               # NVIDIA's behaviour (unsafe)\n";
+
+constexpr char kEnvvarFlag[] = "--accept-envvar-when-unprivileged";
+constexpr char kEnvvarEnv[] = "GPUNODE_ACCEPT_ENVVAR_WHEN_UNPRIVILEGED";
+constexpr char kVolumeMountsFlag[] = "--accept-volume-mounts";
+constexpr char kVolumeMountsEnv[] = "GPUNODE_ACCEPT_VOLUME_MOUNTS";
 
 struct ShimOptions {
   std::string runtime_path;
   std::vector<std::string> spec_dirs;
   bool generate = true;
   std::string debug_log;
+  std::optional<bool> accept_envvar_when_unprivileged;  // the flags, when given
+  std::optional<bool> accept_volume_mounts;
 };
 
 std::string Env(const char* name) {
@@ -160,21 +196,32 @@ class ShimLog {
 
   void Info(const std::string& msg) const { Debug("info", msg); }
 
+  // Our debug log and the runtime's log (a request the shim did not use; the container starts).
+  void Warning(const std::string& msg) const {
+    Debug("warning", msg);
+    RuntimeLog("warning", msg);
+  }
+
   // stderr, the runtime's log (so containerd reports it), and our debug log.
   void Error(const std::string& msg) const {
     std::cerr << "gpunode oci-runtime: error: " << msg << "\n";
     Debug("error", msg);
+    RuntimeLog("error", msg);
+  }
+
+ private:
+  // One line in the runtime's --log file, in its --log-format (runc's logrus: json or text).
+  void RuntimeLog(const char* level, const std::string& msg) const {
     if (call_.log_file.empty()) return;
     std::ofstream out(call_.log_file, std::ios::app);
     const std::string full = absl::StrCat("gpunode oci-runtime: ", msg);
     if (call_.log_format == "json") {
-      out << DumpJson(nlohmann::json{{"level", "error"}, {"msg", full}, {"time", Now()}}) << "\n";
+      out << DumpJson(nlohmann::json{{"level", level}, {"msg", full}, {"time", Now()}}) << "\n";
     } else {
-      out << "time=\"" << Now() << "\" level=error msg=" << DumpJson(nlohmann::json(full)) << "\n";
+      out << "time=\"" << Now() << "\" level=" << level << " msg=" << DumpJson(nlohmann::json(full)) << "\n";
     }
   }
 
- private:
   void Debug(const char* level, const std::string& msg) const {
     if (debug_log_.empty()) return;
     std::ofstream out(debug_log_, std::ios::app);
@@ -246,6 +293,49 @@ void LocalizeSimulatedSpec(cdi::Spec& spec, const std::string& root) {
   for (cdi::Device& d : spec.devices) edit(d.edits);
 }
 
+// Which request channels are believed: gpunode's defaults, then NVIDIA's config file, then our
+// environment, then our flags. Read for create/run only, so a broken file never blocks a delete.
+StatusOr<container::RequestPolicy> ResolvePolicy(const ShimOptions& options, std::string* config_path) {
+  container::RequestPolicy policy;
+  *config_path = container::NvidiaToolkitConfigPath(Env("NVIDIA_CTK_CONFIG_FILE_PATH"), Env("XDG_CONFIG_HOME"));
+  GPUNODE_RETURN_IF_ERROR(container::LoadNvidiaToolkitConfig(*config_path, policy).status());
+  struct Setting {
+    const char* env;
+    const char* flag;
+    const std::optional<bool>& from_flag;
+    bool& value;
+    std::string& source;
+  };
+  for (const Setting& s :
+       {Setting{kEnvvarEnv, kEnvvarFlag, options.accept_envvar_when_unprivileged,
+                policy.accept_envvar_when_unprivileged, policy.envvar_source},
+        Setting{kVolumeMountsEnv, kVolumeMountsFlag, options.accept_volume_mounts, policy.accept_volume_mounts,
+                policy.volume_mounts_source}}) {
+    if (const char* v = std::getenv(s.env); v != nullptr && *v != '\0') {
+      GPUNODE_ASSIGN_OR_RETURN(s.value, ParseGoBool(s.env, v));
+      s.source = s.env;
+    }
+    if (s.from_flag) {
+      s.value = *s.from_flag;
+      s.source = s.flag;
+    }
+  }
+  return policy;
+}
+
+// "ignored X: why; to use it, set KEY = true in FILE (or --flag=true, ENV=true)".
+std::string IgnoredMessage(const container::IgnoredRequest& r, const std::string& config_path) {
+  std::string msg = absl::StrCat("ignored ", r.what, ": ", r.why);
+  if (r.setting == container::kAcceptEnvvarUnprivilegedKey) {
+    absl::StrAppend(&msg, "; to use it, set ", r.setting, " = true in ", config_path, " (or ", kEnvvarFlag,
+                    "=true, ", kEnvvarEnv, "=true), or give the GPU through the device plugin");
+  } else if (r.setting == container::kAcceptVolumeMountsKey) {
+    absl::StrAppend(&msg, "; to use them, set ", r.setting, " = true in ", config_path, " (or ", kVolumeMountsFlag,
+                    "=true, ", kVolumeMountsEnv, "=true)");
+  }
+  return msg;
+}
+
 // `keep` holds a simulated node's host root until the runtime is exec'd: the runtime mounts from
 // it (and the exec skips its removal: the next --simulate run removes it, common.cc).
 Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log,
@@ -260,8 +350,13 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
   GPUNODE_ASSIGN_OR_RETURN(nlohmann::ordered_json config, ParseOrderedJson(file->text, config_path));
   if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not a JSON object"));
 
+  std::string toolkit_config;
+  GPUNODE_ASSIGN_OR_RETURN(const container::RequestPolicy policy, ResolvePolicy(options, &toolkit_config));
   GPUNODE_ASSIGN_OR_RETURN(container::DeviceRequest request,
-                           container::RequestedDevices(config, kDefaultKind));
+                           container::RequestedDevices(config, kDefaultKind, policy));
+  for (const container::IgnoredRequest& ignored : request.ignored) {
+    log.Warning(absl::StrCat(call.bundle, ": ", IgnoredMessage(ignored, toolkit_config)));
+  }
   // Docker's --gpus hook: this shim does its work, so it goes (it would refuse to run).
   const int legacy_hooks = container::RemoveLegacyNvidiaHooks(config);
   const auto write_config = [&]() {
@@ -275,7 +370,8 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
       log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; removed nvidia-container-runtime-hook"));
       return absl::OkStatus();
     }
-    log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; spec untouched"));
+    log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested",
+                          request.ignored.empty() ? "" : " (none of the requests above was used)", "; spec untouched"));
     return absl::OkStatus();
   }
   container::SpecRegistry registry = container::SpecRegistry::Load(options.spec_dirs);
@@ -399,6 +495,18 @@ int RunOciRuntime(const std::vector<std::string>& args) {
     } else if (a == "--runtime-path" || a == "--spec-dir" || a == "--debug-log") {
       PrintError(absl::StrCat(a, " needs a value"));
       return kExitUsage;
+    } else if (a == kEnvvarFlag || a == kVolumeMountsFlag) {
+      PrintError(absl::StrCat(a, " needs a value: ", a, "=true or ", a, "=false"));
+      return kExitUsage;
+    } else if (absl::StartsWith(a, absl::StrCat(kEnvvarFlag, "=")) ||
+               absl::StartsWith(a, absl::StrCat(kVolumeMountsFlag, "="))) {
+      const size_t eq = a.find('=');
+      auto b = ParseGoBool(a.substr(0, eq), a.substr(eq + 1));
+      if (!b.ok()) {
+        PrintError(b.status());
+        return kExitUsage;
+      }
+      (a.substr(0, eq) == kEnvvarFlag ? options.accept_envvar_when_unprivileged : options.accept_volume_mounts) = *b;
     } else {
       break;  // the runtime's arguments start here
     }

@@ -124,7 +124,7 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
   for (const std::string& w : result->warnings) std::cerr << "warning: " << w << "\n";
   std::string hook_note;
   if (*kind == container::RuntimeKind::kDocker) {
-    auto hook = container::InstallDockerGpusHook(*host, opts.runtime_path, opts.dry_run);
+    auto hook = container::InstallDockerGpusHook(*host, opts.runtime_path, opts.dry_run, backup_dir);
     if (!hook.ok()) {
       PrintError(Annotate(hook.status(), "docker --gpus"));
       return kExitFailed;

@@ -1,9 +1,5 @@
 #include "src/container/oci_inject.h"
 
-#include <set>
-
-#include "src/container/capabilities.h"
-
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -14,41 +10,14 @@
 #include <set>
 #include <sstream>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "src/container/capabilities.h"
 
 namespace gpunode::container {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr char kVisibleDevices[] = "NVIDIA_VISIBLE_DEVICES";
-
-// "vendor/class=name" -> (kind, name); InvalidArgument when either part breaks the CDI rules.
-StatusOr<std::pair<std::string, std::string>> SplitQualified(absl::string_view qualified) {
-  const size_t eq = qualified.find('=');
-  if (eq == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", qualified, "\": not a fully-qualified CDI device name (vendor/class=name)"));
-  }
-  std::string kind(qualified.substr(0, eq));
-  std::string name(qualified.substr(eq + 1));
-  if (std::string p = cdi::CheckKind(kind); !p.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", qualified, "\": ", p));
-  }
-  if (std::string p = cdi::CheckDeviceName(name); !p.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", qualified, "\": ", p));
-  }
-  return std::make_pair(kind, name);
-}
-
-bool IsQualified(absl::string_view token) {
-  const size_t eq = token.find('=');
-  return eq != absl::string_view::npos && token.substr(0, eq).find('/') != absl::string_view::npos;
-}
 
 void AddUnique(std::vector<std::string>& list, std::string value) {
   if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(std::move(value));
@@ -194,77 +163,6 @@ void ApplyHook(Json& config, const cdi::Hook& hook) {
 
 }  // namespace
 
-StatusOr<DeviceRequest> RequestedDevices(const Json& config, absl::string_view default_kind) {
-  DeviceRequest request;
-  if (!config.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
-  std::optional<std::string> visible;
-  std::string capabilities;
-  if (config.contains("process")) {
-    const Json& process = config["process"];
-    if (!process.is_object()) return absl::InvalidArgumentError("config.json: process is not an object");
-    if (process.contains("env")) {
-      if (!process["env"].is_array()) return absl::InvalidArgumentError("config.json: process.env is not an array");
-      for (const Json& e : process["env"]) {
-        if (!e.is_string()) continue;
-        const std::string entry = e.get<std::string>();
-        const std::string prefix = absl::StrCat(kVisibleDevices, "=");
-        if (absl::StartsWith(entry, prefix)) visible = entry.substr(prefix.size());  // the last wins
-        if (absl::StartsWith(entry, "NVIDIA_DRIVER_CAPABILITIES=")) capabilities = entry.substr(27);
-      }
-    }
-  }
-  if (visible) {
-    std::vector<std::string> tokens;
-    for (absl::string_view t : absl::StrSplit(*visible, ',')) {
-      t = absl::StripAsciiWhitespace(t);
-      if (!t.empty()) tokens.emplace_back(t);
-    }
-    const bool is_void = tokens.empty() ||
-                         std::find(tokens.begin(), tokens.end(), "void") != tokens.end();
-    if (!is_void) {
-      request.source = absl::StrCat(kVisibleDevices, "=", *visible);
-      for (const std::string& t : tokens) {
-        if (t == "none") {
-          request.driver_only = true;
-        } else if (t == "all") {
-          AddUnique(request.devices, absl::StrCat(default_kind, "=all"));
-        } else if (IsQualified(t)) {
-          GPUNODE_RETURN_IF_ERROR(SplitQualified(t).status());
-          AddUnique(request.devices, t);
-        } else {
-          const std::string q = absl::StrCat(default_kind, "=", t);
-          if (auto split = SplitQualified(q); !split.ok()) {
-            return absl::InvalidArgumentError(
-                absl::StrCat(kVisibleDevices, ": \"", t, "\" is not a GPU index, UUID or CDI name"));
-          }
-          AddUnique(request.devices, q);
-        }
-      }
-      if (!request.devices.empty()) request.driver_only = false;
-      // NVIDIA's legacy (environment) mode mounts the driver files of the capabilities asked for.
-      GPUNODE_ASSIGN_OR_RETURN(std::set<std::string> caps, ParseDriverCapabilities(capabilities));
-      request.capabilities = std::move(caps);
-    }
-  }
-  if (config.contains("annotations") && config["annotations"].is_object()) {
-    for (const auto& [key, value] : config["annotations"].items()) {
-      if (!absl::StartsWith(key, kCdiAnnotationPrefix) || !value.is_string()) continue;
-      for (absl::string_view t : absl::StrSplit(value.get<std::string>(), ',')) {
-        t = absl::StripAsciiWhitespace(t);
-        if (t.empty()) continue;
-        if (auto split = SplitQualified(t); !split.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("annotation ", key, ": ", split.status().message()));
-        }
-        AddUnique(request.devices, std::string(t));
-      }
-      if (request.source.empty()) request.source = absl::StrCat("annotation ", key);
-      request.driver_only = false;
-    }
-  }
-  return request;
-}
-
 SpecRegistry SpecRegistry::Load(const std::vector<std::string>& dirs) {
   namespace fs = std::filesystem;
   SpecRegistry registry;
@@ -315,7 +213,7 @@ std::optional<SpecRegistry::Resolved> SpecRegistry::SpecOfKind(absl::string_view
 }
 
 StatusOr<SpecRegistry::Resolved> SpecRegistry::Resolve(absl::string_view qualified) const {
-  GPUNODE_ASSIGN_OR_RETURN(auto parts, SplitQualified(qualified));
+  GPUNODE_ASSIGN_OR_RETURN(auto parts, SplitQualifiedName(qualified));
   const auto& [kind, name] = parts;
   std::vector<std::string> offered;
   for (size_t i = specs_.size(); i-- > 0;) {  // later directories win
@@ -454,7 +352,7 @@ int RemoveLegacyNvidiaHooks(Json& config) {
     for (const Json& h : list) {
       const std::string path = h.is_object() && h.contains("path") && h["path"].is_string() ? h["path"].get<std::string>() : "";
       const size_t slash = path.rfind('/');
-      if ((slash == std::string::npos ? path : path.substr(slash + 1)) == "nvidia-container-runtime-hook") {
+      if ((slash == std::string::npos ? path : path.substr(slash + 1)) == kDockerGpusHookName) {
         ++removed;
         continue;
       }

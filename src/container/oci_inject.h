@@ -1,10 +1,8 @@
 // GPU injection into an OCI runtime spec (a bundle's config.json), for `gpunode oci-runtime`.
 //
 // Three steps, each testable on its own:
-//  1. RequestedDevices(): what the container asks for. NVIDIA_VISIBLE_DEVICES in process.env
-//     (`all`, indices, UUIDs, MIG "0:1", or fully-qualified CDI names; `none` = driver only, no GPU;
-//     `void`, empty or unset = nothing) and CDI annotations (key prefix "cdi.k8s.io/", value a
-//     comma-separated list of fully-qualified names). Facts: shared/reference/container-cdi.md §4.
+//  1. RequestedDevices() (oci_request.h): what the container asks for, through which channel (CDI
+//     annotations, /dev/null volume mounts, NVIDIA_VISIBLE_DEVICES), and whether it is believed.
 //  2. SpecRegistry: the CDI specs of a list of directories (default /etc/cdi then /var/run/cdi; a
 //     later directory wins a name conflict), resolving "vendor/class=name".
 //  3. ApplyContainerEdits(): the edits applied exactly as the CDI library does (§1.5): env
@@ -12,7 +10,8 @@
 //     device of the same path, plus a cgroup allow rule; mounts replacing one at the same
 //     destination, re-sorted (stably) by destination depth; hooks appended by hook name; gids.
 //     Spec-level edits of every spec that contributed a device first, then each device's; for a
-//     NVIDIA_VISIBLE_DEVICES request the spec-level mounts only of NVIDIA_DRIVER_CAPABILITIES.
+//     NVIDIA_VISIBLE_DEVICES or volume-mount request the spec-level mounts only of
+//     NVIDIA_DRIVER_CAPABILITIES.
 // All JSON work keeps the config's key order (ordered_json), so the file stays recognisable.
 #ifndef GPUNODE_CONTAINER_OCI_INJECT_H_
 #define GPUNODE_CONTAINER_OCI_INJECT_H_
@@ -27,26 +26,11 @@
 #include "nlohmann/json.hpp"
 #include "src/base/status.h"
 #include "src/container/cdi_spec.h"
+#include "src/container/oci_request.h"
 
 namespace gpunode::container {
 
-inline constexpr char kCdiAnnotationPrefix[] = "cdi.k8s.io/";
 inline constexpr char kInjectedAnnotation[] = "gpunode.io/injected-devices";
-
-struct DeviceRequest {
-  std::vector<std::string> devices;  // fully-qualified CDI names, in request order, no duplicates
-  bool driver_only = false;          // NVIDIA_VISIBLE_DEVICES=none: spec-level edits, no GPU
-  std::string source;                // "NVIDIA_VISIBLE_DEVICES=1", "annotation cdi.k8s.io/x", ...
-  // Set for NVIDIA_VISIBLE_DEVICES requests: NVIDIA_DRIVER_CAPABILITIES (default utility,compute);
-  // the spec-level mounts are limited to those groups (capabilities.h). CDI requests get the spec whole.
-  std::optional<std::set<std::string>> capabilities;
-  bool Empty() const { return devices.empty() && !driver_only; }
-};
-
-// Step 1. `default_kind` qualifies bare names ("0" -> "nvidia.com/gpu=0"). Fails on a malformed
-// config (no process.env array) or a malformed name in an annotation.
-StatusOr<DeviceRequest> RequestedDevices(const nlohmann::ordered_json& config,
-                                         absl::string_view default_kind);
 
 // Step 2.
 class SpecRegistry {
@@ -100,7 +84,8 @@ struct InjectResult {
 
 // Docker's `--gpus` adds a prestart hook running `nvidia-container-runtime-hook prestart`; when
 // the shim is the runtime the injection is done here and that hook is removed (it would fail: see
-// `gpunode` as that hook). Returns how many hooks were removed.
+// `gpunode` as that hook). Returns how many hooks were removed. Call it after RequestedDevices(),
+// which reads the hook's presence as Docker's word that the variable is the engine user's request.
 int RemoveLegacyNvidiaHooks(nlohmann::ordered_json& config);
 
 // Steps 2+3 for a request: resolves every name (NotFound/FailedPrecondition with the fix when one

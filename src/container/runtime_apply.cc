@@ -1,5 +1,6 @@
 // The file applier of `gpunode runtime configure` (runtime_config.h): reads, edits and writes the
-// config under the host's lock, with a backup of every change; and restoring those backups.
+// config under the host's lock, with a backup of every change; and restoring those backups. Also
+// the `nvidia-container-runtime-hook` link for Docker's --gpus (a link it replaces is backed up).
 #include <time.h>
 
 #include <algorithm>
@@ -176,7 +177,8 @@ StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string
   return result;
 }
 
-StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run) {
+StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run,
+                                            const std::string& backup_dir) {
   constexpr char kHook[] = "nvidia-container-runtime-hook";
   std::string target = runtime_path.empty() ? "nvidia-container-runtime" : runtime_path;
   if (target.front() != '/') target = node::FindHostProgram(host, target);
@@ -195,10 +197,33 @@ StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::strin
                        "(a link), then run this again so that Docker offers --gpus");
   }
   const std::string link = absl::StrCat("/usr/bin/", kHook);
-  if (dry_run) return absl::StrCat("would link ", link, " -> ", target, " (Docker offers --gpus when it finds it)");
+  // A link of that name to something else (NVIDIA's hook, a dangling one): backed up before it is
+  // replaced, as a link with the same target, where the configs' backups go.
+  std::string old_target;
+  if (auto st = host.Stat(link); st.ok() && st->type == FileType::kSymlink) {
+    GPUNODE_ASSIGN_OR_RETURN(old_target, host.ReadLink(link));
+    if (old_target == target) old_target.clear();
+  }
+  const std::string what = absl::StrCat(" -> ", target, " (Docker offers --gpus when it finds it)");
+  if (dry_run) {
+    return absl::StrCat("would link ", link, what,
+                        old_target.empty() ? "" : absl::StrCat("; the link there now (-> ", old_target, ") would be backed up"));
+  }
+  std::string backup;
+  if (!old_target.empty()) {
+    if (backup_dir.empty()) return absl::InvalidArgumentError(absl::StrCat("replace ", link, ": no backup folder given"));
+    GPUNODE_ASSIGN_OR_RETURN(const std::string real, host.RealPath(link, /*follow_last=*/false, /*strict=*/true));
+    backup = absl::StrCat(BackupStem(real, backup_dir), ".", BackupTime());
+    GPUNODE_RETURN_IF_ERROR(HostFs::Local().Symlink(old_target, backup));
+  }
   GPUNODE_RETURN_IF_ERROR(host.Symlink(target, link));
   auto shown = host.LocalPath(link, /*follow_last=*/false);
-  return absl::StrCat("linked ", shown.ok() ? *shown : link, " -> ", target, " (Docker offers --gpus when it finds it)");
+  std::string msg = absl::StrCat("linked ", shown.ok() ? *shown : link, what);
+  if (!backup.empty()) {
+    absl::StrAppend(&msg, "; the link that was there (-> ", old_target, ") is backed up as ", backup,
+                    " (to put it back: ln -sfn ", old_target, " ", shown.ok() ? *shown : link, ")");
+  }
+  return msg;
 }
 
 }  // namespace gpunode::container

@@ -121,8 +121,11 @@ StatusOr<RestoreResult> RestoreRuntimeConfig(const HostFs& fs, const std::string
 // /usr/bin/nvidia-container-runtime-hook (under the host root) to the runtime Docker is given
 // (`runtime_path`, default nvidia-container-runtime looked up in the host's PATH), so gpunode answers
 // under that name too. An existing program of that name that is not a link (NVIDIA's own hook) is
-// left alone. Returns what was done, in words for the user; an error only when the link failed.
-StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run);
+// left alone; an existing link to something else is backed up first, as the configs are:
+// <backup_dir>/usr/bin/nvidia-container-runtime-hook.<UTC time>, a link with the old target.
+// Returns what was done, in words for the user; an error when the backup or the link failed.
+StatusOr<std::string> InstallDockerGpusHook(const HostFs& host, const std::string& runtime_path, bool dry_run,
+                                            const std::string& backup_dir);
 
 }  // namespace gpunode::container
 

@@ -56,18 +56,19 @@ TEST(DriverCapabilities, FilterKeepsUngroupedFilesAndDropsLinksToDroppedOnes) {
 }
 
 TEST(DriverCapabilities, OnlyEnvironmentRequestsCarryThem) {
+  const RequestPolicy believe_env{.accept_envvar_when_unprivileged = true};
   nlohmann::ordered_json c = {{"process", {{"env", {"NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"}}}}};
-  auto r = RequestedDevices(c, "nvidia.com/gpu");
+  auto r = RequestedDevices(c, "nvidia.com/gpu", believe_env);
   ASSERT_OK(r) << r.status();
   ASSERT_TRUE(r->capabilities.has_value());
   EXPECT_THAT(*r->capabilities, ElementsAre("utility"));
   nlohmann::ordered_json cdi = {{"process", {{"env", {"NVIDIA_DRIVER_CAPABILITIES=utility"}}}},
                                 {"annotations", {{"cdi.k8s.io/x", "nvidia.com/gpu=0"}}}};
-  auto a = RequestedDevices(cdi, "nvidia.com/gpu");
+  auto a = RequestedDevices(cdi, "nvidia.com/gpu", believe_env);
   ASSERT_OK(a) << a.status();
   EXPECT_FALSE(a->capabilities.has_value()) << "a CDI request gets the whole spec, as NVIDIA's CDI mode";
   nlohmann::ordered_json bad = {{"process", {{"env", {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=warp"}}}}};
-  EXPECT_FALSE(RequestedDevices(bad, "nvidia.com/gpu").ok());
+  EXPECT_FALSE(RequestedDevices(bad, "nvidia.com/gpu", believe_env).ok());
 }
 
 TEST(LegacyHook, DockersPrestartHookIsRemovedOthersStay) {

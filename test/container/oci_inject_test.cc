@@ -79,77 +79,13 @@ std::vector<std::string> DevicePaths(const Json& config) {
   return out;
 }
 
+// Step 1 for a container whose NVIDIA_VISIBLE_DEVICES is believed (oci_request_test.cc tests when it is).
+StatusOr<DeviceRequest> Request(const Json& config) {
+  return RequestedDevices(config, "nvidia.com/gpu", RequestPolicy{.accept_envvar_when_unprivileged = true});
+}
+
 std::vector<std::string> Env(const Json& config) {
   return config["process"]["env"].get<std::vector<std::string>>();
-}
-
-// --- what the container asks for ---------------------------------------------------------------
-
-TEST(RequestedDevicesTest, VisibleDevicesBecomeQualifiedNamesOfTheDefaultKind) {
-  auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0, 2,GPU-7f553f48-e049-4eda-97cf-c73c16550250,0:1"}),
-                            "nvidia.com/gpu");
-  ASSERT_OK(r) << r.status();
-  EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=0", "nvidia.com/gpu=2",
-                                      "nvidia.com/gpu=GPU-7f553f48-e049-4eda-97cf-c73c16550250",
-                                      "nvidia.com/gpu=0:1"));
-  EXPECT_FALSE(r->driver_only);
-  EXPECT_THAT(r->source, HasSubstr("NVIDIA_VISIBLE_DEVICES=0, 2"));
-}
-
-TEST(RequestedDevicesTest, AllAndQualifiedNamesAndDuplicates) {
-  auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=all,nvidia.com/gpu=all,vendor.com/x=a"}),
-                            "nvidia.com/gpu");
-  ASSERT_OK(r) << r.status();
-  EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=all", "vendor.com/x=a"));
-}
-
-TEST(RequestedDevicesTest, VoidEmptyAndUnsetAskForNothing) {
-  for (const char* env : {"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=0,void",
-                          "OTHER=1"}) {
-    auto r = RequestedDevices(ConfigWithEnv({env}), "nvidia.com/gpu");
-    ASSERT_OK(r) << env << ": " << r.status();
-    EXPECT_TRUE(r->Empty()) << env;
-  }
-}
-
-TEST(RequestedDevicesTest, TheLastEntryOfTheVariableWins) {
-  // The spec-level edits append NVIDIA_VISIBLE_DEVICES=void, so an injected config asks for nothing.
-  auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=1", "NVIDIA_VISIBLE_DEVICES=void"}), "nvidia.com/gpu");
-  ASSERT_OK(r);
-  EXPECT_TRUE(r->Empty());
-}
-
-TEST(RequestedDevicesTest, NoneMeansTheDriverWithoutAGpu) {
-  auto r = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=none"}), "nvidia.com/gpu");
-  ASSERT_OK(r);
-  EXPECT_TRUE(r->driver_only);
-  EXPECT_THAT(r->devices, IsEmpty());
-  EXPECT_FALSE(r->Empty());
-}
-
-TEST(RequestedDevicesTest, CdiAnnotationsAddTheirNames) {
-  Json c = ConfigWithEnv({});
-  c["annotations"] = {{"cdi.k8s.io/gpunode_abc", "nvidia.com/gpu=1,nvidia.com/gpu=3"},
-                      {"io.kubernetes.cri.sandbox-id", "x"}};
-  auto r = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_OK(r) << r.status();
-  EXPECT_THAT(r->devices, ElementsAre("nvidia.com/gpu=1", "nvidia.com/gpu=3"));
-  EXPECT_EQ(r->source, "annotation cdi.k8s.io/gpunode_abc");
-}
-
-TEST(RequestedDevicesTest, MalformedNamesAreRefusedWithTheirOrigin) {
-  auto bad_env = RequestedDevices(ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0,gpu one"}), "nvidia.com/gpu");
-  ASSERT_FALSE(bad_env.ok());
-  EXPECT_THAT(bad_env.status().message(), HasSubstr("\"gpu one\" is not a GPU index, UUID or CDI name"));
-
-  Json c = ConfigWithEnv({});
-  c["annotations"] = {{"cdi.k8s.io/x", "nvidia.com/gpu"}};
-  auto bad_annotation = RequestedDevices(c, "nvidia.com/gpu");
-  ASSERT_FALSE(bad_annotation.ok());
-  EXPECT_THAT(bad_annotation.status().message(), HasSubstr("annotation cdi.k8s.io/x"));
-
-  Json no_env = Json::parse(R"({"process": {"env": "PATH=/bin"}})");
-  EXPECT_FALSE(RequestedDevices(no_env, "nvidia.com/gpu").ok());
 }
 
 // --- the edits -----------------------------------------------------------------------------------
@@ -247,7 +183,7 @@ TEST(ApplyEditsTest, EnvAppendsAndHooksGoToTheirListAndGidsAreAdded) {
 TEST(InjectDevicesTest, GpuOneGetsItsNodeAndNotGpuZeros) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=1"});
-  auto request = RequestedDevices(c, "nvidia.com/gpu");
+  auto request = Request(c);
   ASSERT_OK(request);
   auto result = InjectDevices(c, registry, *request, "nvidia.com/gpu", FakeNvidiaNodes);
   ASSERT_OK(result) << result.status();
@@ -268,7 +204,7 @@ TEST(InjectDevicesTest, GpuOneGetsItsNodeAndNotGpuZeros) {
 
   // A second pass (a runtime calling the shim twice) changes nothing: every edit is there once.
   const Json before = c;
-  auto again = RequestedDevices(c, "nvidia.com/gpu");
+  auto again = Request(c);
   ASSERT_OK(again);
   EXPECT_TRUE(again->Empty());  // the spec's NVIDIA_VISIBLE_DEVICES=void comes last now
   auto second = InjectDevices(c, registry, *request, "nvidia.com/gpu", FakeNvidiaNodes);
@@ -283,7 +219,7 @@ TEST(InjectDevicesTest, APreexistingInjectedAnnotationIsNotTrusted) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=0"});
   c["annotations"][kInjectedAnnotation] = "nvidia.com/gpu=0";
-  auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
+  auto result = InjectDevices(c, registry, *Request(c), "nvidia.com/gpu", FakeNvidiaNodes);
   ASSERT_OK(result) << result.status();
   EXPECT_TRUE(result->changed);
   EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidia0"));
@@ -293,20 +229,20 @@ TEST(InjectDevicesTest, APreexistingInjectedAnnotationIsNotTrusted) {
 TEST(InjectDevicesTest, AllGivesEveryGpuAndUuidsWorkToo) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=all"});
-  ASSERT_OK(InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes));
+  ASSERT_OK(InjectDevices(c, registry, *Request(c), "nvidia.com/gpu", FakeNvidiaNodes));
   int gpus = 0;
   for (const std::string& p : DevicePaths(c)) gpus += (p.size() == 12 && p.rfind("/dev/nvidia", 0) == 0);
   EXPECT_EQ(gpus, 8);
 
   Json u = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=GPU-7f553f48-e049-4eda-97cf-c73c16550250"});
-  ASSERT_OK(InjectDevices(u, registry, *RequestedDevices(u, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes));
+  ASSERT_OK(InjectDevices(u, registry, *Request(u), "nvidia.com/gpu", FakeNvidiaNodes));
   EXPECT_THAT(DevicePaths(u), ::testing::Contains("/dev/nvidia1"));
 }
 
 TEST(InjectDevicesTest, NoneGivesTheDriverButNoGpu) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=none"});
-  auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
+  auto result = InjectDevices(c, registry, *Request(c), "nvidia.com/gpu", FakeNvidiaNodes);
   ASSERT_OK(result) << result.status();
   for (const std::string& p : DevicePaths(c)) EXPECT_FALSE(p.size() == 12 && std::isdigit(p.back())) << p;
   EXPECT_THAT(DevicePaths(c), ::testing::Contains("/dev/nvidiactl"));
@@ -317,7 +253,7 @@ TEST(InjectDevicesTest, AnUnknownGpuNamesWhatTheSpecsOfferAndWhoAsked) {
   SpecRegistry registry = GoldenRegistry();
   Json c = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=9"});
   const Json before = c;
-  auto result = InjectDevices(c, registry, *RequestedDevices(c, "nvidia.com/gpu"), "nvidia.com/gpu", FakeNvidiaNodes);
+  auto result = InjectDevices(c, registry, *Request(c), "nvidia.com/gpu", FakeNvidiaNodes);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(result.status().message(), HasSubstr("unresolvable CDI device nvidia.com/gpu=9"));
@@ -325,8 +261,9 @@ TEST(InjectDevicesTest, AnUnknownGpuNamesWhatTheSpecsOfferAndWhoAsked) {
   EXPECT_THAT(result.status().message(), HasSubstr("requested by NVIDIA_VISIBLE_DEVICES=9"));
   EXPECT_EQ(c, before);  // nothing half-applied
 
-  Json other = ConfigWithEnv({"NVIDIA_VISIBLE_DEVICES=vendor.com/fpga=0"});
-  auto r2 = InjectDevices(other, registry, *RequestedDevices(other, "nvidia.com/gpu"), "nvidia.com/gpu");
+  Json other = ConfigWithEnv({});
+  other["annotations"] = {{"cdi.k8s.io/fpga", "vendor.com/fpga=0"}};
+  auto r2 = InjectDevices(other, registry, *Request(other), "nvidia.com/gpu");
   ASSERT_FALSE(r2.ok());
   EXPECT_THAT(r2.status().message(), HasSubstr("no CDI spec offers kind vendor.com/fpga"));
 }

@@ -4,7 +4,9 @@
 # PATH (moby daemon/nvidia_linux.go); `gpunode runtime configure --runtime docker` links that name
 # to gpunode and makes gpunode's OCI shim Docker's (default) `nvidia` runtime, which gives the
 # container what NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES ask for from the CDI spec of a
-# fixture host root with real character devices, and removes the hook Docker added.
+# fixture host root with real character devices, and removes the hook Docker added. The hook is
+# what makes the variable count in an unprivileged container: without --gpus, an image's or a
+# user's NVIDIA_VISIBLE_DEVICES counts only in a privileged container (CAP_SYS_ADMIN).
 #
 # dockerd runs as root with a private data root, exec root and socket, no network (--bridge=none,
 # no iptables); the image is `docker import`ed from a busybox-static root; nothing is pulled.
@@ -107,9 +109,15 @@ e2e_assert_eq "$(sed -n 2p <<< "$out")" "libcuda libnvcuvid libnvidia-ml " "all"
 if out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=compute,warp); then e2e_fail "an unknown capability started: $out"; fi
 e2e_assert_contains "$out" 'unknown driver capability "warp"' "an unknown capability is refused, named"
 
-e2e_step "docker run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=5"
-out=$(run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=5) || e2e_fail "--runtime nvidia: $out"
-e2e_assert_eq "$(head -1 <<< "$out")" "nvidia5 " "GPU 5 through the variable"
+e2e_step "NVIDIA_VISIBLE_DEVICES without --gpus: only in a privileged container"
+out=$(run -e NVIDIA_VISIBLE_DEVICES=all) || e2e_fail "-e NVIDIA_VISIBLE_DEVICES=all: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "" "-e NVIDIA_VISIBLE_DEVICES=all, unprivileged: no GPU node"
+grep -q "ignored NVIDIA_VISIBLE_DEVICES=all: the container is unprivileged" "$E2E_TMP/shim.log" ||
+  e2e_fail "the shim did not log the ignored request: $(tail -3 "$E2E_TMP/shim.log")"
+out=$(run --runtime nvidia --cap-add SYS_ADMIN -e NVIDIA_VISIBLE_DEVICES=5) || e2e_fail "--cap-add SYS_ADMIN: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia5 " "--cap-add SYS_ADMIN -e NVIDIA_VISIBLE_DEVICES=5: GPU 5"
+out=$(run --gpus '"device=6"' -e NVIDIA_VISIBLE_DEVICES=all) || e2e_fail "--gpus with -e: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia6 " "--gpus \"device=6\" -e NVIDIA_VISIBLE_DEVICES=all: Docker's value comes last"
 
 e2e_step "mistakes: an unknown device; --gpus with runc as the runtime"
 if out=$(run --gpus '"device=9"'); then e2e_fail "device=9 started on an 8-GPU node: $out"; fi

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # ctest label "e2e": `gpunode oci-runtime` in front of the REAL runc. OCI bundles whose config.json
-# asks for GPUs through NVIDIA_VISIBLE_DEVICES (or a CDI annotation) get exactly those GPUs' device
+# asks for GPUs through a CDI annotation, /dev/null volume mounts under
+# /var/run/nvidia-container-devices, or NVIDIA_VISIBLE_DEVICES (believed only in a privileged
+# container, with Docker's --gpus hook, or with the setting on) get exactly those GPUs' device
 # nodes, the driver files and the hooks' work, from the spec `gpunode cdi generate` wrote for a
 # fixture host root with real character devices (see podman_cdi_test.sh for the fixture steps).
+# An unprivileged container's own NVIDIA_VISIBLE_DEVICES=all gets no GPU.
 #
 #   usage: oci_shim_test.sh PATH/TO/gpunode      (as root; needs runc, busybox-static)
 set -euo pipefail
@@ -38,9 +41,12 @@ echo "lib $(md5sum < "$1" | cut -d" " -f1)"
 echo "link $(readlink "$(dirname "$1")/libcuda.so")"
 echo "ldconf $(grep -v "^#" /etc/ld.so.conf.d/00-gpunode-cdi.conf 2>/dev/null | tr "\n" " ")"'
 
-# shim_run NAME VISIBLE [python edit of config c]: a fresh bundle + rootfs, run through the shim.
+# shim_run NAME VISIBLE [python edit of config c] [shim flag...]: a fresh bundle + rootfs, run
+# through the shim. `runc spec`'s bounding set has no CAP_SYS_ADMIN: unprivileged unless $privileged.
+privileged="c['process']['capabilities']['bounding'].append('CAP_SYS_ADMIN')"
 shim_run() {
   local name=$1 visible=$2 edit=${3:-}
+  shift $(($# < 3 ? $# : 3))
   local rootfs=$E2E_TMP/rootfs-$name bundle=$E2E_TMP/bundle-$name
   cp -a "$E2E_TMP/busybox" "$rootfs"
   e2e_oci_bundle "$bundle" "$rootfs" /bin/sh -c "$report" report "$libcuda"
@@ -49,15 +55,16 @@ c['process']['env'] = [e for e in c['process']['env'] if not e.startswith('NVIDI
 if '$visible' != '-': c['process']['env'].append('NVIDIA_VISIBLE_DEVICES=$visible')
 $edit"
   mkdir -p "$E2E_TMP/runc-state"
-  out=$("$bin" oci-runtime --runtime-path "$(command -v runc)" --spec-dir "$cdi_dir" --no-generate \
-          --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
+  out=$(XDG_CONFIG_HOME=$E2E_TMP/xdg "$bin" oci-runtime --runtime-path "$(command -v runc)" --spec-dir "$cdi_dir" \
+          --no-generate --debug-log "$E2E_TMP/shim.log" "$@" --root "$E2E_TMP/runc-state" --log "$E2E_TMP/runc-$name.log" \
+          run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
   rc=$?
   e2e_runc delete -f "gpunode-shim-$name" >/dev/null 2>&1 || true
 }
 
-e2e_step "NVIDIA_VISIBLE_DEVICES=1 through gpunode oci-runtime --runtime-path runc run"
+e2e_step "NVIDIA_VISIBLE_DEVICES=1 in a privileged container through gpunode oci-runtime --runtime-path runc run"
 set +e
-shim_run one 1
+shim_run one 1 "$privileged"
 set -e
 [ "$rc" -eq 0 ] || e2e_fail "the shim + runc failed ($rc): $out"
 e2e_assert_contains "$out" "node /dev/nvidia1 c3:1" "GPU 1's node, 195:1"
@@ -72,13 +79,60 @@ e2e_assert_contains "$out" "env void" "the spec's NVIDIA_VISIBLE_DEVICES=void co
 e2e_assert_contains "$(cat "$E2E_TMP/bundle-one/config.json")" '"gpunode.io/injected-devices":"nvidia.com/gpu=1"' \
   "config.json records what was injected"
 
-e2e_step "NVIDIA_VISIBLE_DEVICES=all"
-set +e; shim_run all all; set -e
+e2e_step "NVIDIA_VISIBLE_DEVICES=all, privileged"
+set +e; shim_run all all "$privileged"; set -e
 [ "$rc" -eq 0 ] || e2e_fail "all: $out"
 e2e_assert_eq "$(grep -c '^node /dev/nvidia[0-9]' <<< "$out")" 8 "8 GPU nodes"
 
-e2e_step "a CDI annotation instead of the variable"
-set +e; shim_run annot - "c.setdefault('annotations', {})['cdi.k8s.io/gpunode_test'] = 'nvidia.com/gpu=2,nvidia.com/gpu=5'"; set -e
+e2e_step "an image's NVIDIA_VISIBLE_DEVICES=all, unprivileged, uid 1000: no GPU"
+set +e; shim_run unpriv all "c['process']['user'] = {'uid': 1000, 'gid': 1000}"; set -e
+[ "$rc" -eq 0 ] || e2e_fail "the unprivileged container did not start: $out"
+if grep -q '^node /dev/nvidia' <<< "$out"; then e2e_fail "an unprivileged container's env got GPU nodes: $out"; fi
+e2e_ok "no NVIDIA device node in the container"
+e2e_assert_contains "$(cat "$E2E_TMP/runc-unpriv.log")" "level=warning" "runc's log has the warning"
+e2e_assert_contains "$(cat "$E2E_TMP/runc-unpriv.log")" "ignored NVIDIA_VISIBLE_DEVICES=all: the container is unprivileged" \
+  "... naming the request"
+e2e_assert_contains "$(cat "$E2E_TMP/runc-unpriv.log")" "accept-nvidia-visible-devices-envvar-when-unprivileged = true" \
+  "... and the setting"
+
+e2e_step "... the same with the setting on (NVIDIA's default), in NVIDIA's config file"
+mkdir -p "$E2E_TMP/xdg/nvidia-container-runtime"
+echo 'accept-nvidia-visible-devices-envvar-when-unprivileged = true' > "$E2E_TMP/xdg/nvidia-container-runtime/config.toml"
+set +e; shim_run unpriv-on 3 "c['process']['user'] = {'uid': 1000, 'gid': 1000}"; set -e
+rm -r "$E2E_TMP/xdg"
+[ "$rc" -eq 0 ] || e2e_fail "setting on: $out"
+e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia3 " "GPU 3"
+
+e2e_step "a volume-mount request for GPU 1 (the device plugin's volume-mounts strategy), unprivileged"
+set +e
+shim_run mount /var/run/nvidia-container-devices \
+  "c['mounts'].append({'destination': '/var/run/nvidia-container-devices/1', 'type': 'bind', 'source': '/dev/null', 'options': ['rbind', 'ro']})"
+set -e
+[ "$rc" -eq 0 ] || e2e_fail "volume mount: $out"
+e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia1 " "exactly GPU 1"
+e2e_assert_contains "$out" "node /dev/nvidiactl c3:ff" "the control node"
+
+e2e_step "... the same with --accept-volume-mounts=false: no GPU"
+set +e
+shim_run mount-off /var/run/nvidia-container-devices \
+  "c['mounts'].append({'destination': '/var/run/nvidia-container-devices/1', 'type': 'bind', 'source': '/dev/null', 'options': ['rbind', 'ro']})" \
+  --accept-volume-mounts=false
+set -e
+[ "$rc" -eq 0 ] || e2e_fail "volume mount off: $out"
+if grep -q '^node /dev/nvidia' <<< "$out"; then e2e_fail "ignored volume mounts gave GPU nodes: $out"; fi
+e2e_assert_contains "$(cat "$E2E_TMP/runc-mount-off.log")" "accept-nvidia-visible-devices-as-volume-mounts is false" \
+  "runc's log names the setting"
+
+e2e_step "Docker's --gpus hook in an unprivileged container: the variable Docker appended counts"
+set +e
+shim_run docker 4 "c['process']['env'].insert(1, 'NVIDIA_VISIBLE_DEVICES=all')
+c.setdefault('hooks', {})['prestart'] = [{'path': '/usr/bin/nvidia-container-runtime-hook', 'args': ['nvidia-container-runtime-hook', 'prestart'], 'env': ['PATH=/usr/sbin:/usr/bin']}]"
+set -e
+[ "$rc" -eq 0 ] || e2e_fail "docker hook: $out"
+e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia4 " "GPU 4 (the hook removed)"
+
+e2e_step "a CDI annotation, beside the pod's own NVIDIA_VISIBLE_DEVICES=all: only the annotation's GPUs"
+set +e; shim_run annot all "c.setdefault('annotations', {})['cdi.k8s.io/gpunode_test'] = 'nvidia.com/gpu=2,nvidia.com/gpu=5'"; set -e
 [ "$rc" -eq 0 ] || e2e_fail "annotation: $out"
 e2e_assert_eq "$(grep '^node /dev/nvidia[0-9]' <<< "$out" | cut -d' ' -f2 | tr '\n' ' ')" "/dev/nvidia2 /dev/nvidia5 " "GPU 2 and 5"
 
@@ -89,8 +143,13 @@ if grep -q '^node ' <<< "$out"; then e2e_fail "a container that asked for nothin
 e2e_ok "no NVIDIA node, config.json unchanged by the shim"
 
 e2e_step "an unknown GPU is refused before runc runs"
-set +e; shim_run bad 9; set -e
+set +e; shim_run bad 9 "$privileged"; set -e
 [ "$rc" -ne 0 ] || e2e_fail "NVIDIA_VISIBLE_DEVICES=9 started a container: $out"
 e2e_assert_contains "$out" "unresolvable CDI device nvidia.com/gpu=9" "the error names the device"
+
+e2e_step "another vendor's CDI device in the variable is refused before runc runs"
+set +e; shim_run nic example.com/nic=nic0 "$privileged"; set -e
+[ "$rc" -ne 0 ] || e2e_fail "NVIDIA_VISIBLE_DEVICES=example.com/nic=nic0 started a container: $out"
+e2e_assert_contains "$out" "names only nvidia.com/gpu devices" "the error says what is allowed"
 e2e_assert_contains "$(cat "$E2E_TMP/shim.log")" "injected nvidia.com/gpu=1 from $cdi_dir/nvidia.yaml" "the debug log"
 echo "PASS: $(basename "$0")"
