@@ -58,6 +58,10 @@ state=${GPUNODE_K8S_STATE:-/tmp/gpunode-k8s}
 prom_pid=
 cleanup() {
   [ -z "$prom_pid" ] || kill "$prom_pid" 2>/dev/null || true
+  # GPUNODE_E2E_KEEP=1: leave the cluster up after a failure, to look at it (cluster.sh down ends it)
+  if [ "${GPUNODE_E2E_KEEP:-}" = 1 ] && [ "${e2e_passed:-}" != 1 ]; then
+    echo "cluster kept: export KUBECONFIG=$KUBECONFIG PATH=$bin:\$PATH"; return
+  fi
   helm uninstall gpunode -n "$ns" --wait --timeout 60s >/dev/null 2>&1 || true
   "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
 }
@@ -66,6 +70,10 @@ dump() {
   echo "--- gpunode pod"; kubectl -n "$ns" describe pods 2>&1 | tail -40 || true
   echo "--- logs agent"; kubectl -n "$ns" logs daemonset/gpunode -c agent --tail 40 2>&1 || true
   echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
+  local p
+  for p in $(kubectl get pods -n default -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do
+    echo "--- pod $p: $(kubectl get pod "$p" -o jsonpath='{.status.phase}' 2>&1)"; kubectl logs "$p" --tail 10 2>&1 || true
+  done
 }
 trap cleanup EXIT
 # shellcheck source=e2e_security.sh
@@ -489,4 +497,5 @@ ours=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.labe
 ok "no gpunode label left (nvidia.com/gpu.present, set before the install, kept)"
 [ ! -e /var/run/cdi/nvidia.yaml ] || fail "/var/run/cdi/nvidia.yaml left after uninstall"
 ok "no CDI spec left"
+e2e_passed=1
 step "all passed"
