@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -25,6 +27,16 @@
 #include "src/node/probe.h"
 
 namespace gpunode::plugin {
+
+struct MpsExecSpec {
+  std::string program;                // path as seen after the chroot (if any)
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string chroot_dir;             // our path of the new root; "" = none
+  std::string bind_shm_from;          // our paths; "" = no private mount namespace
+  std::string bind_shm_to;
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -33,14 +45,7 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------------------------------------
 // Starting a program: fork, then in the child only async-signal-safe calls until execve.
 
-struct ExecSpec {
-  std::string program;                // path as seen after the chroot (if any)
-  std::vector<std::string> argv;
-  std::vector<std::string> env;
-  std::string chroot_dir;             // our path of the new root; "" = none
-  std::string bind_shm_from;          // our paths; "" = no private mount namespace
-  std::string bind_shm_to;
-};
+using ExecSpec = MpsExecSpec;
 
 struct ExecResult {
   int exit_code = -1;  // -1: killed by a signal
@@ -89,11 +94,59 @@ void CloseFrom(int first, int keep) {
   }
 }
 
+// In the child, before exec (async-signal-safe calls only): every signal at its default and none
+// blocked (the agent blocks SIGTERM, SIGINT and SIGHUP to take them with sigwait, and a blocked or
+// ignored signal survives exec), the private /dev/shm, the chroot, stdio, no other descriptor.
+// `new_session`: a session (and process group) of its own, as `-d` would give the daemon.
+[[noreturn]] void ExecInChild(const ExecSpec& spec, char* const* argv, char* const* envp, int in_fd, int out_fd,
+                              int report_fd, bool new_session) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);  // EINVAL for the few others
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (new_session) ::setsid();
+  if (!spec.bind_shm_from.empty()) {
+    if (::unshare(CLONE_NEWNS) != 0) ChildFail(report_fd, kStepUnshare);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(report_fd, kStepPrivate);
+    if (::mount(spec.bind_shm_from.c_str(), spec.bind_shm_to.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      ChildFail(report_fd, kStepBind);
+    }
+  }
+  if (!spec.chroot_dir.empty()) {
+    if (::chroot(spec.chroot_dir.c_str()) != 0) ChildFail(report_fd, kStepChroot);
+    if (::chdir("/") != 0) ChildFail(report_fd, kStepChdir);
+  }
+  if (::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(out_fd, 2) < 0) ChildFail(report_fd, kStepDup);
+  CloseFrom(3, report_fd);
+  ::execve(spec.program.c_str(), argv, envp);
+  ChildFail(report_fd, kStepExec);
+}
+
+// The child's report after fork: nothing (end of file at exec) or one ChildError. Closes `fd`.
+std::optional<ChildError> ReadChildReport(int fd) {
+  ChildError ce{0, 0};
+  ssize_t got;
+  do {
+    got = ::read(fd, &ce, sizeof ce);
+  } while (got < 0 && errno == EINTR);
+  ::close(fd);
+  if (got == static_cast<ssize_t>(sizeof ce)) return ce;
+  return std::nullopt;
+}
+
+std::string Describe(const ExecSpec& spec) {
+  return absl::StrCat(spec.program, " ", absl::StrJoin(spec.argv.begin() + 1, spec.argv.end(), " "));
+}
+
 // Runs `spec` with `input` on stdin; waits until it exits or `timeout` passes (then kills it).
-// Its own children (a daemon's) may keep the output pipe open: reading stops when the direct
-// child has exited.
+// Its own children may keep the output pipe open: reading stops when the direct child has exited.
 StatusOr<ExecResult> RunProgram(const ExecSpec& spec, const std::string& input, milliseconds timeout) {
-  const std::string what = absl::StrCat(spec.program, " ", absl::StrJoin(spec.argv.begin() + 1, spec.argv.end(), " "));
+  const std::string what = Describe(spec);
   std::vector<char*> argv, envp;
   for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -124,39 +177,15 @@ StatusOr<ExecResult> RunProgram(const ExecSpec& spec, const std::string& input, 
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
     return ErrnoToStatus(e, "fork for", what);
   }
-  if (pid == 0) {
-    ::signal(SIGPIPE, SIG_DFL);
-    if (!spec.bind_shm_from.empty()) {
-      if (::unshare(CLONE_NEWNS) != 0) ChildFail(err[1], kStepUnshare);
-      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(err[1], kStepPrivate);
-      if (::mount(spec.bind_shm_from.c_str(), spec.bind_shm_to.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-        ChildFail(err[1], kStepBind);
-      }
-    }
-    if (!spec.chroot_dir.empty()) {
-      if (::chroot(spec.chroot_dir.c_str()) != 0) ChildFail(err[1], kStepChroot);
-      if (::chdir("/") != 0) ChildFail(err[1], kStepChdir);
-    }
-    if (::dup2(in[0], 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(out[1], 2) < 0) ChildFail(err[1], kStepDup);
-    CloseFrom(3, err[1]);
-    ::execve(spec.program.c_str(), argv.data(), envp.data());
-    ChildFail(err[1], kStepExec);
-  }
+  if (pid == 0) ExecInChild(spec, argv.data(), envp.data(), in[0], out[1], err[1], /*new_session=*/false);
   ::close(in[0]);
   ::close(in[1]);
   ::close(out[1]);
   ::close(err[1]);
-  // The child's report: nothing (end of file at exec) or one ChildError.
-  ChildError ce{0, 0};
-  ssize_t got;
-  do {
-    got = ::read(err[0], &ce, sizeof ce);
-  } while (got < 0 && errno == EINTR);
-  ::close(err[0]);
-  if (got == static_cast<ssize_t>(sizeof ce)) {
+  if (std::optional<ChildError> ce = ReadChildReport(err[0])) {
     ::close(out[0]);
     ::waitpid(pid, nullptr, 0);
-    return ErrnoToStatus(ce.err, StepName(ce.step), ce.step == kStepExec ? spec.program : what);
+    return ErrnoToStatus(ce->err, StepName(ce->step), ce->step == kStepExec ? spec.program : what);
   }
   ExecResult result;
   const auto deadline = Clock::now() + timeout;
@@ -196,30 +225,45 @@ StatusOr<ExecResult> RunProgram(const ExecSpec& spec, const std::string& input, 
   return result;
 }
 
+// Starts `spec` as a long-running child (the control daemon in the foreground) with stdin from
+// /dev/null and stdout and stderr appended to `output_fd`. Returns its pid: ours, from the fork,
+// never read from a file a client could write.
+StatusOr<pid_t> SpawnProgram(const ExecSpec& spec, int output_fd) {
+  const std::string what = Describe(spec);
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0) return ErrnoToStatus(errno, "open", "/dev/null");
+  int err[2];
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(null);
+    return ErrnoToStatus(e, "pipe for", what);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {null, err[0], err[1]}) ::close(fd);
+    return ErrnoToStatus(e, "fork for", what);
+  }
+  if (pid == 0) ExecInChild(spec, argv.data(), envp.data(), null, output_fd, err[1], /*new_session=*/true);
+  ::close(null);
+  ::close(err[1]);
+  if (std::optional<ChildError> ce = ReadChildReport(err[0])) {
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoToStatus(ce->err, StepName(ce->step), ce->step == kStepExec ? spec.program : what);
+  }
+  return pid;
+}
+
 std::string Trimmed(absl::string_view s) { return std::string(absl::StripAsciiWhitespace(s)); }
 
 std::string JoinPath(absl::string_view a, absl::string_view b) {
   if (a == "/" || a.empty()) return absl::StrCat("/", absl::StripPrefix(b, "/"));
   return absl::StrCat(absl::StripSuffix(a, "/"), "/", absl::StripPrefix(b, "/"));
-}
-
-// /proc/<pid>/stat's state and parent (our own /proc: the daemon is our descendant).
-bool ProcState(pid_t pid, char* state, pid_t* ppid) {
-  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/stat"), 4096);
-  if (!text.ok()) return false;
-  const size_t close = text->rfind(')');
-  if (close == std::string::npos || close + 4 > text->size()) return false;
-  std::vector<std::string> fields = absl::StrSplit(text->substr(close + 2), ' ');
-  if (fields.size() < 2) return false;
-  *state = fields[0].empty() ? '?' : fields[0][0];
-  int p = 0;
-  *ppid = absl::SimpleAtoi(fields[1], &p) ? p : 0;
-  return true;
-}
-
-std::string ProcComm(pid_t pid) {
-  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/comm"), 256);
-  return text.ok() ? Trimmed(*text) : "";
 }
 
 }  // namespace
@@ -389,7 +433,7 @@ void MpsManager::CleanPipeDir(const std::string& pipe_dir) {
   }
 }
 
-StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string& command) {
+ExecSpec MpsManager::SpecFor(const Daemon& d, std::vector<std::string> args, Status* why) {
   const bool chroot = options_.chroot == MpsOptions::Chroot::kAlways ||
                       (options_.chroot == MpsOptions::Chroot::kAuto && !host_.is_system_root());
   // Paths as the program sees them: host paths inside the host root, ours otherwise.
@@ -397,7 +441,7 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
   ExecSpec spec;
   spec.program = seen(d.program);
   spec.argv = {spec.program};
-  if (command == "-d") spec.argv.push_back("-d");
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   const std::string program_dir = d.program.substr(0, d.program.rfind('/'));
   spec.env = {
       absl::StrCat("PATH=", seen(program_dir.empty() ? "/" : program_dir),
@@ -415,19 +459,26 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
   if (options_.isolate_shm) {
     auto from = host_.LocalPath(d.status.spec.shm_dir, true, true);
     auto to = host_.LocalPath("/dev/shm", true, true);
-    if (!from.ok()) return from.status();
-    if (!to.ok()) return to.status();
+    if (!from.ok() || !to.ok()) {
+      *why = !from.ok() ? from.status() : to.status();
+      return spec;
+    }
     spec.bind_shm_from = *from;
     spec.bind_shm_to = *to;
   }
-  const bool start = command == "-d";
-  auto r = RunProgram(spec, start ? "" : command + "\n", start ? options_.start_timeout : options_.command_timeout);
+  return spec;
+}
+
+StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string& command, milliseconds timeout) {
+  Status why;
+  ExecSpec spec = SpecFor(d, {}, &why);
+  GPUNODE_RETURN_IF_ERROR(why);
+  auto r = RunProgram(spec, command + "\n", timeout.count() > 0 ? timeout : options_.command_timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) {
     const std::string out = Trimmed(r->output);
-    return absl::UnavailableError(absl::StrCat(start ? "start " : "", d.program, start ? " -d" : "",
-                                               start ? "" : absl::StrCat(" (command \"", command, "\")"),
-                                               ": exit ", r->exit_code, out.empty() ? "" : ": ", out));
+    return absl::UnavailableError(absl::StrCat(d.program, " (command \"", command, "\"): exit ", r->exit_code,
+                                               out.empty() ? "" : ": ", out));
   }
   return r->output;
 }
@@ -441,30 +492,42 @@ StatusOr<std::string> MpsManager::Command(const std::string& resource, const std
   return RunControl(it->second, command);
 }
 
+bool MpsManager::Reap(Daemon* d, bool block) {
+  if (d->status.pid == 0 || d->reaped) return true;
+  int status = 0;
+  pid_t w;
+  while ((w = ::waitpid(d->status.pid, &status, block ? 0 : WNOHANG)) < 0 && errno == EINTR) {
+  }
+  if (w == 0) return false;  // still running
+  // Reaped now (w == pid), or not our child any more (ECHILD): gone either way.
+  d->reaped = true;
+  if (w == d->status.pid) {
+    d->exit_text = WIFEXITED(status)    ? absl::StrCat("exited ", WEXITSTATUS(status))
+                   : WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status))
+                                         : "ended";
+  }
+  return true;
+}
+
 bool MpsManager::Alive(Daemon* d) {
-  const std::string pid_file = JoinPath(d->status.spec.pipe_dir, kMpsPidFile);
-  if (d->status.pid == 0) {
-    if (auto text = host_.ReadFile(pid_file, 64); text.ok()) {
-      int pid = 0;
-      if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) d->status.pid = pid;
-    }
-  }
-  if (d->status.pid == 0) return true;  // no pid file (older drivers): the control pipe decides
-  char state = '?';
-  pid_t ppid = 0;
-  if (!ProcState(d->status.pid, &state, &ppid)) return false;
-  if (state == 'Z') {
-    if (ppid == ::getpid()) ::waitpid(d->status.pid, nullptr, WNOHANG);  // reparented to us: reap
-    return false;
-  }
-  return d->comm.empty() || ProcComm(d->status.pid) == d->comm;
+  if (d->status.pid == 0) return false;
+  return !Reap(d, /*block=*/false);
+}
+
+std::string MpsManager::OutputTail(const Daemon& d) const {
+  auto text = host_.ReadFile(JoinPath(d.status.spec.log_dir, kMpsDaemonOutput), 1 << 20);
+  if (!text.ok()) return "";
+  std::string t = Trimmed(*text);
+  if (t.size() > 500) t = "..." + t.substr(t.size() - 500);
+  return t;
 }
 
 Status MpsManager::StartDaemon(Daemon* d) {
   const MpsDaemonSpec& s = d->status.spec;
   d->running = false;
+  d->reaped = false;
+  d->exit_text.clear();
   d->status.pid = 0;
-  d->comm.clear();
   GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.pipe_dir));
   GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.log_dir));
   if (options_.isolate_shm) {
@@ -472,20 +535,45 @@ Status MpsManager::StartDaemon(Daemon* d) {
     GPUNODE_RETURN_IF_ERROR(host_.MakeDirs("/dev/shm"));
   }
   CleanPipeDir(s.pipe_dir);  // a pipe left by a daemon that died
-  GPUNODE_RETURN_IF_ERROR(RunControl(*d, "-d").status());
+  // The daemon in the foreground (-f), as our own child: its pid comes from the fork, and its end
+  // is seen by waitpid. (With -d it would fork again and only tell its pid through a file in the
+  // pipe folder, which every client pod can write.) Its output goes to <log>/daemon.out.
+  const std::string output = JoinPath(s.log_dir, kMpsDaemonOutput);
+  GPUNODE_ASSIGN_OR_RETURN(std::string output_local, host_.LocalPath(output, true, true));
+  const int out_fd = ::open(output_local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out_fd < 0) return ErrnoToStatus(errno, "open", output);
+  Status why;
+  ExecSpec spec = SpecFor(*d, {"-f"}, &why);
+  StatusOr<pid_t> pid = why.ok() ? SpawnProgram(spec, out_fd) : StatusOr<pid_t>(why);
+  ::close(out_fd);
+  if (!pid.ok()) return pid.status();
+  d->status.pid = *pid;
   d->running = true;
-  // The daemon serves its pipe when `-d` returns; its pid file may follow an instant later.
-  if (auto text = host_.ReadFile(JoinPath(s.pipe_dir, kMpsPidFile), 64); text.ok()) {
-    int pid = 0;
-    if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) {
-      d->status.pid = pid;
-      d->comm = ProcComm(pid);
-    }
-  }
   auto fail = [&](const Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    StopDaemon(d, "its configuration failed");
+    StopDaemon(d, "its start failed");
     return st;
   };
+  // Ready when its control pipe answers; gone when it exits first (it says why in its output).
+  const auto deadline = Clock::now() + options_.start_timeout;
+  Status answer = absl::UnavailableError("no answer yet");
+  while (true) {
+    if (!Alive(d)) {
+      const std::string tail = OutputTail(*d);
+      d->running = false;
+      return absl::UnavailableError(absl::StrCat("start ", d->program, " -f: ", d->exit_text, " before it served ",
+                                                 JoinPath(s.pipe_dir, "control"), tail.empty() ? "" : ": ", tail));
+    }
+    if (host_.Exists(JoinPath(s.pipe_dir, "control"))) {
+      answer = RunControl(*d, "get_default_active_thread_percentage").status();
+      if (answer.ok()) break;
+    }
+    if (Clock::now() >= deadline) {
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          "start ", d->program, " -f: its control pipe did not answer within ",
+          std::chrono::duration_cast<milliseconds>(options_.start_timeout).count(), " ms (", answer.message(), ")")));
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   for (size_t i = 0; i < s.gpu_uuids.size(); ++i) {
     if (s.pinned_mem_limits[i].empty()) continue;
     // The ordinal in the daemon's CUDA_VISIBLE_DEVICES (what NVIDIA's daemon sends: the index).
@@ -514,51 +602,48 @@ Status MpsManager::StartDaemon(Daemon* d) {
 
 void MpsManager::StopDaemon(Daemon* d, absl::string_view why, bool try_quit) {
   const MpsDaemonSpec& s = d->status.spec;
-  if (!d->running && d->status.pid == 0) {
+  const pid_t pid = d->status.pid;
+  if (pid == 0) {
     CleanPipeDir(s.pipe_dir);
+    d->running = false;
     return;
   }
-  const pid_t pid = d->status.pid;
   const bool alive = Alive(d);
   Status quit = try_quit ? absl::OkStatus() : absl::UnavailableError("its pipe does not answer");
   if (alive && try_quit) quit = RunControl(*d, "quit").status();
-  auto gone = [&] {
-    char state;
-    pid_t ppid;
-    if (pid == 0 || !ProcState(pid, &state, &ppid)) return true;
-    if (state == 'Z') {
-      if (ppid == ::getpid()) ::waitpid(pid, nullptr, WNOHANG);
-      return true;
-    }
-    return false;
-  };
-  auto wait_gone = [&](milliseconds limit) {
+  // Signals go to our own child only: it is not reaped until it ended, so its pid is still its own.
+  auto wait_gone = [&](milliseconds limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto deadline = Clock::now() + limit;
-    while (!gone() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
-    return gone();
+    while (!Reap(d, false) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    return Reap(d, false);
   };
   std::string how = quit.ok() ? "quit" : absl::StrCat("quit failed: ", quit.message());
-  if (pid != 0 && alive && !wait_gone(quit.ok() ? options_.quit_timeout : milliseconds(0))) {
+  if (alive && !wait_gone(quit.ok() ? options_.quit_timeout : milliseconds(0))) {
     ::kill(pid, SIGTERM);
     how += "; SIGTERM";
     if (!wait_gone(milliseconds(1000))) {
+      ::kill(-pid, SIGKILL);  // its session: the MPS servers it started too
       ::kill(pid, SIGKILL);
       how += "; SIGKILL";
-      wait_gone(milliseconds(2000));
+      if (!wait_gone(milliseconds(2000))) how += " (not reaped yet)";
     }
   }
   CleanPipeDir(s.pipe_dir);
   d->running = false;
   d->status.healthy = false;
   log_(absl::StrCat("MPS: stopped the control daemon for ", s.resource, " (pid ", pid, ", ", why, "; ",
-                    alive ? how : "it was not running", ")"));
-  d->status.pid = 0;
+                    alive ? how : absl::StrCat("it was not running", d->exit_text.empty() ? "" : ": ", d->exit_text),
+                    ")"));
+  if (d->reaped) d->status.pid = 0;  // else kept: a later Reap finds it
 }
 
 Status MpsManager::CheckDaemon(Daemon* d, bool* answers) {
   *answers = false;
   if (!d->running) return absl::UnavailableError("not running");
-  if (!Alive(d)) return absl::UnavailableError(absl::StrCat("process ", d->status.pid, " is gone"));
+  if (!Alive(d)) {
+    return absl::UnavailableError(absl::StrCat("process ", d->status.pid, " is gone",
+                                               d->exit_text.empty() ? "" : absl::StrCat(" (", d->exit_text, ")")));
+  }
   auto r = RunControl(*d, "get_default_active_thread_percentage");
   if (!r.ok()) return absl::UnavailableError(absl::StrCat("its control pipe does not answer: ", r.status().message()));
   *answers = true;
