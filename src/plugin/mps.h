@@ -91,7 +91,7 @@ std::optional<std::string> MpsPinnedMemLimit(const PluginDevice& device, int rep
 // MPS clients per GPU: 48 from Volta (compute capability 7.0) on, 16 before; unknown: 48.
 int MpsMaxClients(const PluginDevice& device);
 
-struct MpsExecSpec;  // how a program of the driver is started (mps.cc)
+struct MpsExecSpec;  // how a program of the driver is started (mps_exec.h)
 
 // One control daemon: what it runs for and what it is told.
 struct MpsDaemonSpec {
