@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/agent/step_args.h"
 #include "src/base/yaml.h"
 #include "src/base/yaml_reader.h"
 
@@ -97,12 +98,21 @@ class Reader {
   std::vector<std::string> seen_;
 };
 
-Status ParseOneShot(Reader r, OneShotSection* s) {
+// `step` ("cdi", "runtime") names the section; its command line must be one the agent accepts
+// (src/agent/step_args.h), or the error names the item.
+Status ParseOneShot(const std::string& step, Reader r, OneShotSection* s) {
   GPUNODE_RETURN_IF_ERROR(r.CheckSectionType());
   GPUNODE_RETURN_IF_ERROR(r.Bool("enabled", &s->enabled));
   GPUNODE_RETURN_IF_ERROR(r.Strings("args", &s->args));
   GPUNODE_RETURN_IF_ERROR(r.Strings("globalArgs", &s->global_args));
-  return r.Check();
+  GPUNODE_RETURN_IF_ERROR(r.Check());
+  if (auto p = CheckStepArgs(step, s->args, s->global_args)) {
+    const YamlValue list = r.Get(p->list);
+    if (!list.IsSet()) return r.value().Error(absl::StrCat(p->list, ": ", p->message));
+    const YamlValue item = p->index < list.size() ? list.Item(p->index) : list;
+    return item.Error(p->message);
+  }
+  return absl::OkStatus();
 }
 
 Status ParseKubernetes(Reader k, KubernetesSection* s) {
@@ -234,9 +244,13 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(r.OneOf("logFormat", c.log_format, {"text", "json"}));
   GPUNODE_RETURN_IF_ERROR(r.String("healthListen", &c.health_listen));
   GPUNODE_RETURN_IF_ERROR(r.Duration("watchConfig", &c.watch_config));
+  GPUNODE_RETURN_IF_ERROR(r.Duration("stopTimeout", &c.stop_timeout));
+  if (c.stop_timeout < std::chrono::milliseconds(100) || c.stop_timeout > std::chrono::minutes(5)) {
+    return r.Get("stopTimeout").Expected("100ms to 5m (below the pod's terminationGracePeriodSeconds)");
+  }
   GPUNODE_RETURN_IF_ERROR(ParseKubernetes(r.Section("kubernetes"), &c.kubernetes));
-  GPUNODE_RETURN_IF_ERROR(ParseOneShot(r.Section("cdi"), &c.cdi));
-  GPUNODE_RETURN_IF_ERROR(ParseOneShot(r.Section("runtime"), &c.runtime));
+  GPUNODE_RETURN_IF_ERROR(ParseOneShot("cdi", r.Section("cdi"), &c.cdi));
+  GPUNODE_RETURN_IF_ERROR(ParseOneShot("runtime", r.Section("runtime"), &c.runtime));
   GPUNODE_RETURN_IF_ERROR(ParsePlugin(r.Section("plugin"), &c.plugin));
   GPUNODE_RETURN_IF_ERROR(ParseLabels(r.Section("labels"), &c.labels));
   GPUNODE_RETURN_IF_ERROR(ParseExporter(r.Section("exporter"), &c.exporter));
@@ -244,6 +258,36 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(ParseMig(r.Section("mig"), &c.mig));
   GPUNODE_RETURN_IF_ERROR(r.Check());
   return c;
+}
+
+Status CheckReloadable(const AgentConfig& running, const AgentConfig& next) {
+  struct Step {
+    const char* name;
+    const OneShotSection& before;
+    const OneShotSection& after;
+  } steps[] = {{"cdi", running.cdi, next.cdi}, {"runtime", running.runtime, next.runtime}};
+  for (const Step& s : steps) {
+    const auto before = FixedStepValues(s.name, s.before.args, s.before.global_args);
+    const auto after = FixedStepValues(s.name, s.after.args, s.after.global_args);
+    for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+      if (before[i] == after[i]) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          s.name, ".", before[i].list, ": ", before[i].flag, " changed from \"", before[i].value, "\" to \"",
+          after[i].value, "\": it chooses code that runs as root, or where root writes, so it is fixed while the "
+          "agent runs; the change takes effect when the agent's pod restarts"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool ComponentEnabled(const AgentConfig& c, const std::string& name) {
+  if (name == "cdi") return c.cdi.enabled;
+  if (name == "runtime") return c.runtime.enabled;
+  if (name == "validator") return c.validator.enabled;
+  if (name == "plugin") return c.plugin.enabled;
+  if (name == "labels") return c.labels.enabled;
+  if (name == "exporter") return c.exporter.enabled;
+  return false;
 }
 
 StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
@@ -278,6 +322,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
            {"logFormat", c.log_format},
            {"healthListen", c.health_listen},
            {"watchConfig", Ms(c.watch_config)},
+           {"stopTimeout", Ms(c.stop_timeout)},
            {"kubernetes", J{{"enabled", c.kubernetes.enabled},
                             {"kubeconfig", c.kubernetes.kubeconfig},
                             {"daemonset", c.kubernetes.daemonset},

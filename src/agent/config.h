@@ -27,9 +27,12 @@ struct KubernetesSection {
 // A step that runs once at start (and again when the driver changes): `gpunode <args>`.
 struct OneShotSection {
   bool enabled = false;
-  std::vector<std::string> args;  // after the global options, e.g. [cdi, generate, --driver-root, /]
-  // Global options for this step instead of the agent's own (--host-root, --nvml-library...):
-  // e.g. a simulated node's CDI spec is generated with --host-root / so that it names host paths.
+  // After the global options, e.g. [cdi, generate, --driver-root, /]: only `cdi generate` and
+  // `runtime configure` with the flags the chart renders (src/agent/step_args.h).
+  std::vector<std::string> args;
+  // Global options for this step instead of the agent's own (--host-root, --nvml-library,
+  // --cuda-library only): e.g. a simulated node's CDI spec is generated with --host-root / so that
+  // it names host paths. Fixed while the agent runs (a reload that changes them is refused).
   std::vector<std::string> global_args;
 };
 
@@ -87,9 +90,12 @@ struct AgentConfig {
   std::string log_format = "text";  // text | json
   std::string health_listen = ":9401";  // /healthz, /readyz, /metrics when the exporter is off
   std::chrono::milliseconds watch_config{std::chrono::seconds(2)};  // the config file's mtime
+  // How long a stop waits for the components (then the stuck ones are named and left behind, so
+  // cleanup and exit come before the kubelet's SIGKILL; the chart's grace period is 30 s).
+  std::chrono::milliseconds stop_timeout{std::chrono::seconds(10)};
   KubernetesSection kubernetes;
-  OneShotSection cdi;
-  OneShotSection runtime;
+  OneShotSection cdi{false, {"cdi", "generate", "--output", "/var/run/cdi/nvidia.yaml"}, {}};
+  OneShotSection runtime{false, {"runtime", "configure", "--runtime", "containerd", "--cdi"}, {}};
   PluginSection plugin;
   LabelsSection labels;
   ExporterSection exporter;
@@ -108,6 +114,14 @@ StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text);
 
 // The effective configuration, every key (`gpunode agent --print-config`; reloads compare sections).
 nlohmann::ordered_json ConfigToJson(const AgentConfig& c);
+
+// Whether `next` may replace the running config on a reload: the one-shot steps' values that
+// choose code or where root writes (src/agent/step_args.h) must not change. FailedPrecondition
+// naming the key, the flag and both values otherwise.
+Status CheckReloadable(const AgentConfig& running, const AgentConfig& next);
+
+// Whether the config switches component `name` on (its section's `enabled`).
+bool ComponentEnabled(const AgentConfig& c, const std::string& name);
 
 // The agent's component names, in start order.
 const std::vector<std::string>& ComponentNames();

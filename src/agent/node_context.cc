@@ -9,9 +9,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/held_mutex.h"
 
 extern char** environ;
 
@@ -107,11 +109,19 @@ void NodeContext::SetGate(const Gate& g) {
     absl::MutexLock lock(&mu_);
     const bool changed = g.open != gate_.open;
     gate_ = g;
+    gate_changed_.notify_all();
     if (changed) {
       for (auto& [id, f] : gate_subscribers_) call.push_back(f);
     }
   }
   for (auto& f : call) f(g);
+}
+
+bool NodeContext::WaitGateDecided(std::chrono::steady_clock::time_point deadline, std::stop_token stop) {
+  absl::MutexLock lock(&mu_);
+  HeldMutex held(mu_);
+  return gate_changed_.wait_until(held, stop, deadline,
+                                  [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return gate_.reason != "ValidationPending"; });
 }
 
 int NodeContext::OnGateChange(std::function<void(const Gate&)> f) {
@@ -154,7 +164,8 @@ StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   // The child starts with the default signal dispositions and an empty mask (the agent blocks
-  // SIGTERM/SIGHUP to take them with sigwait).
+  // SIGTERM/SIGHUP to take them with sigwait), in a process group of its own, so that a timeout
+  // or a stop kills what it started too.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;
@@ -162,7 +173,8 @@ StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -177,19 +189,36 @@ StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono
     ::close(err[0]);
     return ErrnoToStatus(rc, "start", args[0]);
   }
+  using Clock = std::chrono::steady_clock;
   ChildResult result;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = Clock::now() + timeout;
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   int open_fds = 2;
-  bool killed = false;
+  bool killed = false, reaped = false;
+  int status = 0;
+  // Once the child is gone, what it left running (a daemon it started, a grandchild that escaped
+  // its process group) may hold the pipes open for ever: read what is there for a short while,
+  // then stop.
+  std::optional<Clock::time_point> stop_reading;
   while (open_fds > 0) {
-    if (!killed && (std::chrono::steady_clock::now() >= deadline || stop.stop_requested())) {
+    if (!killed && !reaped && (Clock::now() >= deadline || stop.stop_requested())) {
+      ::kill(-pid, SIGKILL);
       ::kill(pid, SIGKILL);
       killed = true;
     }
-    const int n = ::poll(fds, 2, 100);
+    if (!reaped) {
+      pid_t w;
+      while ((w = ::waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {
+      }
+      if (w == pid) {
+        reaped = true;
+        stop_reading = Clock::now() + kChildOutputGrace;
+      }
+    }
+    if (stop_reading && Clock::now() >= *stop_reading) break;
+    const int n = ::poll(fds, 2, reaped ? 10 : 50);
     if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 2 && n > 0; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       char buf[4096];
       const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
@@ -206,8 +235,10 @@ StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono
   for (pollfd& p : fds) {
     if (p.fd >= 0) ::close(p.fd);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  if (!reaped) {
+    // The pipes closed before the child was seen to exit: it exits now (or is being killed).
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   result.exit_code = !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (killed && stop.stop_requested()) return absl::CancelledError(absl::StrCat(args[0], ": stopped"));

@@ -6,10 +6,12 @@
 #define GPUNODE_AGENT_NODE_CONTEXT_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,10 @@ class NodeContext {
 
   Gate gate() const;
   void SetGate(const Gate& g);  // calls the gate subscribers when it opens or closes
+  // Waits until the first validation has decided (the gate's reason is no longer
+  // "ValidationPending"), `deadline` (steady clock) passes or `stop` is requested; no polling.
+  // Returns whether it has decided.
+  bool WaitGateDecided(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
   int OnGateChange(std::function<void(const Gate&)> f);
   void RemoveGateSubscriber(int id);
 
@@ -93,6 +99,7 @@ class NodeContext {
   std::string inventory_key_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   Gate gate_ ABSL_GUARDED_BY(mu_);
+  std::condition_variable_any gate_changed_;  // notified with mu_ held when gate_ is set
   std::map<int, std::function<void(const Gate&)>> gate_subscribers_ ABSL_GUARDED_BY(mu_);
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::string plugin_config_name_ ABSL_GUARDED_BY(mu_);
@@ -101,7 +108,11 @@ class NodeContext {
 // Runs `args[0]` with `args[1..]` (no shell), waits at most `timeout`, and returns its exit
 // status with what it wrote (stdout; stderr separately). Used for the agent's child steps: the
 // doctor's CUDA check (libcuda and cuInit stay out of the agent's own memory), cdi generate,
-// runtime configure.
+// runtime configure. The child runs in a process group of its own with signals unblocked and at
+// their defaults; at the timeout or a stop the group is killed. Once the child has exited (or was
+// killed), output is read for kChildOutputGrace more at most: a process it left behind that holds
+// the pipes open does not hold the caller.
+inline constexpr std::chrono::milliseconds kChildOutputGrace{200};
 struct ChildResult {
   int exit_code = -1;  // -1: killed by a signal or timed out
   std::string out, err;

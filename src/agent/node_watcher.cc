@@ -6,6 +6,9 @@
 //   nvidia.com/mig.config=<name>                that MIG layout (mig.configFile) through NVML; the
 //                                               result in nvidia.com/mig.config.state, as NVIDIA's
 //                                               mig-manager (pending, success, failed)
+#include <mutex>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,138 +45,208 @@ constexpr char kPluginConfigLabel[] = "nvidia.com/device-plugin.config";
 constexpr char kMigConfigLabel[] = "nvidia.com/mig.config";
 constexpr char kMigStateLabel[] = "nvidia.com/mig.config.state";
 
-class NodeWatcher final : public Component {
- public:
-  NodeWatcher(NodeContext& ctx, const AgentConfig& c, Log& log, Harness& harness)
-      : ctx_(ctx), log_(log), harness_(harness) {
-    configured_ = {{"cdi", c.cdi.enabled},           {"runtime", c.runtime.enabled},
-                   {"validator", c.validator.enabled}, {"plugin", c.plugin.enabled},
-                   {"labels", c.labels.enabled},       {"exporter", c.exporter.enabled}};
-    has_config_dir_ = !c.plugin.config_dir.empty();
-    mig_ = c.mig;
+std::map<std::string, std::string> LabelsOf(const nlohmann::json& node) {
+  std::map<std::string, std::string> labels;
+  if (node.is_object() && node.contains("metadata") && node["metadata"].is_object() &&
+      node["metadata"].contains("labels") && node["metadata"]["labels"].is_object()) {
+    for (const auto& [k, v] : node["metadata"]["labels"].items()) {
+      if (v.is_string()) labels[k] = v.get<std::string>();
+    }
   }
-  std::string name() const override { return "node"; }
-  bool Ready() const override { return seen_.load(); }
+  return labels;
+}
 
-  Status Run(std::stop_token stop) override {
-    if (ctx_.kube() == nullptr || ctx_.node_name().empty()) {
-      return absl::FailedPreconditionError("no Kubernetes API or no node name");
-    }
-    // A watch holds its connection: a client of its own.
-    kube::Client client(ctx_.kube()->connection());
-    std::atomic<bool> stop_flag{false};
-    std::stop_callback on_stop(stop, [&] { stop_flag = true; });
-    kube::WatchNodeOptions o;
-    o.log = [this](const std::string& m) { log_.Info(name(), m); };
-    return kube::WatchNode(
-        client, ctx_.node_name(),
-        [this](const nlohmann::json& node) {
-          Apply(node);
-          return true;
-        },
-        stop_flag, o);
+}  // namespace
+
+NodeWatcher::NodeWatcher(NodeContext& ctx, const AgentConfig& c, Log& log, Harness& harness,
+                         std::chrono::milliseconds barrier_timeout)
+    : ctx_(ctx),
+      log_(log),
+      harness_(harness),
+      barrier_deadline_(std::chrono::steady_clock::now() + barrier_timeout),
+      barrier_timeout_(barrier_timeout) {
+  Reconfigure(c);
+}
+
+void NodeWatcher::Reconfigure(const AgentConfig& c) {
+  absl::MutexLock lock(&mu_);
+  has_config_dir_ = !c.plugin.config_dir.empty();
+  mig_ = c.mig;
+}
+
+void NodeWatcher::HoldUntilFirstRead() {
+  absl::MutexLock lock(&mu_);
+  if (barrier_released_) return;
+  for (const char* c : kHeldUntilNodeRead) harness_.SetOff(c, OffReason::kStartBarrier, true);
+  barrier_set_ = true;
+}
+
+void NodeWatcher::ReleaseBarrier(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (barrier_released_) return;
+    barrier_released_ = true;
+    if (!barrier_set_) return;
   }
+  barrier_changed_.notify_all();
+  if (!why.empty()) log_.Warn(name(), why);
+  for (const char* c : kHeldUntilNodeRead) harness_.SetOff(c, OffReason::kStartBarrier, false);
+}
 
- private:
-  void Apply(const nlohmann::json& node) {
-    std::map<std::string, std::string> labels;
-    if (node.contains("metadata") && node["metadata"].contains("labels") && node["metadata"]["labels"].is_object()) {
-      for (const auto& [k, v] : node["metadata"]["labels"].items()) {
-        if (v.is_string()) labels[k] = v.get<std::string>();
-      }
+Status NodeWatcher::Run(std::stop_token stop) {
+  if (ctx_.kube() == nullptr || ctx_.node_name().empty()) {
+    ReleaseBarrier("no Kubernetes API or no node name: starting without per-node settings");
+    return absl::FailedPreconditionError("no Kubernetes API or no node name");
+  }
+  // The start barrier has a deadline: a Node that cannot be read (the API server down) must not
+  // keep the plugin from registering for ever.
+  std::jthread timer([this](std::stop_token timer_stop) {
+    std::mutex m;
+    std::unique_lock<std::mutex> lock(m);
+    const bool released = barrier_changed_.wait_until(lock, timer_stop, barrier_deadline_, [this] {
+      absl::MutexLock l(&mu_);
+      return barrier_released_;
+    });
+    if (!released && !timer_stop.stop_requested()) {
+      ReleaseBarrier(absl::StrCat("the Node was not read within ",
+                                  std::chrono::duration<double>(barrier_timeout_).count(),
+                                  " s: starting plugin and labels without its per-node settings"));
     }
-    // Switches.
-    std::map<std::string, std::string> off_because;
-    if (auto it = labels.find(absl::StrCat(kDeployPrefix, "operands")); it != labels.end() && it->second == "false") {
-      for (const auto& [c, on] : configured_) off_because[c] = it->first + "=false";
-    }
-    for (const auto& [k, v] : labels) {
-      if (!absl::StartsWith(k, kDeployPrefix) || v != "false") continue;
-      for (const std::string& c : ComponentsOfDeployLabel(k.substr(sizeof(kDeployPrefix) - 1))) off_because[c] = k + "=false";
-    }
-    for (const auto& [c, on] : configured_) {
-      const bool want = on && !off_because.count(c);
-      auto prev = applied_.find(c);
-      if (prev != applied_.end() && prev->second == want) continue;
-      applied_[c] = want;
-      if (prev == applied_.end() && want) continue;  // as started
-      if (on) {
-        log_.Info(name(), want ? absl::StrCat(c, ": switched on (no deploy label turns it off)")
-                               : absl::StrCat(c, ": switched off by ", off_because[c]));
-        harness_.SetEnabled(c, want);
-      }
-    }
-    // The device-plugin config.
-    std::string cfg;
-    if (auto it = labels.find(kPluginConfigLabel); it != labels.end()) cfg = it->second;
-    if (cfg != ctx_.plugin_config_name()) {
-      if (!has_config_dir_) {
-        if (!warned_no_dir_) log_.Warn(name(), absl::StrCat(kPluginConfigLabel, "=", cfg, " ignored: plugin.configDir is not set"));
-        warned_no_dir_ = true;
-      } else {
-        log_.Info(name(), absl::StrCat(kPluginConfigLabel, " ", cfg.empty() ? "removed: the default config" : "= " + cfg,
-                                       ": restarting plugin and labels"));
-        ctx_.set_plugin_config_name(cfg);
+  });
+  // A watch holds its connection: a client of its own.
+  kube::Client client(ctx_.kube()->connection());
+  std::atomic<bool> stop_flag{false};
+  std::stop_callback on_stop(stop, [&] { stop_flag = true; });
+  kube::WatchNodeOptions o;
+  o.log = [this](const std::string& m) { log_.Info(name(), m); };
+  Status st = kube::WatchNode(
+      client, ctx_.node_name(),
+      [this](const nlohmann::json& node) {
+        Apply(node);
+        return true;
+      },
+      stop_flag, o);
+  if (!st.ok() && !stop.stop_requested()) {
+    ReleaseBarrier(absl::StrCat("the Node cannot be read (", st.message(),
+                                "): starting plugin and labels without its per-node settings"));
+  }
+  return st;
+}
+
+void NodeWatcher::Apply(const nlohmann::json& node) {
+  const std::map<std::string, std::string> labels = LabelsOf(node);
+  bool has_config_dir;
+  {
+    absl::MutexLock lock(&mu_);
+    has_config_dir = has_config_dir_;
+  }
+  const bool first = !seen_.load();
+  // Switches: this watcher owns the kNodeLabel reason, nothing else (the config's switch is the
+  // kConfig reason; a reload never undoes a label's veto).
+  std::map<std::string, std::string> off_because;
+  if (auto it = labels.find(absl::StrCat(kDeployPrefix, "operands")); it != labels.end() && it->second == "false") {
+    for (const std::string& c : ComponentNames()) off_because[c] = it->first + "=false";
+  }
+  for (const auto& [k, v] : labels) {
+    if (!absl::StartsWith(k, kDeployPrefix) || v != "false") continue;
+    for (const std::string& c : ComponentsOfDeployLabel(k.substr(sizeof(kDeployPrefix) - 1))) off_because[c] = k + "=false";
+  }
+  for (const std::string& c : ComponentNames()) {
+    auto it = off_because.find(c);
+    harness_.SetOff(c, OffReason::kNodeLabel, it != off_because.end(), it != off_because.end() ? it->second : "");
+  }
+  // The device-plugin config: read by plugin and labels when they start. At the first read they
+  // have not started yet (the start barrier), so nothing restarts.
+  std::string cfg;
+  if (auto it = labels.find(kPluginConfigLabel); it != labels.end()) cfg = it->second;
+  if (cfg != ctx_.plugin_config_name()) {
+    if (!has_config_dir) {
+      if (!warned_no_dir_) log_.Warn(name(), absl::StrCat(kPluginConfigLabel, "=", cfg, " ignored: plugin.configDir is not set"));
+      warned_no_dir_ = true;
+    } else {
+      ctx_.set_plugin_config_name(cfg);
+      const bool running = BarrierReleased();
+      log_.Info(name(), absl::StrCat(kPluginConfigLabel, " ", cfg.empty() ? "removed: the default config" : "= " + cfg,
+                                     running ? ": restarting plugin and labels" : ""));
+      if (running) {
         harness_.Restart("plugin");
         harness_.Restart("labels");
       }
     }
-    // The MIG layout.
-    if (auto it = labels.find(kMigConfigLabel); it != labels.end() && it->second != mig_applied_) {
-      mig_applied_ = it->second;
-      ApplyMig(it->second);
-    }
-    seen_ = true;
   }
-
-  void SetMigState(const std::string& state) {
-    nlohmann::json patch = {{"metadata", {{"labels", {{kMigStateLabel, state}}}}}};
-    if (auto r = ctx_.kube()->MergePatch(absl::StrCat("/api/v1/nodes/", kube::UrlEscape(ctx_.node_name())), patch); !r.ok()) {
-      log_.Warn(name(), absl::StrCat(kMigStateLabel, " not set: ", r.status().message()));
-    }
+  // The MIG layout: applied before the plugin starts (it is held until this read is done).
+  if (auto it = labels.find(kMigConfigLabel); it != labels.end() && it->second != mig_applied_) {
+    mig_applied_ = it->second;
+    auto state = labels.find(kMigStateLabel);
+    ApplyMig(it->second, state == labels.end() ? "" : state->second);
   }
+  seen_ = true;
+  if (first) ReleaseBarrier("");
+}
 
-  void ApplyMig(const std::string& config) {
-    if (mig_.config_file.empty()) {
-      log_.Warn(name(), absl::StrCat(kMigConfigLabel, "=", config, " ignored: mig.configFile is not set"));
-      return;
-    }
-    SetMigState("pending");
-    auto file = mig::LoadMigConfigFile(mig_.config_file);
-    const gpu::NvmlLibrary* nvml = ctx_.Nvml();
-    StatusOr<mig::MigReport> report = !file.ok() ? StatusOr<mig::MigReport>(file.status())
-                                      : nvml == nullptr ? StatusOr<mig::MigReport>(absl::FailedPreconditionError("NVML is not usable"))
-                                                        : mig::ApplyMigConfig(*nvml, *file, config, {false, mig_.allow_real});
-    Status st = report.ok() ? report->status : report.status();
-    if (!st.ok()) {
-      log_.Error(name(), absl::StrCat(kMigConfigLabel, "=", config, ": ", st.message()));
-      SetMigState("failed");
-      return;
-    }
-    log_.Info(name(), absl::StrCat(kMigConfigLabel, "=", config, ": ",
-                                   report->changed ? absl::StrCat(report->done.size(), " steps applied") : "already in place",
-                                   "; restarting plugin and labels over the new devices"));
-    if (auto inv = ctx_.Inventory(/*refresh=*/true); !inv.ok()) log_.Warn(name(), std::string(inv.status().message()));
-    harness_.Restart("plugin");
-    harness_.Restart("labels");
-    SetMigState("success");
+bool NodeWatcher::BarrierReleased() const {
+  absl::MutexLock lock(&mu_);
+  return barrier_released_;
+}
+
+void NodeWatcher::SetMigState(const std::string& state, const std::string& now) {
+  if (state == now) return;
+  nlohmann::json patch = {{"metadata", {{"labels", {{kMigStateLabel, state}}}}}};
+  if (auto r = ctx_.kube()->MergePatch(absl::StrCat("/api/v1/nodes/", kube::UrlEscape(ctx_.node_name())), patch); !r.ok()) {
+    log_.Warn(name(), absl::StrCat(kMigStateLabel, " not set: ", r.status().message()));
   }
+}
 
-  NodeContext& ctx_;
-  Log& log_;
-  Harness& harness_;
-  std::map<std::string, bool> configured_;
-  std::map<std::string, bool> applied_;
-  bool has_config_dir_ = false;
-  MigSection mig_;
-  std::string mig_applied_;
-  bool warned_no_dir_ = false;
-  std::atomic<bool> seen_{false};
-};
+void NodeWatcher::ApplyMig(const std::string& config, const std::string& state_now) {
+  MigSection mig;
+  {
+    absl::MutexLock lock(&mu_);
+    mig = mig_;
+  }
+  if (mig.config_file.empty()) {
+    log_.Warn(name(), absl::StrCat(kMigConfigLabel, "=", config, " ignored: mig.configFile is not set"));
+    return;
+  }
+  const std::string what = absl::StrCat(kMigConfigLabel, "=", config);
+  auto file = mig::LoadMigConfigFile(mig.config_file);
+  const gpu::NvmlLibrary* nvml = ctx_.Nvml();
+  // First a plan: a layout already in place changes nothing and restarts nothing.
+  StatusOr<mig::MigReport> plan = !file.ok() ? StatusOr<mig::MigReport>(file.status())
+                                  : nvml == nullptr
+                                      ? StatusOr<mig::MigReport>(absl::FailedPreconditionError("NVML is not usable"))
+                                      : mig::ApplyMigConfig(*nvml, *file, config, {true, mig.allow_real});
+  if (!plan.ok()) {
+    log_.Error(name(), absl::StrCat(what, ": ", plan.status().message()));
+    SetMigState("failed", state_now);
+    return;
+  }
+  if (plan->plan.empty()) {
+    log_.Info(name(), absl::StrCat(what, ": already in place; nothing restarts"));
+    SetMigState("success", state_now);
+    return;
+  }
+  SetMigState("pending", state_now);
+  // The plugin is off while the layout changes: the kubelet never gets devices that are going.
+  const bool running = BarrierReleased();
+  harness_.SetOff("plugin", OffReason::kMigChange, true, what);
+  if (!harness_.WaitStopped("plugin", std::chrono::seconds(30))) {
+    log_.Warn(name(), absl::StrCat(what, ": the plugin did not stop within 30 s; applying the layout anyway"));
+  }
+  StatusOr<mig::MigReport> report = mig::ApplyMigConfig(*nvml, *file, config, {false, mig.allow_real});
+  Status st = report.ok() ? report->status : report.status();
+  if (auto inv = ctx_.Inventory(/*refresh=*/true); !inv.ok()) log_.Warn(name(), std::string(inv.status().message()));
+  if (!st.ok()) {
+    log_.Error(name(), absl::StrCat(what, ": ", st.message()));
+  } else {
+    log_.Info(name(), absl::StrCat(what, ": ", report->done.size(), " steps applied",
+                                   running ? "; plugin and labels start over the new devices" : ""));
+  }
+  harness_.SetOff("plugin", OffReason::kMigChange, false);
+  if (running) harness_.Restart("labels");
+  SetMigState(st.ok() ? "success" : "failed", "pending");
+}
 
-}  // namespace
-
-std::unique_ptr<Component> MakeNodeWatcher(NodeContext& ctx, const AgentConfig& c, Log& log, Harness& harness) {
+std::unique_ptr<NodeWatcher> MakeNodeWatcher(NodeContext& ctx, const AgentConfig& c, Log& log, Harness& harness) {
   return std::make_unique<NodeWatcher>(ctx, c, log, harness);
 }
 

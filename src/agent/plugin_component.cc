@@ -97,11 +97,7 @@ class PluginComponent final : public Component {
     // takes longer than 20 s does not hold the registration back (the GPUs are Unhealthy until it
     // passes).
     if (gate_) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (!stop.stop_requested() && ctx_.gate().reason == "ValidationPending" &&
-             std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+      ctx_.WaitGateDecided(std::chrono::steady_clock::now() + std::chrono::seconds(20), stop);
       if (stop.stop_requested()) return absl::OkStatus();
     }
     // Probed again at every (re)start: a restart for new settings or SIGHUP sees the devices as

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
+#include "src/agent/step_args.h"
 #include "src/base/json.h"
 #include "src/kube/node.h"
 
@@ -195,6 +196,10 @@ class OneShot final : public Component {
 
   Status Run(std::stop_token stop) override {
     if (s_.args.empty()) return absl::InvalidArgumentError(absl::StrCat(name_, ".args: empty"));
+    // The config reader refused anything else already; this step runs as root, so check again.
+    if (auto p = CheckStepArgs(name_, s_.args, s_.global_args)) {
+      return absl::InvalidArgumentError(absl::StrCat(name_, ".", p->list, "[", p->index, "]: ", p->message));
+    }
     std::vector<std::string> args = ctx_.self_args();
     if (!s_.global_args.empty()) {
       args.resize(1);  // the program

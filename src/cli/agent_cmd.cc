@@ -9,10 +9,13 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/agent/components.h"
 #include "src/agent/config.h"
+#include "src/agent/events.h"
 #include "src/agent/harness.h"
 #include "src/agent/node_context.h"
+#include "src/agent/uninstall.h"
 #include "src/cli/common.h"
 #include "src/exporter/http_server.h"
 #include "src/kube/node.h"
@@ -35,6 +38,7 @@ std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std
       const bool ok = !i.enabled || (ready ? i.up : i.state != agent::ComponentState::kBackoff);
       return exporter::RouteResponse{ok ? 200 : 503, "text/plain; charset=utf-8",
                                      absl::StrCat(name, " ", i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                                                  i.off_why.empty() ? "" : absl::StrCat(": ", i.off_why),
                                                   i.last_error.empty() ? "" : absl::StrCat(" (", i.last_error, ")"), "\n")};
     }
     return exporter::RouteResponse{404, "text/plain; charset=utf-8", absl::StrCat("no component ", name, "\n")};
@@ -52,6 +56,7 @@ std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std
         if (ready) ok = ok && good;
         absl::StrAppend(&body, good ? "[+] " : "[-] ", i.name, " ",
                         i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                        i.off_why.empty() ? "" : absl::StrCat(" (", i.off_why, ")"),
                         i.last_error.empty() || good ? "" : absl::StrCat(": ", i.last_error), "\n");
       }
       absl::StrAppend(&body, ready ? "readyz " : "healthz ", ok ? "ok" : "failed", "\n");
@@ -65,6 +70,107 @@ std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std
   }
   return std::nullopt;
 }
+
+// The components by name, built over `c` (which must outlive them).
+std::map<std::string, std::unique_ptr<agent::Component>> BuildComponents(
+    agent::NodeContext& ctx, const agent::AgentConfig& c, agent::Log& log, agent::Harness& harness,
+    const std::function<std::string()>& metrics,
+    const std::function<std::optional<exporter::RouteResponse>(std::string_view)>& exporter_routes) {
+  std::map<std::string, std::unique_ptr<agent::Component>> m;
+  m["cdi"] = agent::MakeOneShot("cdi", ctx, c.cdi, log);
+  m["runtime"] = agent::MakeOneShot("runtime", ctx, c.runtime, log);
+  m["validator"] = agent::MakeValidator(ctx, c, log, [&harness, &c] {
+    if (c.cdi.enabled) harness.Restart("cdi");
+  });
+  m["plugin"] = agent::MakePlugin(ctx, c, log);
+  m["labels"] = agent::MakeLabels(ctx, c, log);
+  m["exporter"] = agent::MakeExporter(ctx, c, log, metrics, exporter_routes);
+  return m;
+}
+
+// The running configuration and what a reload does with a new one.
+class Reloader {
+ public:
+  Reloader(agent::AgentConfig config, agent::NodeContext& ctx, agent::Log& log, agent::Harness& harness,
+           agent::NodeWatcher* watcher, agent::EventPoster* events, std::function<std::string()> metrics,
+           std::function<std::optional<exporter::RouteResponse>(std::string_view)> exporter_routes)
+      : current_(std::make_unique<agent::AgentConfig>(std::move(config))),
+        ctx_(ctx),
+        log_(log),
+        harness_(harness),
+        watcher_(watcher),
+        events_(events),
+        metrics_(std::move(metrics)),
+        exporter_routes_(std::move(exporter_routes)) {}
+
+  const agent::AgentConfig& current() const { return *current_; }
+  void set_watcher(agent::NodeWatcher* w) { watcher_ = w; }
+
+  void AddComponents() {
+    auto m = BuildComponents(ctx_, *current_, log_, harness_, metrics_, exporter_routes_);
+    for (const std::string& name : agent::ComponentNames()) {
+      harness_.Add(std::move(m[name]), agent::ComponentEnabled(*current_, name));
+    }
+  }
+
+  // Reads `path` again. A file that does not parse, or that changes what is fixed while the agent
+  // runs (CheckReloadable), keeps the running configuration; either way an Event on the Node says
+  // what happened.
+  void Reload(const std::string& path, const char* trigger) {
+    auto next = agent::LoadAgentConfig(path);
+    Status ok = next.ok() ? agent::CheckReloadable(*current_, *next) : next.status();
+    if (!ok.ok()) {
+      log_.Error("agent", absl::StrCat("reload (", trigger, ") refused: ", ok.message(),
+                                       "; keeping the running configuration"));
+      Event("Warning", "AgentConfigRefused",
+            absl::StrCat("gpunode agent kept its running configuration: ", ok.message()));
+      return;
+    }
+    // Read at start only.
+    next->node_name = current_->node_name;
+    next->kubernetes = current_->kubernetes;
+    next->log_format = current_->log_format;
+    next->health_listen = current_->health_listen;
+    next->stop_timeout = current_->stop_timeout;
+    auto fresh = std::make_unique<agent::AgentConfig>(*next);
+    const auto before = agent::ConfigToJson(*current_);
+    const auto after = agent::ConfigToJson(*fresh);
+    auto m = BuildComponents(ctx_, *fresh, log_, harness_, metrics_, exporter_routes_);
+    std::vector<std::string> changed;
+    for (const std::string& name : agent::ComponentNames()) {
+      if (before[name] == after[name]) continue;
+      changed.push_back(name);
+      harness_.Replace(std::move(m[name]));
+      // The config's switch only: a Node label's veto (OffReason::kNodeLabel) stays.
+      harness_.SetEnabled(name, agent::ComponentEnabled(*fresh, name));
+    }
+    if (watcher_ != nullptr && (before["mig"] != after["mig"] || before["plugin"] != after["plugin"])) {
+      watcher_->Reconfigure(*fresh);
+      harness_.Restart("node");  // reads the Node again with the new settings
+    }
+    const std::string what = absl::StrCat(changed.size(), " component(s) with new settings",
+                                          changed.empty() ? "" : absl::StrCat(" (", absl::StrJoin(changed, ", "), ")"));
+    log_.Info("agent", absl::StrCat(trigger, ": ", what));
+    Event("Normal", "AgentConfigReloaded", absl::StrCat("gpunode agent reloaded ", path, ": ", what));
+    keep_.push_back(std::move(current_));  // components built over it may still run
+    current_ = std::move(fresh);
+  }
+
+ private:
+  void Event(const std::string& type, const std::string& reason, const std::string& message) {
+    if (events_ != nullptr) events_->Post(type, reason, message);
+  }
+
+  std::unique_ptr<agent::AgentConfig> current_;
+  std::vector<std::unique_ptr<agent::AgentConfig>> keep_;
+  agent::NodeContext& ctx_;
+  agent::Log& log_;
+  agent::Harness& harness_;
+  agent::NodeWatcher* watcher_;
+  agent::EventPoster* events_;
+  std::function<std::string()> metrics_;
+  std::function<std::optional<exporter::RouteResponse>(std::string_view)> exporter_routes_;
+};
 
 int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   ::mallopt(M_ARENA_MAX, 2);
@@ -97,7 +203,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
 
   agent::Log log(config->log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
   // Signals are taken by sigwait on this thread: blocked before any thread starts (threads
-  // inherit the mask; children get a clean one, see RunChild).
+  // inherit the mask; children get a clean one, see RunChild and MpsManager).
   sigset_t signals;
   sigemptyset(&signals);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
@@ -125,25 +231,28 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
     if (!global.cuda_library.empty()) o.self_args.insert(o.self_args.end(), {"--cuda-library", global.cuda_library});
   }
+  std::optional<kube::Connection> conn;
   if (config->kubernetes.enabled) {
     if (config->node_name.empty()) {
       log.Warn("agent", "no node name (nodeName, --node-name or NODE_NAME): no Node labels, condition, events or "
                         "per-node settings");
     } else {
-      auto conn = kube::ResolveConnection(config->kubernetes.kubeconfig);
-      if (!conn.ok()) {
-        PrintError(absl::StrCat("kubernetes: ", conn.status().message(),
+      auto resolved = kube::ResolveConnection(config->kubernetes.kubeconfig);
+      if (!resolved.ok()) {
+        PrintError(absl::StrCat("kubernetes: ", resolved.status().message(),
                                 " (kubernetes.enabled: false runs the agent without the API)"));
         return kExitUsage;
       }
+      conn = *resolved;
       o.kube = std::make_unique<kube::Client>(*conn);
     }
   }
-  const bool have_kube = o.kube != nullptr;
   agent::NodeContext ctx(std::move(o));
 
   agent::RealClock clock;
-  agent::Harness harness(clock, log);
+  agent::HarnessOptions ho;
+  ho.stop_timeout = config->stop_timeout;
+  agent::Harness harness(clock, log, ho);
   auto metrics = [&harness] { return harness.MetricsText(); };
   auto routes = [&harness](std::string_view path) { return HealthRoutes(harness, path); };
   // On the exporter's port: /healthz and /readyz; its /metrics stays the exporter's page (which
@@ -152,33 +261,27 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     if (path == "/metrics") return std::nullopt;
     return HealthRoutes(harness, path);
   };
-  auto build = [&](const agent::AgentConfig& c) {
-    std::map<std::string, std::unique_ptr<agent::Component>> m;
-    m["cdi"] = agent::MakeOneShot("cdi", ctx, c.cdi, log);
-    m["runtime"] = agent::MakeOneShot("runtime", ctx, c.runtime, log);
-    m["validator"] = agent::MakeValidator(ctx, c, log, [&harness, &c] {
-      if (c.cdi.enabled) harness.Restart("cdi");
-    });
-    m["plugin"] = agent::MakePlugin(ctx, c, log);
-    m["labels"] = agent::MakeLabels(ctx, c, log);
-    m["exporter"] = agent::MakeExporter(ctx, c, log, metrics, exporter_routes);
-    return m;
-  };
-  auto enabled_of = [](const agent::AgentConfig& c, const std::string& name) {
-    if (name == "cdi") return c.cdi.enabled;
-    if (name == "runtime") return c.runtime.enabled;
-    if (name == "validator") return c.validator.enabled;
-    if (name == "plugin") return c.plugin.enabled;
-    if (name == "labels") return c.labels.enabled;
-    if (name == "exporter") return c.exporter.enabled;
-    return false;
-  };
-  auto current = std::make_unique<agent::AgentConfig>(*config);
-  {
-    auto m = build(*current);
-    for (const std::string& name : agent::ComponentNames()) harness.Add(std::move(m[name]), enabled_of(*current, name));
-    if (have_kube) harness.Add(agent::MakeNodeWatcher(ctx, *current, log, harness), true);
+  std::unique_ptr<agent::EventPoster> events;
+  std::unique_ptr<agent::Uninstaller> uninstaller;
+  agent::NodeWatcher* watcher = nullptr;
+  if (conn) events = std::make_unique<agent::EventPoster>(*conn, config->node_name, log);
+  Reloader reloader(*config, ctx, log, harness, nullptr, events.get(), metrics, exporter_routes);
+  reloader.AddComponents();
+  if (conn) {
+    auto w = agent::MakeNodeWatcher(ctx, reloader.current(), log, harness);
+    watcher = w.get();
+    harness.Add(std::move(w));
+    watcher->HoldUntilFirstRead();  // plugin and labels start with the Node's settings
+    if (!config->kubernetes.daemonset.empty()) {
+      agent::UninstallOptions u;
+      u.daemonset = config->kubernetes.daemonset;
+      u.remove_files = config->kubernetes.remove_on_uninstall;
+      u.node_name = config->node_name;
+      uninstaller = std::make_unique<agent::Uninstaller>(*conn, u, harness, log);
+      harness.Add(uninstaller->MakeWatcher());
+    }
   }
+  reloader.set_watcher(watcher);
 
   exporter::ServerOptions health_options;
   health_options.listen = config->health_listen;
@@ -193,7 +296,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
 
   std::string enabled;
   for (const std::string& name : agent::ComponentNames()) {
-    if (enabled_of(*current, name)) absl::StrAppend(&enabled, enabled.empty() ? "" : ", ", name);
+    if (agent::ComponentEnabled(*config, name)) absl::StrAppend(&enabled, enabled.empty() ? "" : ", ", name);
   }
   log.Info("agent", absl::StrCat("gpunode ", GPUNODE_VERSION, " agent starting on ",
                                  config->node_name.empty() ? "(no node name)" : config->node_name,
@@ -206,7 +309,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   std::atomic<bool> timing_stop{false};
   std::thread timing([&] {
     ::pthread_setname_np(::pthread_self(), "gn:timing");
-    bool plugin_logged = !current->plugin.enabled, all_logged = false;
+    bool plugin_logged = !config->plugin.enabled, all_logged = false;
     while (!timing_stop && !(plugin_logged && all_logged) && ctx.MsSinceStart() < 60000) {
       for (const agent::ComponentInfo& i : harness.Components()) {
         if (!plugin_logged && i.name == "plugin" && i.up && ctx.gate().open) {
@@ -224,15 +327,13 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     }
   });
 
-  // The config file: SIGHUP or a change of its modification time reloads it. A section that
-  // changed restarts only its component; a bad file keeps the running configuration.
+  // The config file: SIGHUP or a change of its modification time reloads it.
   auto mtime = [&]() -> int64_t {
     struct stat st {};
     if (flags.config.empty() || ::stat(flags.config.c_str(), &st) != 0) return 0;
     return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   };
   int64_t seen = mtime();
-  std::vector<std::unique_ptr<agent::AgentConfig>> keep;  // components hold references to their config
   int stop_signal = 0;
   while (stop_signal == 0) {
     timespec timeout{static_cast<time_t>(config->watch_config.count() / 1000),
@@ -246,62 +347,40 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     const int64_t now = mtime();
     if (sig != SIGHUP && now == seen) continue;
     seen = now;
-    auto next = agent::LoadAgentConfig(flags.config);
-    if (!next.ok()) {
-      log.Error("agent", absl::StrCat("reload: ", next.status().message(), "; keeping the running configuration"));
-      continue;
-    }
-    next->node_name = current->node_name;
-    next->kubernetes = current->kubernetes;
-    next->log_format = current->log_format;
-    next->health_listen = current->health_listen;
-    auto fresh = std::make_unique<agent::AgentConfig>(*next);
-    const auto before = agent::ConfigToJson(*current);
-    const auto after = agent::ConfigToJson(*fresh);
-    auto m = build(*fresh);
-    int changed = 0;
-    for (const std::string& name : agent::ComponentNames()) {
-      if (before[name] == after[name]) continue;
-      ++changed;
-      harness.Replace(std::move(m[name]));
-      harness.SetEnabled(name, enabled_of(*fresh, name));
-    }
-    if (have_kube && changed > 0) harness.Replace(agent::MakeNodeWatcher(ctx, *fresh, log, harness));
-    log.Info("agent", absl::StrCat(sig == SIGHUP ? "SIGHUP" : "config file changed", ": ", changed,
-                                   " component(s) with new settings"));
-    keep.push_back(std::move(current));
-    current = std::move(fresh);
+    reloader.Reload(flags.config, sig == SIGHUP ? "SIGHUP" : "config file changed");
   }
+  const auto stop_started = std::chrono::steady_clock::now();
   log.Info("agent", absl::StrCat("received ", strsignal(stop_signal), ": stopping"));
   timing_stop = true;
   timing.join();
-  harness.Stop();
-  (*health)->Stop();
-  health_thread.join();
 
   // An uninstall (the DaemonSet is being deleted), not a restart: remove what gpunode put on the
-  // node. A plain stop keeps the labels (no flapping of nvidia.com/gpu.present on upgrades).
-  if (have_kube && !config->kubernetes.daemonset.empty()) {
-    std::string ns, name;
-    if (kube::SplitNamespaced(config->kubernetes.daemonset, "kubernetes.daemonset", &ns, &name).ok()) {
-      auto deleting = kube::DaemonSetDeleting(*ctx.kube(), ns, name);
-      if (!deleting.ok()) {
-        log.Warn("agent", absl::StrCat("cannot tell whether this stop is an uninstall, Node labels kept: ",
-                                       deleting.status().message()));
-      } else if (*deleting) {
-        log.Info("agent", absl::StrCat("DaemonSet ", config->kubernetes.daemonset,
-                                       " is being deleted: removing what gpunode put on the node"));
-        if (auto r = kube::RemoveNodeLabels(*ctx.kube(), config->node_name); !r.ok()) {
-          log.Error("agent", std::string(r.status().message()));
-        }
-        for (const std::string& path : config->kubernetes.remove_on_uninstall) {
-          Status st = HostFs::Local().RemoveFile(path);
-          if (!st.ok() && !absl::IsNotFound(st)) log.Error("agent", std::string(st.message()));
-        }
-      }
+  // node before the components are stopped (a stuck one must not delay it past the kubelet's
+  // SIGKILL). The DaemonSet watch has usually done it already.
+  if (uninstaller != nullptr && !uninstaller->done()) {
+    auto deleting = uninstaller->DaemonSetDeleting();
+    if (!deleting.ok()) {
+      log.Warn("agent", absl::StrCat("cannot tell whether this stop is an uninstall, Node labels kept: ",
+                                     deleting.status().message()));
+    } else if (*deleting) {
+      uninstaller->CleanUp(absl::StrCat("DaemonSet ", uninstaller->daemonset(), " is being deleted (seen at ",
+                                        strsignal(stop_signal), ")"));
     }
   }
-  log.Info("agent", "stopped");
+  const std::vector<std::string> stuck = harness.Stop();
+  (*health)->Stop();
+  health_thread.join();
+  if (events) events->Idle(std::chrono::seconds(1));
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stop_started);
+  if (!stuck.empty()) {
+    // A thread still inside its component: leave without unwinding (its objects stay valid).
+    log.Warn("agent", absl::StrCat("stopped in ", ms.count(), " ms, leaving ", absl::StrJoin(stuck, ", "),
+                                   " behind (still stopping)"));
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(kExitOk);
+  }
+  log.Info("agent", absl::StrCat("stopped in ", ms.count(), " ms"));
   return kExitOk;
 }
 

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "src/agent/components.h"
@@ -58,13 +60,21 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
     }
     if (!harness.failure().ok()) break;
   }
-  harness.Stop();
+  const std::vector<std::string> stuck = harness.Stop();
+  int code = kExitOk;
   if (Status st = harness.failure(); !st.ok()) {
     PrintError(st);
-    return kExitFailed;
+    code = kExitFailed;
+  } else {
+    log.Info(component, stuck.empty() ? "stopped" : "stopped, leaving its run behind (still stopping)");
   }
-  log.Info(component, "stopped");
-  return kExitOk;
+  if (!stuck.empty()) {
+    // The component's thread is still inside its run: leave without unwinding what it uses.
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(code);
+  }
+  return code;
 }
 
 }  // namespace gpunode::cli

@@ -1,20 +1,18 @@
 #include "src/plugin/mps.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -23,203 +21,23 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/node/probe.h"
+#include "src/plugin/mps_exec.h"
 
 namespace gpunode::plugin {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// ---------------------------------------------------------------------------------------------
-// Starting a program: fork, then in the child only async-signal-safe calls until execve.
-
-struct ExecSpec {
-  std::string program;                // path as seen after the chroot (if any)
-  std::vector<std::string> argv;
-  std::vector<std::string> env;
-  std::string chroot_dir;             // our path of the new root; "" = none
-  std::string bind_shm_from;          // our paths; "" = no private mount namespace
-  std::string bind_shm_to;
-};
-
-struct ExecResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string output;  // stdout and stderr together
-};
-
-// What failed in the child before exec: step and errno, written to a close-on-exec pipe.
-struct ChildError {
-  int step;
-  int err;
-};
-enum ChildStep { kStepUnshare = 1, kStepPrivate, kStepBind, kStepChroot, kStepChdir, kStepDup, kStepExec };
-
-const char* StepName(int step) {
-  switch (step) {
-    case kStepUnshare: return "unshare(CLONE_NEWNS) for the private /dev/shm";
-    case kStepPrivate: return "make the mounts of the new namespace private";
-    case kStepBind: return "bind-mount the MPS shm folder over /dev/shm";
-    case kStepChroot: return "chroot into the host root";
-    case kStepChdir: return "chdir / in the host root";
-    case kStepDup: return "redirect stdio";
-    case kStepExec: return "exec";
-  }
-  return "start";
-}
-
-[[noreturn]] void ChildFail(int fd, int step) {
-  ChildError e{step, errno};
-  ssize_t ignored = ::write(fd, &e, sizeof e);
-  (void)ignored;
-  _exit(127);
-}
-
-void CloseFrom(int first, int keep) {
-  // close_range(2) where the kernel has it (5.9+), a loop otherwise.
-#ifdef SYS_close_range
-  if (keep > first) ::syscall(SYS_close_range, first, keep - 1, 0);
-  if (::syscall(SYS_close_range, std::max(first, keep + 1), ~0U, 0) == 0) return;
-#endif
-  rlimit rl{};
-  int max = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? static_cast<int>(rl.rlim_cur)
-                                                                                  : 65536;
-  max = std::min(max, 65536);
-  for (int fd = first; fd < max; ++fd) {
-    if (fd != keep) ::close(fd);
-  }
-}
-
-// Runs `spec` with `input` on stdin; waits until it exits or `timeout` passes (then kills it).
-// Its own children (a daemon's) may keep the output pipe open: reading stops when the direct
-// child has exited.
-StatusOr<ExecResult> RunProgram(const ExecSpec& spec, const std::string& input, milliseconds timeout) {
-  const std::string what = absl::StrCat(spec.program, " ", absl::StrJoin(spec.argv.begin() + 1, spec.argv.end(), " "));
-  std::vector<char*> argv, envp;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  int in[2], out[2], err[2];
-  // Every descriptor is close-on-exec: another thread's fork+exec cannot inherit them.
-  if (::pipe2(in, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe for", what);
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(in[0]), ::close(in[1]);
-    return ErrnoToStatus(e, "pipe for", what);
-  }
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
-    return ErrnoToStatus(e, "pipe for", what);
-  }
-  // Small inputs only (a command line): written before the fork, it fits the pipe's buffer and no
-  // SIGPIPE can reach us when the program exits without reading it.
-  if (!input.empty()) {
-    ssize_t ignored = ::write(in[1], input.data(), std::min<size_t>(input.size(), 4096));
-    (void)ignored;
-  }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
-    return ErrnoToStatus(e, "fork for", what);
-  }
-  if (pid == 0) {
-    ::signal(SIGPIPE, SIG_DFL);
-    if (!spec.bind_shm_from.empty()) {
-      if (::unshare(CLONE_NEWNS) != 0) ChildFail(err[1], kStepUnshare);
-      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(err[1], kStepPrivate);
-      if (::mount(spec.bind_shm_from.c_str(), spec.bind_shm_to.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-        ChildFail(err[1], kStepBind);
-      }
-    }
-    if (!spec.chroot_dir.empty()) {
-      if (::chroot(spec.chroot_dir.c_str()) != 0) ChildFail(err[1], kStepChroot);
-      if (::chdir("/") != 0) ChildFail(err[1], kStepChdir);
-    }
-    if (::dup2(in[0], 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(out[1], 2) < 0) ChildFail(err[1], kStepDup);
-    CloseFrom(3, err[1]);
-    ::execve(spec.program.c_str(), argv.data(), envp.data());
-    ChildFail(err[1], kStepExec);
-  }
-  ::close(in[0]);
-  ::close(in[1]);
-  ::close(out[1]);
-  ::close(err[1]);
-  // The child's report: nothing (end of file at exec) or one ChildError.
-  ChildError ce{0, 0};
-  ssize_t got;
-  do {
-    got = ::read(err[0], &ce, sizeof ce);
-  } while (got < 0 && errno == EINTR);
-  ::close(err[0]);
-  if (got == static_cast<ssize_t>(sizeof ce)) {
-    ::close(out[0]);
-    ::waitpid(pid, nullptr, 0);
-    return ErrnoToStatus(ce.err, StepName(ce.step), ce.step == kStepExec ? spec.program : what);
-  }
-  ExecResult result;
-  const auto deadline = Clock::now() + timeout;
-  bool exited = false, eof = false;
-  int status = 0;
-  char buf[4096];
-  while (true) {
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) exited = true;
-    bool more = false;
-    if (!eof) {
-      pollfd p{out[0], POLLIN, 0};
-      if (::poll(&p, 1, exited ? 0 : 20) > 0) {
-        const ssize_t n = ::read(out[0], buf, sizeof buf);
-        if (n > 0) {
-          if (result.output.size() < (1 << 20)) result.output.append(buf, static_cast<size_t>(n));
-          more = true;
-        } else if (n == 0) {
-          eof = true;
-        }
-      }
-    } else if (!exited) {
-      ::usleep(5000);
-    }
-    // Done when it exited and nothing more is waiting (a daemon it forked may hold the pipe).
-    if (exited && !more) break;
-    if (!exited && Clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      ::close(out[0]);
-      return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ",
-                                                      std::chrono::duration_cast<milliseconds>(timeout).count(),
-                                                      " ms (killed)"));
-    }
-  }
-  ::close(out[0]);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using mps_exec::ExecResult;
+using mps_exec::RunProgram;
+using mps_exec::SpawnProgram;
+using ExecSpec = MpsExecSpec;
 
 std::string Trimmed(absl::string_view s) { return std::string(absl::StripAsciiWhitespace(s)); }
 
 std::string JoinPath(absl::string_view a, absl::string_view b) {
   if (a == "/" || a.empty()) return absl::StrCat("/", absl::StripPrefix(b, "/"));
   return absl::StrCat(absl::StripSuffix(a, "/"), "/", absl::StripPrefix(b, "/"));
-}
-
-// /proc/<pid>/stat's state and parent (our own /proc: the daemon is our descendant).
-bool ProcState(pid_t pid, char* state, pid_t* ppid) {
-  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/stat"), 4096);
-  if (!text.ok()) return false;
-  const size_t close = text->rfind(')');
-  if (close == std::string::npos || close + 4 > text->size()) return false;
-  std::vector<std::string> fields = absl::StrSplit(text->substr(close + 2), ' ');
-  if (fields.size() < 2) return false;
-  *state = fields[0].empty() ? '?' : fields[0][0];
-  int p = 0;
-  *ppid = absl::SimpleAtoi(fields[1], &p) ? p : 0;
-  return true;
-}
-
-std::string ProcComm(pid_t pid) {
-  auto text = HostFs::Local().ReadFile(absl::StrCat("/proc/", pid, "/comm"), 256);
-  return text.ok() ? Trimmed(*text) : "";
 }
 
 }  // namespace
@@ -389,7 +207,7 @@ void MpsManager::CleanPipeDir(const std::string& pipe_dir) {
   }
 }
 
-StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string& command) {
+ExecSpec MpsManager::SpecFor(const Daemon& d, std::vector<std::string> args, Status* why) {
   const bool chroot = options_.chroot == MpsOptions::Chroot::kAlways ||
                       (options_.chroot == MpsOptions::Chroot::kAuto && !host_.is_system_root());
   // Paths as the program sees them: host paths inside the host root, ours otherwise.
@@ -397,7 +215,7 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
   ExecSpec spec;
   spec.program = seen(d.program);
   spec.argv = {spec.program};
-  if (command == "-d") spec.argv.push_back("-d");
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   const std::string program_dir = d.program.substr(0, d.program.rfind('/'));
   spec.env = {
       absl::StrCat("PATH=", seen(program_dir.empty() ? "/" : program_dir),
@@ -415,19 +233,26 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
   if (options_.isolate_shm) {
     auto from = host_.LocalPath(d.status.spec.shm_dir, true, true);
     auto to = host_.LocalPath("/dev/shm", true, true);
-    if (!from.ok()) return from.status();
-    if (!to.ok()) return to.status();
+    if (!from.ok() || !to.ok()) {
+      *why = !from.ok() ? from.status() : to.status();
+      return spec;
+    }
     spec.bind_shm_from = *from;
     spec.bind_shm_to = *to;
   }
-  const bool start = command == "-d";
-  auto r = RunProgram(spec, start ? "" : command + "\n", start ? options_.start_timeout : options_.command_timeout);
+  return spec;
+}
+
+StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string& command, milliseconds timeout) {
+  Status why;
+  ExecSpec spec = SpecFor(d, {}, &why);
+  GPUNODE_RETURN_IF_ERROR(why);
+  auto r = RunProgram(spec, command + "\n", timeout.count() > 0 ? timeout : options_.command_timeout);
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) {
     const std::string out = Trimmed(r->output);
-    return absl::UnavailableError(absl::StrCat(start ? "start " : "", d.program, start ? " -d" : "",
-                                               start ? "" : absl::StrCat(" (command \"", command, "\")"),
-                                               ": exit ", r->exit_code, out.empty() ? "" : ": ", out));
+    return absl::UnavailableError(absl::StrCat(d.program, " (command \"", command, "\"): exit ", r->exit_code,
+                                               out.empty() ? "" : ": ", out));
   }
   return r->output;
 }
@@ -441,30 +266,42 @@ StatusOr<std::string> MpsManager::Command(const std::string& resource, const std
   return RunControl(it->second, command);
 }
 
+bool MpsManager::Reap(Daemon* d, bool block) {
+  if (d->status.pid == 0 || d->reaped) return true;
+  int status = 0;
+  pid_t w;
+  while ((w = ::waitpid(d->status.pid, &status, block ? 0 : WNOHANG)) < 0 && errno == EINTR) {
+  }
+  if (w == 0) return false;  // still running
+  // Reaped now (w == pid), or not our child any more (ECHILD): gone either way.
+  d->reaped = true;
+  if (w == d->status.pid) {
+    d->exit_text = WIFEXITED(status)    ? absl::StrCat("exited ", WEXITSTATUS(status))
+                   : WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status))
+                                         : "ended";
+  }
+  return true;
+}
+
 bool MpsManager::Alive(Daemon* d) {
-  const std::string pid_file = JoinPath(d->status.spec.pipe_dir, kMpsPidFile);
-  if (d->status.pid == 0) {
-    if (auto text = host_.ReadFile(pid_file, 64); text.ok()) {
-      int pid = 0;
-      if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) d->status.pid = pid;
-    }
-  }
-  if (d->status.pid == 0) return true;  // no pid file (older drivers): the control pipe decides
-  char state = '?';
-  pid_t ppid = 0;
-  if (!ProcState(d->status.pid, &state, &ppid)) return false;
-  if (state == 'Z') {
-    if (ppid == ::getpid()) ::waitpid(d->status.pid, nullptr, WNOHANG);  // reparented to us: reap
-    return false;
-  }
-  return d->comm.empty() || ProcComm(d->status.pid) == d->comm;
+  if (d->status.pid == 0) return false;
+  return !Reap(d, /*block=*/false);
+}
+
+std::string MpsManager::OutputTail(const Daemon& d) const {
+  auto text = host_.ReadFile(JoinPath(d.status.spec.log_dir, kMpsDaemonOutput), 1 << 20);
+  if (!text.ok()) return "";
+  std::string t = Trimmed(*text);
+  if (t.size() > 500) t = "..." + t.substr(t.size() - 500);
+  return t;
 }
 
 Status MpsManager::StartDaemon(Daemon* d) {
   const MpsDaemonSpec& s = d->status.spec;
   d->running = false;
+  d->reaped = false;
+  d->exit_text.clear();
   d->status.pid = 0;
-  d->comm.clear();
   GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.pipe_dir));
   GPUNODE_RETURN_IF_ERROR(host_.MakeDirs(s.log_dir));
   if (options_.isolate_shm) {
@@ -472,20 +309,45 @@ Status MpsManager::StartDaemon(Daemon* d) {
     GPUNODE_RETURN_IF_ERROR(host_.MakeDirs("/dev/shm"));
   }
   CleanPipeDir(s.pipe_dir);  // a pipe left by a daemon that died
-  GPUNODE_RETURN_IF_ERROR(RunControl(*d, "-d").status());
+  // The daemon in the foreground (-f), as our own child: its pid comes from the fork, and its end
+  // is seen by waitpid. (With -d it would fork again and only tell its pid through a file in the
+  // pipe folder, which every client pod can write.) Its output goes to <log>/daemon.out.
+  const std::string output = JoinPath(s.log_dir, kMpsDaemonOutput);
+  GPUNODE_ASSIGN_OR_RETURN(std::string output_local, host_.LocalPath(output, true, true));
+  const int out_fd = ::open(output_local.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out_fd < 0) return ErrnoToStatus(errno, "open", output);
+  Status why;
+  ExecSpec spec = SpecFor(*d, {"-f"}, &why);
+  StatusOr<pid_t> pid = why.ok() ? SpawnProgram(spec, out_fd) : StatusOr<pid_t>(why);
+  ::close(out_fd);
+  if (!pid.ok()) return pid.status();
+  d->status.pid = *pid;
   d->running = true;
-  // The daemon serves its pipe when `-d` returns; its pid file may follow an instant later.
-  if (auto text = host_.ReadFile(JoinPath(s.pipe_dir, kMpsPidFile), 64); text.ok()) {
-    int pid = 0;
-    if (absl::SimpleAtoi(Trimmed(*text), &pid) && pid > 0) {
-      d->status.pid = pid;
-      d->comm = ProcComm(pid);
-    }
-  }
   auto fail = [&](const Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    StopDaemon(d, "its configuration failed");
+    StopDaemon(d, "its start failed");
     return st;
   };
+  // Ready when its control pipe answers; gone when it exits first (it says why in its output).
+  const auto deadline = Clock::now() + options_.start_timeout;
+  Status answer = absl::UnavailableError("no answer yet");
+  while (true) {
+    if (!Alive(d)) {
+      const std::string tail = OutputTail(*d);
+      d->running = false;
+      return absl::UnavailableError(absl::StrCat("start ", d->program, " -f: ", d->exit_text, " before it served ",
+                                                 JoinPath(s.pipe_dir, "control"), tail.empty() ? "" : ": ", tail));
+    }
+    if (host_.Exists(JoinPath(s.pipe_dir, "control"))) {
+      answer = RunControl(*d, "get_default_active_thread_percentage").status();
+      if (answer.ok()) break;
+    }
+    if (Clock::now() >= deadline) {
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          "start ", d->program, " -f: its control pipe did not answer within ",
+          std::chrono::duration_cast<milliseconds>(options_.start_timeout).count(), " ms (", answer.message(), ")")));
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   for (size_t i = 0; i < s.gpu_uuids.size(); ++i) {
     if (s.pinned_mem_limits[i].empty()) continue;
     // The ordinal in the daemon's CUDA_VISIBLE_DEVICES (what NVIDIA's daemon sends: the index).
@@ -514,51 +376,48 @@ Status MpsManager::StartDaemon(Daemon* d) {
 
 void MpsManager::StopDaemon(Daemon* d, absl::string_view why, bool try_quit) {
   const MpsDaemonSpec& s = d->status.spec;
-  if (!d->running && d->status.pid == 0) {
+  const pid_t pid = d->status.pid;
+  if (pid == 0) {
     CleanPipeDir(s.pipe_dir);
+    d->running = false;
     return;
   }
-  const pid_t pid = d->status.pid;
   const bool alive = Alive(d);
   Status quit = try_quit ? absl::OkStatus() : absl::UnavailableError("its pipe does not answer");
   if (alive && try_quit) quit = RunControl(*d, "quit").status();
-  auto gone = [&] {
-    char state;
-    pid_t ppid;
-    if (pid == 0 || !ProcState(pid, &state, &ppid)) return true;
-    if (state == 'Z') {
-      if (ppid == ::getpid()) ::waitpid(pid, nullptr, WNOHANG);
-      return true;
-    }
-    return false;
-  };
-  auto wait_gone = [&](milliseconds limit) {
+  // Signals go to our own child only: it is not reaped until it ended, so its pid is still its own.
+  auto wait_gone = [&](milliseconds limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto deadline = Clock::now() + limit;
-    while (!gone() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
-    return gone();
+    while (!Reap(d, false) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    return Reap(d, false);
   };
   std::string how = quit.ok() ? "quit" : absl::StrCat("quit failed: ", quit.message());
-  if (pid != 0 && alive && !wait_gone(quit.ok() ? options_.quit_timeout : milliseconds(0))) {
+  if (alive && !wait_gone(quit.ok() ? options_.quit_timeout : milliseconds(0))) {
     ::kill(pid, SIGTERM);
     how += "; SIGTERM";
     if (!wait_gone(milliseconds(1000))) {
+      ::kill(-pid, SIGKILL);  // its session: the MPS servers it started too
       ::kill(pid, SIGKILL);
       how += "; SIGKILL";
-      wait_gone(milliseconds(2000));
+      if (!wait_gone(milliseconds(2000))) how += " (not reaped yet)";
     }
   }
   CleanPipeDir(s.pipe_dir);
   d->running = false;
   d->status.healthy = false;
   log_(absl::StrCat("MPS: stopped the control daemon for ", s.resource, " (pid ", pid, ", ", why, "; ",
-                    alive ? how : "it was not running", ")"));
-  d->status.pid = 0;
+                    alive ? how : absl::StrCat("it was not running", d->exit_text.empty() ? "" : ": ", d->exit_text),
+                    ")"));
+  if (d->reaped) d->status.pid = 0;  // else kept: a later Reap finds it
 }
 
 Status MpsManager::CheckDaemon(Daemon* d, bool* answers) {
   *answers = false;
   if (!d->running) return absl::UnavailableError("not running");
-  if (!Alive(d)) return absl::UnavailableError(absl::StrCat("process ", d->status.pid, " is gone"));
+  if (!Alive(d)) {
+    return absl::UnavailableError(absl::StrCat("process ", d->status.pid, " is gone",
+                                               d->exit_text.empty() ? "" : absl::StrCat(" (", d->exit_text, ")")));
+  }
   auto r = RunControl(*d, "get_default_active_thread_percentage");
   if (!r.ok()) return absl::UnavailableError(absl::StrCat("its control pipe does not answer: ", r.status().message()));
   *answers = true;

@@ -16,7 +16,12 @@
 // mode or any other GPU setting (NVIDIA's daemon switches the GPUs to EXCLUSIVE_PROCESS and back
 // to DEFAULT on stop, losing what the admin had set).
 //
-// How the daemon is started: fork, then in the child (before exec, async-signal-safe calls only)
+// How the daemon is started: `nvidia-cuda-mps-control -f` (the daemon in the foreground) as our own
+// child, so its pid is the one fork returned and its end is seen by waitpid: never the pid file in
+// the pipe folder, which is mounted read-write into every client pod (a pid written there would
+// be signalled). Then in the child (before exec, async-signal-safe calls only)
+//  - every signal at its default disposition and none blocked (the agent blocks SIGTERM, SIGINT
+//    and SIGHUP for its sigwait; a blocked or ignored signal survives exec), a session of its own;
 //  - when `isolate_shm`: a private mount namespace (unshare CLONE_NEWNS, mounts made private)
 //    with <mpsRoot>/shm bind-mounted over /dev/shm, so the MPS server and its clients share that
 //    folder and not the host's /dev/shm (what NVIDIA does with its daemon pod's /dev/shm mount);
@@ -26,18 +31,21 @@
 //    the MPS server it spawns stays in that root too. A driver root other than "/" (a driver
 //    container's /run/nvidia/driver) is reached inside it: the program at <driver root>/usr/bin
 //    with LD_LIBRARY_PATH at the driver root's library folders;
-//  - stdin from /dev/null, stdout and stderr captured, every other descriptor closed; execve with
-//    a clean environment (PATH, CUDA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY,
-//    CUDA_MPS_LOG_DIRECTORY). A step that fails comes back as an error naming it.
-// The client commands (`echo CMD | nvidia-cuda-mps-control`) are started the same way, each
-// bounded by `command_timeout` (a daemon that hangs cannot hang us: the client is killed).
+//  - stdin from /dev/null, stdout and stderr to <log>/daemon.out (or captured, for a client
+//    command), every other descriptor closed; execve with a clean environment (PATH,
+//    CUDA_VISIBLE_DEVICES, CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY). A step that fails
+//    comes back as an error naming it.
+// The daemon is ready when its control pipe answers; one that exits first is an error with the
+// end of its output. The client commands (`echo CMD | nvidia-cuda-mps-control`) are started the
+// same way, each bounded by `command_timeout` (a daemon that hangs cannot hang us: the client is
+// killed).
 //
-// Health: the daemon is alive (the PID in its pid file exists and is no zombie) and answers
-// `get_default_active_thread_percentage` (NVIDIA's AssertHealthy). An unhealthy daemon is killed if
-// it still runs, its pipe files are removed and it is started again, after a backoff that doubles
-// from `min_backoff` to `max_backoff` and resets once a start stays healthy. Stop sends `quit`,
-// waits for the process to end (SIGTERM, then SIGKILL, when it does not), and removes the pipe
-// directory's files; the log directory is kept.
+// Health: the daemon has not exited (waitpid) and answers `get_default_active_thread_percentage`
+// (NVIDIA's AssertHealthy). An unhealthy daemon is killed if it still runs, its pipe files are
+// removed and it is started again, after a backoff that doubles from `min_backoff` to
+// `max_backoff` and resets once a start stays healthy. Stop sends `quit`, waits for the process to
+// end (SIGTERM, then SIGKILL to its session, when it does not), and removes the pipe directory's
+// files; the log directory is kept.
 #ifndef GPUNODE_PLUGIN_MPS_H_
 #define GPUNODE_PLUGIN_MPS_H_
 
@@ -65,7 +73,8 @@ namespace gpunode::plugin {
 
 inline constexpr char kMpsControlProgram[] = "nvidia-cuda-mps-control";
 inline constexpr char kMpsContainerRoot[] = "/mps";
-inline constexpr char kMpsPidFile[] = "nvidia-cuda-mps-control.pid";
+inline constexpr char kMpsPidFile[] = "nvidia-cuda-mps-control.pid";  // the daemon's; never read
+inline constexpr char kMpsDaemonOutput[] = "daemon.out";  // in the log folder: the daemon's stdout and stderr
 
 // Host paths of the layout above (root without a trailing '/').
 std::string MpsPipeDir(absl::string_view mps_root, absl::string_view resource);
@@ -81,6 +90,8 @@ int MpsActiveThreadPercentage(int replicas);
 std::optional<std::string> MpsPinnedMemLimit(const PluginDevice& device, int replicas);
 // MPS clients per GPU: 48 from Volta (compute capability 7.0) on, 16 before; unknown: 48.
 int MpsMaxClients(const PluginDevice& device);
+
+struct MpsExecSpec;  // how a program of the driver is started (mps_exec.h)
 
 // One control daemon: what it runs for and what it is told.
 struct MpsDaemonSpec {
@@ -128,7 +139,7 @@ struct MpsOptions {
 
 struct MpsDaemonStatus {
   MpsDaemonSpec spec;
-  pid_t pid = 0;        // from the pid file; 0 when not running or unknown
+  pid_t pid = 0;        // our child's, from the fork; 0 when not started
   bool healthy = false;
   int starts = 0;       // successful starts, restarts included
   std::string last_error;
@@ -173,8 +184,9 @@ class MpsManager {
     std::string program;  // host path
     std::chrono::steady_clock::time_point next_attempt{};
     std::chrono::milliseconds backoff{0};
-    std::string comm;  // /proc/<pid>/comm at start, against PID reuse
     bool running = false;
+    bool reaped = false;     // status.pid has been waited for (it is no longer ours to signal)
+    std::string exit_text;   // how it ended ("exited 1", "killed by signal 9")
   };
 
   Status StartDaemon(Daemon* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -182,7 +194,15 @@ class MpsManager {
   void StopDaemon(Daemon* d, absl::string_view why, bool try_quit = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Status CheckDaemon(Daemon* d, bool* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Alive(Daemon* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  StatusOr<std::string> RunControl(const Daemon& d, const std::string& command) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the daemon's process (blocking or not); true when it has ended (reaped now or before).
+  bool Reap(Daemon* d, bool block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string OutputTail(const Daemon& d) const;
+  // How to run the program for `d` with `args` (chroot, private /dev/shm, environment).
+  MpsExecSpec SpecFor(const Daemon& d, std::vector<std::string> args, Status* why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `timeout` 0: options.command_timeout.
+  StatusOr<std::string> RunControl(const Daemon& d, const std::string& command,
+                                   std::chrono::milliseconds timeout = std::chrono::milliseconds(0))
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StatusOr<std::string> FindControlProgram(const PluginConfig& config) const;
   void PrepareShm(const std::string& shm_dir);
   void CleanPipeDir(const std::string& pipe_dir);

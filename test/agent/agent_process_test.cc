@@ -23,6 +23,7 @@
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/free_port.h"
+#include "test/agent/fake_api_server.h"
 
 namespace gpunode {
 namespace {
@@ -39,8 +40,9 @@ using ::gpunode::testing::SimLibrary;
 class AgentProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpunode-agent-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // Short: the kubelet's and the plugin's socket paths below it must fit in 107 characters.
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() / ("gpunode-agent-" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "dp");
     health_port_ = FreePort();
@@ -83,6 +85,42 @@ class AgentProcessTest : public ::testing::Test {
                                       << "plugin: {kubeletDir: " << Path("dp") << "}\n"
                                       << "labels: {nodeLabels: false, featuresFile: " << Path("features") << "}\n"
                                       << extra;
+  }
+
+  // The agent with the Kubernetes API (the stand-in `api`) as node n1, labels onto the Node.
+  // `kube_extra` and `plugin_extra` go into those sections (", key: value").
+  void WriteKubeConfig(testing::FakeApiServer& api, const std::string& extra, const std::string& kube_extra = "",
+                       const std::string& plugin_extra = "") {
+    api.WriteKubeconfig(Path("kubeconfig"));
+    std::ofstream(Path("agent.yaml")) << "nodeName: n1\n"
+                                      << "kubernetes: {enabled: true, kubeconfig: " << Path("kubeconfig") << kube_extra
+                                      << "}\n"
+                                      << "healthListen: 127.0.0.1:" << health_port_ << "\n"
+                                      << "watchConfig: 200ms\n"
+                                      << "plugin: {kubeletDir: " << Path("dp") << plugin_extra << "}\n"
+                                      << "exporter: {enabled: false}\n"
+                                      << extra;
+  }
+
+  // Milliseconds until `pred` holds (polled every 5 ms), -1 when it did not within `limit`.
+  template <typename P>
+  int64_t MsUntil(P pred, milliseconds limit) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto end = start + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return -1;
+  }
+
+  // The agent has exited (reaped); its exit code in `*code`.
+  bool Exited(int* code) {
+    int status = 0;
+    if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = 0;
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return true;
   }
 
   void StartKubelet() {
@@ -261,9 +299,201 @@ TEST_F(AgentProcessTest, BadConfigIsRefusedBeforeAnythingStarts) {
   auto missing = testing::RunGpunode("--simulate dgx-h200 agent --config " + Path("nope.yaml"));
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.out, HasSubstr("nope.yaml"));
+  // A step that is not `cdi generate` with the chart's flags: refused at start too.
+  std::ofstream(Path("agent.yaml")) << "cdi:\n  enabled: true\n  args: [sim, hostroot, --output, /]\n";
+  auto step = testing::RunGpunode("--simulate dgx-h200 agent --config " + Path("agent.yaml"));
+  EXPECT_EQ(step.exit_code, 3);
+  EXPECT_THAT(step.out, HasSubstr("agent.yaml:3: cdi.args[0]: \"sim\": the cdi step runs only `gpunode cdi generate ...`"));
   auto printed = testing::RunGpunode("agent --print-config -o json");
   EXPECT_EQ(printed.exit_code, 0);
   EXPECT_THAT(printed.out, HasSubstr("\"kind\": \"AgentConfig\""));
+}
+
+// --- With the Kubernetes API (the stand-in in fake_api_server.h) ---------------------------------
+
+// The uninstall does not race the kubelet's SIGKILL: a component stuck in a request (the API server
+// does not answer its label write) neither delays the removal of the CDI spec and the labels nor
+// keeps the process past stopTimeout.
+TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuckComponentDoesNotHoldTheExit) {
+  testing::FakeApiServer api("n1");
+  api.forbid_daemonset_watch = true;  // only the check at SIGTERM sees the uninstall
+  api.SetLabel("gpunode.io/agent.version", "old");  // set by an earlier agent
+  api.SetAnnotation("gpunode.io/managed-labels", "gpunode.io/agent.version");
+  api.SetLabel("nvidia.com/gpu.present", "true");   // not ours
+  api.hang_label_writes = true;
+  std::ofstream(Path("nvidia.yaml")) << "cdiVersion: 0.6.0\n";
+  WriteProfile();
+  WriteKubeConfig(api, "stopTimeout: 1s\nvalidator: {enabled: false}\n",
+                  ", daemonset: gpunode/gpunode, removeOnUninstall: [" + Path("nvidia.yaml") + "]");
+  StartKubelet();
+  Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(1, seconds(30))) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.hung() > 0; }, seconds(20))) << "the labels component never wrote\n" << Log();
+  ASSERT_TRUE(Eventually([&] { return Log().find("the uninstall is not watched") != std::string::npos; }, seconds(10)))
+      << Log();
+  api.MarkDaemonSetDeleting();
+  const auto sigterm = std::chrono::steady_clock::now();
+  ::kill(pid_, SIGTERM);
+  auto since_sigterm = [&] {
+    return std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - sigterm).count();
+  };
+  int64_t removed_ms = MsUntil([&] { return !fs::exists(Path("nvidia.yaml")); }, seconds(15));
+  if (removed_ms >= 0) removed_ms = since_sigterm();
+  int code = -2;
+  int64_t exited_ms = MsUntil([&] { return Exited(&code); }, seconds(20));
+  if (exited_ms >= 0) exited_ms = since_sigterm();
+  // Before: the spec went only after the stuck component's request timed out (10 s), and then only
+  // if the kubelet's SIGKILL had not come first.
+  EXPECT_GE(removed_ms, 0) << Log();
+  EXPECT_LT(removed_ms, 5000) << "the CDI spec was removed " << removed_ms << " ms after SIGTERM\n" << Log();
+  EXPECT_GE(exited_ms, 0) << Log();
+  EXPECT_LT(exited_ms, 8000) << "the agent exited " << exited_ms << " ms after SIGTERM\n" << Log();
+  EXPECT_EQ(code, 0);
+  const auto labels = api.Labels();
+  EXPECT_FALSE(labels.count("gpunode.io/agent.version")) << Log();
+  EXPECT_EQ(labels.count("nvidia.com/gpu.present"), 1u);
+  EXPECT_THAT(Log(), HasSubstr("is being deleted (seen at Terminated): removing what gpunode put on the node"));
+  EXPECT_THAT(Log(), HasSubstr("[labels] error: did not stop within 1 s"));
+  std::cerr << "SIGTERM -> CDI spec removed: " << removed_ms << " ms; -> exit: " << exited_ms << " ms\n";
+  if (std::getenv("GPUNODE_TEST_SHOW_LOG")) std::cerr << Log();
+  api.hang_label_writes = false;
+}
+
+// Better still: the uninstall is seen when the DaemonSet gets its deletionTimestamp, before any
+// SIGTERM; cdi and labels are switched off first, so nothing writes the spec or the labels again.
+TEST_F(AgentProcessTest, TheDaemonSetsDeletionIsSeenAtOnceAndCleanedUpBeforeSigterm) {
+  testing::FakeApiServer api("n1");
+  std::ofstream(Path("nvidia.yaml")) << "cdiVersion: 0.6.0\n";
+  WriteProfile();
+  WriteKubeConfig(api, "validator: {enabled: false}\n",
+                  ", daemonset: gpunode/gpunode, removeOnUninstall: [" + Path("nvidia.yaml") + "]");
+  StartKubelet();
+  Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(1, seconds(30))) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels().count("gpunode.io/agent.version") > 0; }, seconds(20))) << Log();
+  std::this_thread::sleep_for(milliseconds(300));  // the DaemonSet watch is in place
+  api.MarkDaemonSetDeleting();
+  const int64_t removed_ms = MsUntil([&] { return !fs::exists(Path("nvidia.yaml")); }, seconds(10));
+  EXPECT_GE(removed_ms, 0) << "no cleanup before SIGTERM\n" << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels().count("gpunode.io/agent.version") == 0; }, seconds(5))) << Log();
+  EXPECT_THAT(Log(), HasSubstr("DaemonSet gpunode/gpunode is being deleted: removing what gpunode put on the node"));
+  // Off, and staying off: the labels do not come back.
+  ASSERT_TRUE(Eventually([&] { return Get("/healthz/labels").second.find("disabled") != std::string::npos; }, seconds(5)))
+      << Get("/healthz/labels").second;
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(api.Labels().count("gpunode.io/agent.version"), 0u);
+  EXPECT_EQ(Stop(), 0);
+  EXPECT_EQ(Log().find("seen at Terminated"), std::string::npos) << "cleaned up twice\n" << Log();
+  std::cerr << "deletionTimestamp -> CDI spec removed: " << removed_ms << " ms (no SIGTERM)\n";
+}
+
+// A Node label's veto and the config's switch are two reasons; a reload of the config never undoes
+// the label's (before, the plugin briefly registered).
+TEST_F(AgentProcessTest, AReloadDoesNotUndoANodeLabelsVeto) {
+  testing::FakeApiServer api("n1");
+  api.SetLabel("nvidia.com/gpu.deploy.device-plugin", "false");
+  WriteProfile();
+  WriteKubeConfig(api, "validator: {enabled: false}\n");
+  StartKubelet();
+  Start();
+  ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Get("/readyz").second << Log();
+  EXPECT_THAT(Get("/readyz/plugin").second, HasSubstr("plugin disabled"));
+  WriteKubeConfig(api, "validator: {enabled: false}\n", "", ", healthRecovery: 1m");
+  ::kill(pid_, SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return Log().find("1 component(s) with new settings") != std::string::npos; },
+                         seconds(10)))
+      << Log();
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(kubelet_->registrations(), 0) << "the reload switched on a plugin a Node label switched off\n" << Log();
+  EXPECT_THAT(Get("/readyz/plugin").second, HasSubstr("plugin disabled"));
+  // The label goes: the plugin starts.
+  api.SetLabel("nvidia.com/gpu.deploy.device-plugin", "true");
+  EXPECT_TRUE(kubelet_->WaitForRegistrations(1, seconds(20))) << Log();
+  // Each reload left an Event on the Node.
+  bool reloaded = false;
+  for (const auto& e : api.Events()) reloaded = reloaded || e.value("reason", "") == "AgentConfigReloaded";
+  EXPECT_TRUE(reloaded);
+  EXPECT_EQ(Stop(), 0);
+}
+
+// Reload safety: a reloaded config cannot load a library into the privileged steps, nor run another
+// command; the running configuration stays, and the Node gets a Warning Event saying why.
+TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWithAnEvent) {
+  testing::FakeApiServer api("n1");
+  WriteProfile();
+  const std::string sim_cdi = "cdi: {enabled: false, globalArgs: [--nvml-library, " + SimLibrary() + "]}\n";
+  WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n" + sim_cdi, "", ", enabled: false");
+  Start();
+  ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Log();
+  auto warnings = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : api.Events()) {
+      if (e.value("reason", "") == "AgentConfigRefused") out.push_back(e.value("message", ""));
+    }
+    return out;
+  };
+  WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n"
+                       "cdi: {enabled: true, globalArgs: [--nvml-library, /tmp/evil.so]}\n", "", ", enabled: false");
+  ::kill(pid_, SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return warnings().size() == 1; }, seconds(10))) << Log();
+  EXPECT_THAT(warnings()[0], HasSubstr("cdi.globalArgs: --nvml-library changed from \"" + SimLibrary() +
+                                       "\" to \"/tmp/evil.so\""));
+  EXPECT_THAT(Log(), HasSubstr("reload (SIGHUP) refused: cdi.globalArgs: --nvml-library changed"));
+  WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n"
+                       "cdi: {enabled: true, args: [sim, hostroot, --output, /]}\n", "", ", enabled: false");
+  ::kill(pid_, SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return warnings().size() == 2; }, seconds(10))) << Log();
+  EXPECT_THAT(warnings()[1], HasSubstr("cdi.args[0]: \"sim\": the cdi step runs only `gpunode cdi generate ...`"));
+  EXPECT_THAT(Get("/healthz/cdi").second, HasSubstr("cdi disabled")) << "the refused config was applied";
+  EXPECT_EQ(Stop(), 0);
+}
+
+// The start barrier: with nvidia.com/device-plugin.config and nvidia.com/mig.config on the Node, the
+// plugin starts once, after the first read of the Node and after the MIG layout is in place, and
+// registers with the kubelet exactly once (before: with the default config first, then again for
+// the label's config, then again for the MIG layout). A second start over the same layout changes
+// nothing and restarts nothing.
+TEST_F(AgentProcessTest, ANodeWithPluginConfigAndMigLabelsRegistersOnceAtStart) {
+  testing::FakeApiServer api("n1");
+  api.SetLabel("nvidia.com/device-plugin.config", "shared");
+  api.SetLabel("nvidia.com/mig.config", "all-1g.18gb");
+  fs::create_directories(Path("configs"));
+  std::ofstream(Path("configs/shared")) << "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+                                        << "    - name: nvidia.com/gpu\n      replicas: 2\n";
+  std::ofstream(Path("mig.yaml")) << "version: v1\nmig-configs:\n  all-1g.18gb:\n    - devices: all\n"
+                                  << "      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n";
+  WriteProfile();
+  // No validator: the plugin does not wait for a first check, so only the barrier holds it.
+  WriteKubeConfig(api, "validator: {enabled: false}\nmig: {configFile: " + Path("mig.yaml") + "}\n", "",
+                  ", configDir: " + Path("configs") + ", migStrategy: single");
+  StartKubelet();
+  Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(1, seconds(40))) << Log();
+  // 8 GPUs x 7 MIG devices x 2 replicas, from the first registration on.
+  ASSERT_TRUE(kubelet_->WaitFor("nvidia.com/gpu", [](const auto& r) { return r.devices_size() > 0; }, seconds(20)))
+      << Log();
+  const auto lists = kubelet_->Lists("nvidia.com/gpu");
+  ASSERT_FALSE(lists.empty());
+  EXPECT_EQ(lists.front().devices_size(), 112) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels()["nvidia.com/mig.config.state"] == "success"; }, seconds(20))) << Log();
+  ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Get("/readyz").second << Log();
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(kubelet_->registrations(), 1) << "the plugin registered more than once at start\n" << Log();
+  EXPECT_THAT(Log(), HasSubstr("steps applied"));
+  EXPECT_EQ(Log().find("restarting"), std::string::npos) << Log();
+  EXPECT_EQ(Stop(), 0);
+  std::cerr << "registrations at start: " << kubelet_->registrations() << "\n";
+
+  // Again, over the layout now in place (the simulated driver kept it in the profile).
+  const int before = kubelet_->registrations();
+  Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(before + 1, seconds(40))) << Log();
+  ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Log();
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_EQ(kubelet_->registrations(), before + 1) << Log();
+  EXPECT_THAT(Log(), HasSubstr("nvidia.com/mig.config=all-1g.18gb: already in place; nothing restarts"));
+  EXPECT_EQ(Log().find("restarting"), std::string::npos) << Log();
+  EXPECT_EQ(Stop(), 0);
 }
 
 }  // namespace

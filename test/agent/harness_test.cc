@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -192,6 +193,174 @@ TEST_F(HarnessTest, MetricsNameEveryComponent) {
   EXPECT_NE(m.find("gpunode_component_up{component=\"exporter\"} 0\n"), std::string::npos) << m;
   EXPECT_NE(m.find("gpunode_component_enabled{component=\"exporter\"} 0\n"), std::string::npos) << m;
   EXPECT_NE(m.find("# TYPE gpunode_component_restarts_total counter"), std::string::npos) << m;
+}
+
+// A component that takes a while to return after its stop (a socket to close, a child to reap).
+class SlowToStop final : public Component {
+ public:
+  explicit SlowToStop(std::string name, milliseconds linger) : name_(std::move(name)), linger_(linger) {}
+  std::string name() const override { return name_; }
+  Status Run(std::stop_token stop) override {
+    ++runs;
+    running = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(milliseconds(1));
+    std::this_thread::sleep_for(linger_);
+    running = false;
+    return absl::CancelledError("stopped");  // what a run may well return when stopped
+  }
+  std::atomic<int> runs{0};
+  std::atomic<bool> running{false};
+
+ private:
+  std::string name_;
+  milliseconds linger_;
+};
+
+TEST_F(HarnessTest, SwitchedOffAndQuicklyOnAgainIsNoCrashAndNoBackoff) {
+  Harness h(clock, log);
+  auto* c = new SlowToStop("plugin", milliseconds(100));
+  h.Add(std::unique_ptr<Component>(c));
+  h.Start();
+  ASSERT_TRUE(Eventually([&] { return c->running.load(); }));
+  // On again before the run returned: the harness asked for that stop, so it is no failure.
+  ASSERT_TRUE(h.SetEnabled("plugin", false));
+  ASSERT_TRUE(h.SetEnabled("plugin", true));
+  ASSERT_TRUE(Eventually([&] { return c->runs == 2 && c->running.load(); })) << InfoOf(h, "plugin").last_error;
+  EXPECT_EQ(InfoOf(h, "plugin").restarts, 0);
+  EXPECT_EQ(InfoOf(h, "plugin").state, ComponentState::kRunning);
+  EXPECT_EQ(clock.waiters(), 0) << "a stop the harness asked for was backed off as a crash";
+  // A restart whose run returns an error when stopped is no failure either.
+  ASSERT_TRUE(h.Restart("plugin"));
+  ASSERT_TRUE(Eventually([&] { return c->runs == 3 && c->running.load(); }));
+  EXPECT_EQ(InfoOf(h, "plugin").restarts, 0);
+  EXPECT_EQ(clock.waiters(), 0);
+}
+
+// A component whose Run throws.
+class Throwing final : public Component {
+ public:
+  std::string name() const override { return "thrower"; }
+  Status Run(std::stop_token stop) override {
+    if (++runs == 1) throw std::runtime_error("kaboom");
+    if (runs == 2) throw 42;
+    running = true;
+    while (!stop.stop_requested()) std::this_thread::sleep_for(milliseconds(1));
+    running = false;
+    return absl::OkStatus();
+  }
+  std::atomic<int> runs{0};
+  std::atomic<bool> running{false};
+};
+
+TEST_F(HarnessTest, AnExceptionFromRunIsAFailedRunWithBackoffNotAnAbort) {
+  Harness h(clock, log);
+  auto* c = new Throwing;
+  h.Add(std::unique_ptr<Component>(c));
+  h.Start();
+  ASSERT_TRUE(Eventually([&] { return c->runs == 1 && clock.waiters() == 1; }));
+  EXPECT_EQ(InfoOf(h, "thrower").state, ComponentState::kBackoff);
+  EXPECT_EQ(InfoOf(h, "thrower").last_error, "exception from its run: kaboom");
+  {
+    std::lock_guard<std::mutex> lock(lines_mu);
+    bool logged = false;
+    for (const std::string& l : lines) logged = logged || l.find("[thrower] error: exception from its run: kaboom") != std::string::npos;
+    EXPECT_TRUE(logged);
+  }
+  clock.Advance(milliseconds(1000));
+  ASSERT_TRUE(Eventually([&] { return c->runs == 2 && clock.waiters() == 1; }));
+  EXPECT_EQ(InfoOf(h, "thrower").last_error, "exception from its run (not a std::exception)");
+  clock.Advance(milliseconds(2000));
+  ASSERT_TRUE(Eventually([&] { return c->running.load(); }));
+  EXPECT_EQ(InfoOf(h, "thrower").restarts, 2);
+}
+
+// A component that ignores its stop until released.
+class Stuck final : public Component {
+ public:
+  std::string name() const override { return "stuck"; }
+  Status Run(std::stop_token) override {
+    running = true;
+    while (!release) std::this_thread::sleep_for(milliseconds(1));
+    running = false;
+    return absl::OkStatus();
+  }
+  std::atomic<bool> release{false};
+  std::atomic<bool> running{false};
+};
+
+TEST_F(HarnessTest, StopReturnsAtItsDeadlineNamingAStuckComponent) {
+  HarnessOptions o;
+  o.stop_timeout = milliseconds(200);
+  auto h = std::make_unique<Harness>(clock, log, o);
+  auto* stuck = new Stuck;
+  auto* good = new Scripted("good", 0);
+  h->Add(std::unique_ptr<Component>(stuck));
+  h->Add(std::unique_ptr<Component>(good));
+  h->Start();
+  ASSERT_TRUE(Eventually([&] { return stuck->running && good->running; }));
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> left = h->Stop();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, milliseconds(190));
+  EXPECT_LT(took, milliseconds(2000)) << "Stop waited for a component that never stops";
+  EXPECT_EQ(left, std::vector<std::string>{"stuck"});
+  EXPECT_FALSE(good->running);
+  {
+    std::lock_guard<std::mutex> lock(lines_mu);
+    bool named = false;
+    for (const std::string& l : lines) named = named || l.find("[stuck] error: did not stop within 0.2 s") != std::string::npos;
+    EXPECT_TRUE(named);
+  }
+  stuck->release = true;  // the destructor waits for it
+  h.reset();
+}
+
+TEST_F(HarnessTest, OneReasonPerWriterAndTheComponentRunsOnlyWithNone) {
+  Harness h(clock, log);
+  auto* c = new Scripted("plugin", 0);
+  h.Add(std::unique_ptr<Component>(c));
+  h.Start();
+  ASSERT_TRUE(Eventually([&] { return c->running.load(); }));
+  // A Node label switches it off; a reload that says enabled: true must not switch it on again.
+  ASSERT_TRUE(h.SetOff("plugin", OffReason::kNodeLabel, true, "nvidia.com/gpu.deploy.device-plugin=false"));
+  ASSERT_TRUE(Eventually([&] { return !c->running.load() && InfoOf(h, "plugin").state == ComponentState::kDisabled; }));
+  ASSERT_TRUE(h.SetEnabled("plugin", true));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(c->running) << "the config's switch undid a Node label's veto";
+  EXPECT_FALSE(InfoOf(h, "plugin").enabled);
+  EXPECT_EQ(InfoOf(h, "plugin").off_why, "off by a Node label (nvidia.com/gpu.deploy.device-plugin=false)");
+  // The config switches it off too; the label goes: still off (the config says so).
+  ASSERT_TRUE(h.SetEnabled("plugin", false));
+  ASSERT_TRUE(h.SetOff("plugin", OffReason::kNodeLabel, false));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_FALSE(c->running);
+  // A hold (start barrier) keeps it enabled but waiting, and not up.
+  ASSERT_TRUE(h.SetOff("plugin", OffReason::kStartBarrier, true));
+  ASSERT_TRUE(h.SetEnabled("plugin", true));
+  ASSERT_TRUE(Eventually([&] { return InfoOf(h, "plugin").state == ComponentState::kWaiting; }));
+  EXPECT_TRUE(InfoOf(h, "plugin").enabled);
+  EXPECT_FALSE(InfoOf(h, "plugin").up);
+  EXPECT_FALSE(h.AllUp());
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_FALSE(c->running);
+  ASSERT_TRUE(h.SetOff("plugin", OffReason::kStartBarrier, false));
+  ASSERT_TRUE(Eventually([&] { return c->running.load(); }));
+  EXPECT_EQ(InfoOf(h, "plugin").restarts, 0);
+  EXPECT_FALSE(h.SetOff("nope", OffReason::kConfig, true));
+}
+
+TEST_F(HarnessTest, WaitStoppedReturnsWhenTheRunHasEnded) {
+  Harness h(clock, log);
+  auto* c = new SlowToStop("labels", milliseconds(500));
+  h.Add(std::unique_ptr<Component>(c));
+  h.Start();
+  ASSERT_TRUE(Eventually([&] { return c->running.load(); }));
+  EXPECT_FALSE(h.WaitStopped("labels", milliseconds(20)));  // still running
+  ASSERT_TRUE(h.SetOff("labels", OffReason::kUninstall, true));
+  EXPECT_FALSE(h.WaitStopped("labels", milliseconds(20)));  // still returning
+  EXPECT_TRUE(h.WaitStopped("labels", milliseconds(2000)));
+  EXPECT_FALSE(c->running);
+  EXPECT_FALSE(h.WaitStopped("nope", milliseconds(1)));
 }
 
 TEST(LogTest, JsonLinesAreOneObjectPerLine) {

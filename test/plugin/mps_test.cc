@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -443,6 +444,100 @@ TEST_F(MpsManagerTest, LabelsSayMpsWithTheReplicas) {
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.replicas"), "2");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.count"), "4");
   EXPECT_THAT(set.labels.at("nvidia.com/gpu.product"), ::testing::EndsWith("-SHARED"));
+}
+
+// The bits of one line of /proc/<pid>/status ("SigBlk:\t0000000000004002").
+uint64_t SignalMask(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1), nullptr, 16);
+  }
+  return ~0ull;
+}
+
+bool Has(uint64_t mask, int sig) { return (mask >> (sig - 1)) & 1; }
+
+// The agent blocks SIGTERM, SIGINT and SIGHUP for its sigwait, in every thread; what the daemon
+// inherited of that survives exec, and then it cannot be stopped by SIGTERM.
+TEST_F(MpsManagerTest, TheDaemonStartsWithSignalsUnblockedAndAtTheirDefaults) {
+  MakeManager(Options());
+  const PluginConfig config = MpsConfig(2);
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGUSR2, &ignore, &old), 0);
+  Status applied;
+  std::thread agent_thread([&] {
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&blocked, s);
+    pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+    applied = manager_->Apply(config, Resources(config));
+  });
+  agent_thread.join();
+  ::sigaction(SIGUSR2, &old, nullptr);
+  ASSERT_OK(applied) << Log();
+  const pid_t pid = Pid();
+  ASSERT_GT(pid, 0);
+  const uint64_t blocked = SignalMask(pid, "SigBlk");
+  const uint64_t ignored = SignalMask(pid, "SigIgn");
+  EXPECT_EQ(blocked, 0u) << "the MPS daemon started with signals blocked (SIGTERM: " << Has(blocked, SIGTERM) << ")";
+  EXPECT_FALSE(Has(ignored, SIGUSR2)) << "the MPS daemon inherited an ignored signal";
+  EXPECT_FALSE(Has(ignored, SIGTERM));
+  // So SIGTERM stops it (the simulated daemon cleans up on SIGTERM).
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    std::this_thread::sleep_for(20ms);
+    gone = !Running(pid);
+  }
+  EXPECT_TRUE(gone) << "SIGTERM did not stop the MPS daemon";
+}
+
+// The pipe folder is mounted read-write into every client pod: a pid written into the daemon's pid
+// file there must never be signalled. The daemon's pid is the one the fork returned.
+TEST_F(MpsManagerTest, ThePidInThePipeFolderIsNeverSignalled) {
+  // A process of ours that a client pod would like to see killed.
+  const pid_t victim = ::fork();
+  ASSERT_GE(victim, 0);
+  if (victim == 0) {
+    ::execl("/bin/sleep", "sleep", "60", nullptr);
+    ::_exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{victim};
+  // The driver's program, behind a wrapper that writes the victim's pid into the pid file once the
+  // daemon serves (as a client pod can at any time).
+  const std::string bin = root() + "/usr/bin";
+  fs::rename(bin + "/nvidia-cuda-mps-control", bin + "/real-mps-control");
+  const std::string pid_file = pipe() + "/nvidia-cuda-mps-control.pid";
+  std::ofstream(bin + "/nvidia-cuda-mps-control")
+      << "#!/bin/sh\n"
+      << "if [ \"$1\" = -d ]; then " << bin << "/real-mps-control -d; rc=$?; echo " << victim << " > " << pid_file
+      << "; exit $rc; fi\n"
+      << "exec " << bin << "/real-mps-control \"$@\"\n";
+  fs::permissions(bin + "/nvidia-cuda-mps-control", fs::perms(0755));
+  MpsOptions o = Options();
+  o.chroot = MpsOptions::Chroot::kNever;  // the wrapper is a shell script of this machine
+  o.isolate_shm = false;
+  MakeManager(o);
+  const PluginConfig config = MpsConfig(2);
+  ASSERT_OK(manager_->Apply(config, Resources(config))) << Log();
+  const pid_t daemon = Pid();
+  ASSERT_NE(daemon, victim) << "the daemon's pid was read from the pid file";
+  std::ofstream(pid_file, std::ios::trunc) << victim << "\n";
+  // Unhealthy (killed), restarted, stopped: the victim is never touched.
+  ASSERT_EQ(::kill(daemon, SIGKILL), 0);
+  Status st = manager_->CheckNow();
+  EXPECT_OK(st) << st << Log();
+  std::ofstream(pid_file, std::ios::trunc) << victim << "\n";
+  manager_->Stop();
+  EXPECT_TRUE(Running(victim)) << "the pid a client wrote was signalled\n" << Log();
+  EXPECT_FALSE(Running(daemon));
 }
 
 // The whole path: the daemon, a ResourceServer registered at the kubelet emulator, the replicas
