@@ -233,6 +233,7 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(r.String("logFormat", &c.log_format));
   GPUNODE_RETURN_IF_ERROR(r.OneOf("logFormat", c.log_format, {"text", "json"}));
   GPUNODE_RETURN_IF_ERROR(r.String("healthListen", &c.health_listen));
+  GPUNODE_RETURN_IF_ERROR(r.String("publishDir", &c.publish_dir));
   GPUNODE_RETURN_IF_ERROR(r.Duration("watchConfig", &c.watch_config));
   GPUNODE_RETURN_IF_ERROR(ParseKubernetes(r.Section("kubernetes"), &c.kubernetes));
   GPUNODE_RETURN_IF_ERROR(ParseOneShot(r.Section("cdi"), &c.cdi));
@@ -277,6 +278,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
            {"nodeName", c.node_name},
            {"logFormat", c.log_format},
            {"healthListen", c.health_listen},
+           {"publishDir", c.publish_dir},
            {"watchConfig", Ms(c.watch_config)},
            {"kubernetes", J{{"enabled", c.kubernetes.enabled},
                             {"kubeconfig", c.kubernetes.kubeconfig},
