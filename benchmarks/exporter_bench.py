@@ -18,6 +18,11 @@ Targets:
                   (nvidia_gpu_exporter's method); only with --peers (needs a real GPU)
   python-pynvml   benchmarks/peers/pynvml_exporter.py: prometheus_client + pynvml per scrape;
                   only with --peers
+  with --from-dir (privilege separation, docs/exporter.md), two more, same sampling:
+  agent-live      gpunode agent, exporter only, serving its port and publishing into a folder
+                  (publishDir): the live server of the agent
+  front-from-dir  gpunode exporter --from-dir FOLDER, the agent publishing in the background: the
+                  same page read from the published files (CPU and RSS are the front's alone)
 Writes one JSON document (stdout, and --out FILE).
 
   benchmarks/exporter_bench.py --gpunode build/bin/gpunode --load build/bin/exporter_load \\
@@ -26,6 +31,7 @@ Writes one JSON document (stdout, and --out FILE).
 import argparse
 import json
 import shlex
+import shutil
 import os
 import signal
 import socket
@@ -84,10 +90,17 @@ def load(loader, port, concurrency, seconds, rate=0, stagger=False):
     return json.loads(out.stdout) if out.stdout.strip() else {"error": out.stderr.strip()}
 
 
-def measure(name, argv, port, args, env=None):
+def measure(name, argv, port, args, env=None, helper=None):
+    """`helper`: a command started first and stopped last (the agent behind the front)."""
+    helper_proc = None
+    if helper:
+        helper_proc = subprocess.Popen(helper, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                       start_new_session=True)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     result = {"target": name, "command": " ".join(argv)}
+    if helper:
+        result["helper"] = " ".join(helper)
     try:
         result["bytes_per_scrape"] = wait_ready(port, proc)
         time.sleep(args.warmup)
@@ -130,6 +143,9 @@ def measure(name, argv, port, args, env=None):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        if helper_proc:
+            os.killpg(helper_proc.pid, signal.SIGTERM)
+            helper_proc.wait()
     print(json.dumps(result), file=sys.stderr)
     return result
 
@@ -141,6 +157,9 @@ def main():
     ap.add_argument("--emulator", help="podresources_emulator command: adds pod labels for every GPU")
     ap.add_argument("--simulate", help="profile for gpunode (omit on a real GPU node)")
     ap.add_argument("--peers", action="store_true", help="also the nvidia-smi and pynvml peers (real GPU)")
+    ap.add_argument("--from-dir", action="store_true",
+                    help="also the agent's live exporter and the front serving its published files")
+    ap.add_argument("--only-from-dir", action="store_true", help="only the two --from-dir targets")
     ap.add_argument("--steady", type=float, default=20)
     ap.add_argument("--warmup", type=float, default=3)
     ap.add_argument("--concurrency", type=int, default=50)
@@ -174,9 +193,25 @@ def main():
             time.sleep(0.05)
         pod_args = ["--pod-resources-socket", sock]
     try:
-        port = free_port()
-        results.append(measure("gpunode", gpunode + ["exporter", "-c", "1000", "--listen", f"127.0.0.1:{port}"] + pod_args,
-                               port, args, env))
+        if not args.only_from_dir:
+            port = free_port()
+            results.append(measure("gpunode", gpunode + ["exporter", "-c", "1000", "--listen", f"127.0.0.1:{port}"] + pod_args,
+                                   port, args, env))
+        if args.from_dir or args.only_from_dir:
+            published = f"{tmp}/published"
+            live_port, front_port = free_port(), free_port()
+            with open(f"{tmp}/agent.yaml", "w") as f:
+                f.write("kubernetes: {enabled: false}\nhealthListen: \"\"\n"
+                        f"publishDir: {published}\n"
+                        "plugin: {enabled: false}\nlabels: {enabled: false}\nvalidator: {enabled: false}\n"
+                        f"exporter: {{listen: \"127.0.0.1:{live_port}\", collectInterval: 1000"
+                        + (f", kubernetes: true, podResourcesSocket: {pod_args[1]}" if pod_args else "") + "}\n")
+            agent = gpunode + ["agent", "--config", f"{tmp}/agent.yaml"]
+            results.append(measure("agent-live", agent, live_port, args, env))
+            shutil.rmtree(published, ignore_errors=True)
+            front = shlex.split(args.gpunode) + ["exporter", "--from-dir", published,
+                                                 "--listen", f"127.0.0.1:{front_port}"]
+            results.append(measure("front-from-dir", front, front_port, args, env, helper=agent))
         if args.peers:
             port = free_port()
             results.append(measure("nvidia-smi per scrape", [sys.executable, f"{HERE}/peers/smi_exporter.py", str(port)],

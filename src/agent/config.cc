@@ -243,6 +243,7 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(r.String("logFormat", &c.log_format));
   GPUNODE_RETURN_IF_ERROR(r.OneOf("logFormat", c.log_format, {"text", "json"}));
   GPUNODE_RETURN_IF_ERROR(r.String("healthListen", &c.health_listen));
+  GPUNODE_RETURN_IF_ERROR(r.String("publishDir", &c.publish_dir));
   GPUNODE_RETURN_IF_ERROR(r.Duration("watchConfig", &c.watch_config));
   GPUNODE_RETURN_IF_ERROR(r.Duration("stopTimeout", &c.stop_timeout));
   if (c.stop_timeout < std::chrono::milliseconds(100) || c.stop_timeout > std::chrono::minutes(5)) {
@@ -321,6 +322,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
            {"nodeName", c.node_name},
            {"logFormat", c.log_format},
            {"healthListen", c.health_listen},
+           {"publishDir", c.publish_dir},
            {"watchConfig", Ms(c.watch_config)},
            {"stopTimeout", Ms(c.stop_timeout)},
            {"kubernetes", J{{"enabled", c.kubernetes.enabled},

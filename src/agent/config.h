@@ -88,7 +88,11 @@ struct MigSection {
 struct AgentConfig {
   std::string node_name;  // "": $NODE_NAME
   std::string log_format = "text";  // text | json
-  std::string health_listen = ":9401";  // /healthz, /readyz, /metrics when the exporter is off
+  std::string health_listen = ":9401";  // /healthz, /readyz, /metrics when the exporter is off; "": no port
+  // Privilege separation: what healthListen and exporter.listen serve is also written into this
+  // folder for `gpunode exporter --from-dir` in an unprivileged container (src/exporter/publish.h);
+  // "" = off. With both listen addresses "" the agent opens no TCP port.
+  std::string publish_dir;
   std::chrono::milliseconds watch_config{std::chrono::seconds(2)};  // the config file's mtime
   // How long a stop waits for the components (then the stuck ones are named and left behind, so
   // cleanup and exit come before the kubelet's SIGKILL; the chart's grace period is 30 s).

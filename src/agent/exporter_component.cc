@@ -1,6 +1,10 @@
 // The exporter component: `gpunode exporter` inside the agent, XIDs from the shared event pump.
+// It serves on exporter.listen, publishes its pages into publishDir for the unprivileged front
+// (src/exporter/publish.h), or both.
 #include <sys/stat.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -10,6 +14,7 @@
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
+#include "src/exporter/publish.h"
 #include "src/exporter/web_config.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
@@ -19,9 +24,11 @@ namespace {
 
 class ExporterComponent final : public Component {
  public:
-  ExporterComponent(NodeContext& ctx, ExporterSection s, Log& log, std::function<std::string()> extra,
+  ExporterComponent(NodeContext& ctx, ExporterSection s, std::string publish_dir, Log& log,
+                    std::function<std::string()> extra,
                     std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes)
-      : ctx_(ctx), s_(std::move(s)), log_(log), extra_(std::move(extra)), routes_(std::move(routes)) {}
+      : ctx_(ctx), s_(std::move(s)), publish_dir_(std::move(publish_dir)), log_(log), extra_(std::move(extra)),
+        routes_(std::move(routes)) {}
   std::string name() const override { return "exporter"; }
   bool Ready() const override {
     absl::MutexLock lock(&mu_);
@@ -29,6 +36,10 @@ class ExporterComponent final : public Component {
   }
 
   Status Run(std::stop_token stop) override {
+    if (s_.listen.empty() && publish_dir_.empty()) {
+      return absl::InvalidArgumentError(
+          "exporter.listen is \"\" and publishDir is not set: the metrics would be served nowhere");
+    }
     std::vector<exporter::Counter> counters = exporter::DefaultCounters();
     if (!s_.collectors.empty()) {
       GPUNODE_ASSIGN_OR_RETURN(std::string text, HostFs::Local().ReadFile(s_.collectors));
@@ -62,24 +73,48 @@ class ExporterComponent final : public Component {
       options.pods = pods;
     }
     auto exp = std::make_unique<exporter::Exporter>(*nvml, std::move(options));
-    GPUNODE_ASSIGN_OR_RETURN(std::unique_ptr<exporter::MetricsServer> server,
-                             exporter::MetricsServer::Create(*exp, server_options));
+    std::unique_ptr<exporter::MetricsServer> server;
+    if (!s_.listen.empty()) {
+      GPUNODE_ASSIGN_OR_RETURN(server, exporter::MetricsServer::Create(*exp, server_options));
+    }
+    std::optional<exporter::PublishDir> dir;
+    if (!publish_dir_.empty()) {
+      GPUNODE_ASSIGN_OR_RETURN(dir, exporter::PublishDir::Open(publish_dir_));
+    }
     exp->Start();
+    exporter::ExporterPageSource pages(*exp);
+    std::unique_ptr<exporter::PagePublisher> publisher;
+    if (dir) {
+      exporter::PublisherOptions po;
+      po.log = log_.For(name());
+      publisher = std::make_unique<exporter::PagePublisher>(pages, *std::move(dir), std::move(po));
+      publisher->Start().IgnoreError();  // a failed write is logged; the publisher tries every second
+      log_.Info(name(), absl::StrCat("publishing /metrics, /health and / into ", publish_dir_,
+                                     " every ", exporter::kDefaultPublishPeriod.count(), " ms"));
+    }
     {
       absl::MutexLock lock(&mu_);
       exporter_ = exp.get();
     }
-    log_.Info(name(), absl::StrCat("serving ", server->tls() ? "https" : "http", " on ", s_.listen, " (port ",
-                                   server->port(), "): /metrics, /health, /healthz, /readyz, /; collect interval ",
-                                   s_.collect_interval.count(), " ms"));
-    {
+    if (server) {
+      log_.Info(name(), absl::StrCat("serving ", server->tls() ? "https" : "http", " on ", s_.listen, " (port ",
+                                     server->port(), "): /metrics, /health, /healthz, /readyz, /; collect interval ",
+                                     s_.collect_interval.count(), " ms"));
       std::stop_callback on_stop(stop, [&] { server->Stop(); });
       server->Serve();
+    } else {
+      log_.Info(name(), absl::StrCat("no port (exporter.listen \"\"); collect interval ", s_.collect_interval.count(),
+                                     " ms"));
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, stop, [] { return false; });
     }
     {
       absl::MutexLock lock(&mu_);
       exporter_ = nullptr;
     }
+    if (publisher) publisher->Stop();  // removes the files: the front says "not published" at once
     exp->Stop();
     return absl::OkStatus();
   }
@@ -87,6 +122,7 @@ class ExporterComponent final : public Component {
  private:
   NodeContext& ctx_;
   ExporterSection s_;
+  std::string publish_dir_;
   Log& log_;
   std::function<std::string()> extra_;
   std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes_;
@@ -99,7 +135,8 @@ class ExporterComponent final : public Component {
 std::unique_ptr<Component> MakeExporter(NodeContext& ctx, const AgentConfig& c, Log& log,
                                         std::function<std::string()> extra_metrics,
                                         std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes) {
-  return std::make_unique<ExporterComponent>(ctx, c.exporter, log, std::move(extra_metrics), std::move(routes));
+  return std::make_unique<ExporterComponent>(ctx, c.exporter, c.publish_dir, log, std::move(extra_metrics),
+                                             std::move(routes));
 }
 
 }  // namespace gpunode::agent

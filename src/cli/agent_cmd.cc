@@ -18,6 +18,7 @@
 #include "src/agent/uninstall.h"
 #include "src/cli/common.h"
 #include "src/exporter/http_server.h"
+#include "src/exporter/publish.h"
 #include "src/kube/node.h"
 
 namespace gpunode::cli {
@@ -131,6 +132,7 @@ class Reloader {
     next->kubernetes = current_->kubernetes;
     next->log_format = current_->log_format;
     next->health_listen = current_->health_listen;
+    next->publish_dir = current_->publish_dir;
     next->stop_timeout = current_->stop_timeout;
     auto fresh = std::make_unique<agent::AgentConfig>(*next);
     const auto before = agent::ConfigToJson(*current_);
@@ -171,6 +173,22 @@ class Reloader {
   std::function<std::string()> metrics_;
   std::function<std::optional<exporter::RouteResponse>(std::string_view)> exporter_routes_;
 };
+
+// publishDir: the health port's answers (HealthRoutes for every component) written into the folder
+// every second for the unprivileged front (`gpunode exporter --from-dir`); Start() it after the harness.
+StatusOr<std::unique_ptr<exporter::RoutesPublisher>> PublishHealth(const std::string& dir, const agent::Harness& h,
+                                                                   agent::Log& log) {
+  GPUNODE_ASSIGN_OR_RETURN(exporter::PublishDir folder, exporter::PublishDir::Open(dir));
+  auto paths = [&h] {
+    std::vector<std::string> names;
+    for (const agent::ComponentInfo& i : h.Components()) names.push_back(i.name);
+    return exporter::AgentHealthPaths(names);
+  };
+  auto routes = [&h](std::string_view path) { return HealthRoutes(h, path); };
+  exporter::PublisherOptions o;
+  o.log = log.For("agent");
+  return std::make_unique<exporter::RoutesPublisher>(paths, routes, std::move(folder), std::move(o));
+}
 
 int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   ::mallopt(M_ARENA_MAX, 2);
@@ -283,16 +301,32 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   }
   reloader.set_watcher(watcher);
 
-  exporter::ServerOptions health_options;
-  health_options.listen = config->health_listen;
-  health_options.routes = routes;
-  health_options.loop_threads = 1;
-  auto health = exporter::MetricsServer::Create(nullptr, health_options);
-  if (!health.ok()) {
-    PrintError(absl::StrCat("health endpoint: ", health.status().message()));
-    return kExitFailed;
+  // healthListen "" opens no port; publishDir writes the same answers for the front (docs/agent.md).
+  std::unique_ptr<exporter::RoutesPublisher> published_health;
+  if (!config->publish_dir.empty()) {
+    auto p = PublishHealth(config->publish_dir, harness, log);
+    if (!p.ok()) {
+      PrintError(absl::StrCat("publishDir: ", p.status().message()));
+      return kExitFailed;
+    }
+    published_health = *std::move(p);
   }
-  std::thread health_thread([&health] { (*health)->Serve(); });
+  std::unique_ptr<exporter::MetricsServer> health;
+  if (!config->health_listen.empty()) {
+    exporter::ServerOptions health_options;
+    health_options.listen = config->health_listen;
+    health_options.routes = routes;
+    health_options.loop_threads = 1;
+    auto server = exporter::MetricsServer::Create(nullptr, health_options);
+    if (!server.ok()) {
+      PrintError(absl::StrCat("health endpoint: ", server.status().message()));
+      return kExitFailed;
+    }
+    health = *std::move(server);
+  }
+  std::thread health_thread([&health] {
+    if (health) health->Serve();
+  });
 
   std::string enabled;
   for (const std::string& name : agent::ComponentNames()) {
@@ -301,9 +335,13 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   log.Info("agent", absl::StrCat("gpunode ", GPUNODE_VERSION, " agent starting on ",
                                  config->node_name.empty() ? "(no node name)" : config->node_name,
                                  (*session)->simulated() ? absl::StrCat(" (simulated ", *(*session)->simulated(), ")") : "",
-                                 ": ", enabled, "; health on ", config->health_listen, " (port ", (*health)->port(),
-                                 "): /healthz /readyz /metrics"));
+                                 ": ", enabled, "; health ",
+                                 health ? absl::StrCat("on ", config->health_listen, " (port ", health->port(), ")")
+                                        : std::string("on no port"),
+                                 config->publish_dir.empty() ? "" : absl::StrCat(", published into ", config->publish_dir),
+                                 ": /healthz /readyz /metrics"));
   harness.Start();
+  if (published_health) published_health->Start().IgnoreError();  // a failed write is logged, tried again
   // How long the start took, once: the plugin's registration (allocatable advertised) and every
   // component up (pod Ready).
   std::atomic<bool> timing_stop{false};
@@ -353,6 +391,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   log.Info("agent", absl::StrCat("received ", strsignal(stop_signal), ": stopping"));
   timing_stop = true;
   timing.join();
+  if (published_health) published_health->Stop();  // removed: the front answers 503 at once
 
   // An uninstall (the DaemonSet is being deleted), not a restart: remove what gpunode put on the
   // node before the components are stopped (a stuck one must not delay it past the kubelet's
@@ -368,7 +407,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     }
   }
   const std::vector<std::string> stuck = harness.Stop();
-  (*health)->Stop();
+  if (health) health->Stop();
   health_thread.join();
   if (events) events->Idle(std::chrono::seconds(1));
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stop_started);

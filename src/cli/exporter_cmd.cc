@@ -1,6 +1,7 @@
 // gpunode exporter: Prometheus metrics with dcgm-exporter's names, labels and flags, read from NVML
 // directly (src/exporter, docs/exporter.md).
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -23,12 +25,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/agent/config.h"
 #include "src/agent/harness.h"
 #include "src/cli/common.h"
 #include "src/cli/nvidia_flags.h"
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
+#include "src/exporter/published.h"
 #include "src/exporter/web_config.h"
 #include "src/gpu/nvml.h"
 #include "src/node/probe.h"
@@ -52,6 +56,10 @@ struct ExporterFlags {
   std::string log_format = "text";  // --log-format (NvidiaFlags)
   std::string web_config_file;
   bool once = false;
+  // --from-dir: the unprivileged front over what `gpunode agent` publishes (publishDir).
+  std::string from_dir;
+  std::string health_listen;
+  std::string stale_after;
 };
 
 void Log(const std::string& msg) { std::cerr << "gpunode exporter: " << msg << std::endl; }
@@ -192,6 +200,107 @@ StatusOr<std::vector<std::string>> ResolveDcgmExporterFlags(const NvidiaFlags& n
   return notes;
 }
 
+// `gpunode exporter --from-dir DIR`: privilege separation's network side. Serves what the agent
+// published into DIR (src/exporter/published.h) with the exporter's server and web config: no
+// NVML, no host files, no Kubernetes API; DIR is only read.
+int RunFront(const ExporterFlags& flags, const CLI::App& cmd) {
+  // Settings of sampling and rendering, given as flags, are refused (their environment variables
+  // are ignored: a front's environment may be copied from an exporter's).
+  for (const char* f : {"--collectors", "--collect-interval", "--pod-resources-socket", "--nvidia-resource-names",
+                        "--hostname-label", "--once", "--kubernetes", "--no-hostname"}) {
+    if (cmd.count(f) > 0) {
+      PrintError(absl::StrCat(f, " does not apply with --from-dir: the agent samples and renders the page (set it in "
+                                 "the exporter section of the agent's config)"));
+      return kExitUsage;
+    }
+  }
+  exporter::ServerOptions main_options;
+  main_options.listen = flags.listen;
+  exporter::ServerOptions health_options;
+  health_options.listen = flags.health_listen;
+  health_options.loop_threads = 1;
+  for (const auto* o : {&main_options, &health_options}) {
+    if (o == &health_options && flags.health_listen.empty()) continue;
+    if (auto addr = exporter::ParseListenAddress(o->listen); !addr.ok()) {
+      PrintError(absl::StrCat(o == &main_options ? "--listen: " : "--health-listen: ", addr.status().message()));
+      return kExitUsage;
+    }
+  }
+  exporter::FreshnessOptions freshness;
+  if (!flags.stale_after.empty()) {
+    auto d = agent::ParseDuration(flags.stale_after);
+    if (!d.ok() || d->count() <= 0) {
+      PrintError(absl::StrCat("--stale-after \"", flags.stale_after, "\": want a duration such as 5s or 1500ms"));
+      return kExitUsage;
+    }
+    freshness.stale_after = *d;
+  }
+  if (!flags.web_config_file.empty()) {
+    auto web = exporter::LoadWebConfig(flags.web_config_file);
+    if (!web.ok()) {
+      PrintError(web.status());
+      return kExitUsage;
+    }
+    main_options.web = *std::move(web);
+  }
+  // Signals are taken by sigwait on this thread: blocked before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  agent::Log log(flags.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+  log.set_program("gpunode exporter");
+  exporter::PublishedDir dir(flags.from_dir);
+  exporter::FilePageSource pages(dir, freshness);
+  exporter::PublishedRoutes main_routes(dir, freshness, /*health_port=*/false);
+  exporter::PublishedRoutes health_routes(dir, freshness, /*health_port=*/true);
+  main_options.routes = [&main_routes](std::string_view path) { return main_routes(path); };
+  health_options.routes = [&health_routes](std::string_view path) { return health_routes(path); };
+  auto server = exporter::MetricsServer::Create(pages, main_options);
+  if (!server.ok()) {
+    PrintError(server.status());
+    return kExitFailed;
+  }
+  std::unique_ptr<exporter::MetricsServer> health;
+  if (!flags.health_listen.empty()) {
+    auto h = exporter::MetricsServer::Create(nullptr, health_options);
+    if (!h.ok()) {
+      PrintError(absl::StrCat("--health-listen: ", h.status().message()));
+      return kExitFailed;
+    }
+    health = *std::move(h);
+  }
+  struct stat st {};
+  if (::stat(flags.from_dir.c_str(), &st) != 0) {
+    log.Warn("exporter", absl::StrCat(flags.from_dir, " does not exist (yet): every path answers 503 until the agent "
+                                      "publishes there"));
+  }
+  log.Info("exporter", absl::StrCat("serving ", (*server)->tls() ? "https" : "http", " on ", flags.listen, " (port ",
+                                    (*server)->port(), ") what the agent publishes into ", flags.from_dir,
+                                    ": /metrics, /health, /, /healthz, /readyz",
+                                    health ? absl::StrCat("; the agent's health on ", flags.health_listen, " (port ",
+                                                          health->port(), "): /healthz, /readyz, /metrics")
+                                           : std::string()));
+  std::thread main_thread([&server] { (*server)->Serve(); });
+  std::thread health_thread([&health] {
+    if (health) health->Serve();
+  });
+  int sig = 0;
+  while (sig != SIGTERM && sig != SIGINT) {
+    sig = sigwaitinfo(&signals, nullptr);
+    if (sig == SIGHUP) log.Info("exporter", "SIGHUP: nothing to reload (the files are read when they change)");
+  }
+  log.Info("exporter", absl::StrCat("received ", strsignal(sig), ": stopping"));
+  (*server)->Stop();
+  if (health) health->Stop();
+  main_thread.join();
+  health_thread.join();
+  log.Info("exporter", "stopped");
+  return kExitOk;
+}
+
 int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App& cmd, const NvidiaFlags& nv) {
   // A long-running daemon with a handful of threads: two malloc arenas, not one per thread.
   ::mallopt(M_ARENA_MAX, 2);
@@ -213,6 +322,12 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   auto notes = ResolveDcgmExporterFlags(nv, &flags);
   if (!notes.ok()) {
     PrintError(notes.status());
+    return kExitUsage;
+  }
+  if (!flags.from_dir.empty()) return RunFront(flags, cmd);
+  if (!flags.health_listen.empty() || !flags.stale_after.empty()) {
+    PrintError(absl::StrCat(!flags.health_listen.empty() ? "--health-listen" : "--stale-after",
+                            " needs --from-dir (the agent's own health port is healthListen in its config)"));
     return kExitUsage;
   }
 
@@ -341,6 +456,8 @@ Examples:
   gpunode exporter -f /etc/dcgm-exporter/dcp-metrics-included.csv
   gpunode exporter --web-config-file web.yml         # TLS / basic auth (exporter-toolkit format)
   gpunode --simulate dgx-h200 exporter --once        # print one page and exit
+  gpunode exporter --from-dir /run/gpunode/publish --health-listen :9401
+                                                     # serve what the agent publishes (publishDir)
   curl -s localhost:9400/metrics | promtool check metrics
 )");
   cmd->add_option("-f,--collectors", flags->collectors,
@@ -366,6 +483,15 @@ Examples:
                   "TLS and basic-auth settings, Prometheus exporter-toolkit format "
                   "[env DCGM_EXPORTER_WEB_CONFIG_FILE]");
   cmd->add_flag("--once", flags->once, "print one /metrics page on stdout (after one sampling round) and exit");
+  cmd->add_option("--from-dir", flags->from_dir,
+                  "serve what `gpunode agent` publishes into this folder (its publishDir) instead of reading NVML: "
+                  "the unprivileged front of privilege separation (docs/exporter.md)");
+  cmd->add_option("--health-listen", flags->health_listen,
+                  "with --from-dir: also serve the agent's /healthz, /readyz and component /metrics here "
+                  "(what its healthListen served), e.g. :9401");
+  cmd->add_option("--stale-after", flags->stale_after,
+                  "with --from-dir: a heartbeat older than this answers 503 (default: 5 times the agent's write "
+                  "period, 5s)");
   AddDcgmExporterFlags(cmd, *nv);
   cmd->callback([&global, flags, nv, cmd, exit_code] { *exit_code = RunExporter(global, *flags, *cmd, *nv); });
 }

@@ -28,7 +28,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/exporter/render.h"
-#include "src/exporter/status_page.h"
 
 namespace gpunode::exporter {
 namespace {
@@ -128,11 +127,11 @@ StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
 }
 
 struct MetricsServer::Impl {
-  Impl(Exporter* e, const ServerOptions& o) : exporter(e), options(o) {}
+  Impl(PageSource* s, const ServerOptions& o) : source(s), options(o) {}
   void Accept();
   void StartSession(tcp::socket socket);
 
-  Exporter* exporter;  // nullptr: only options.routes (the agent without its exporter)
+  PageSource* source;  // nullptr: only options.routes (the agent's health port)
   const ServerOptions& options;  // MetricsServer's, which outlives this
   int max_connections = 0;
   std::atomic<int> connections{0};
@@ -265,42 +264,28 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         return Respond(static_cast<http::status>(r->status), r->content_type, Text(std::move(r->body)), false);
       }
     }
-    if (srv_.exporter == nullptr) {
+    if (srv_.source == nullptr) {
       return Respond(http::status::not_found, kTextPlain, Text("404 page not found\n"), false);
     }
-    Exporter& e = *srv_.exporter;
+    PageSource& source = *srv_.source;
     if (path_ == "/metrics") {
-      // The hot path: the page rendered once per snapshot, and its gzip made then too (Prometheus
-      // asks for gzip). A scrape is a reference to it, not a copy.
-      Exporter::RenderedPage page = e.Page();
-      if (!page.text) {
-        return Respond(http::status::service_unavailable, kTextPlain, Text("no collection has finished yet\n"), false);
-      }
+      // The hot path: a reference to the page rendered once per snapshot (and its gzip, made then
+      // too: Prometheus asks for gzip), not a copy.
+      Page page = source.Metrics();
+      if (page.status != 200) return Respond(page);
       if (page.gzip && accept_gzip_) {
-        return Respond(http::status::ok, kPrometheusTextContentType, page.gzip, false,
+        return Respond(http::status::ok, page.content_type, page.gzip, false,
                        {{http::field::content_encoding, "gzip"}, {http::field::vary, "Accept-Encoding"}});
       }
-      return Respond(http::status::ok, kPrometheusTextContentType, page.text, false,
-                     {{http::field::vary, "Accept-Encoding"}});
+      return Respond(http::status::ok, page.content_type, page.body, false, {{http::field::vary, "Accept-Encoding"}});
     }
-    if (path_ == "/health") {
-      const Exporter::HealthState h = e.Health();
-      return Respond(h.ok ? http::status::ok : http::status::service_unavailable, kTextPlain, Text(h.reason + "\n"),
-                     false);
-    }
-    if (path_ == "/") {
-      const Exporter::HealthState h = e.Health();
-      std::shared_ptr<const NodeSnapshot> snap = e.Latest();
-      std::shared_ptr<const PodMapping> pods = e.Pods();
-      StatusPageOptions o;
-      o.healthy = h.ok;
-      o.health = h.reason;
-      o.pods = pods.get();
-      const double interval_s = std::chrono::duration<double>(e.options().interval).count();
-      o.refresh_seconds = static_cast<int>(std::clamp(interval_s, 2.0, 60.0));
-      return Respond(http::status::ok, "text/html; charset=utf-8", Text(RenderStatusPage(snap.get(), o)), false);
-    }
+    if (path_ == "/health") return Respond(source.Health());
+    if (path_ == "/") return Respond(source.StatusPage());
     Respond(http::status::not_found, kTextPlain, Text("404 page not found\n"), false);
+  }
+
+  void Respond(const Page& page) {
+    Respond(static_cast<http::status>(page.status), page.content_type, page.body ? page.body : Text(""), false);
   }
 
   // HEAD gets the same header (Content-Length of the GET's body) and no body.
@@ -420,8 +405,9 @@ void MetricsServer::Impl::StartSession(tcp::socket socket) {
   }
 }
 
-MetricsServer::MetricsServer(Exporter* exporter, ServerOptions options)
-    : options_(std::move(options)), impl_(std::make_unique<Impl>(exporter, options_)) {}
+MetricsServer::MetricsServer(PageSource* source, std::unique_ptr<PageSource> owned, ServerOptions options)
+    : options_(std::move(options)), owned_source_(std::move(owned)),
+      impl_(std::make_unique<Impl>(source, options_)) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
@@ -430,8 +416,18 @@ StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter& exporte
 }
 
 StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Exporter* exporter, ServerOptions options) {
-  GPUNODE_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(options.listen));
-  std::unique_ptr<MetricsServer> s(new MetricsServer(exporter, std::move(options)));
+  std::unique_ptr<PageSource> owned;
+  if (exporter != nullptr) owned = std::make_unique<ExporterPageSource>(*exporter);
+  PageSource* source = owned.get();
+  return Listen(std::unique_ptr<MetricsServer>(new MetricsServer(source, std::move(owned), std::move(options))));
+}
+
+StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(PageSource& source, ServerOptions options) {
+  return Listen(std::unique_ptr<MetricsServer>(new MetricsServer(&source, nullptr, std::move(options))));
+}
+
+StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Listen(std::unique_ptr<MetricsServer> s) {
+  GPUNODE_ASSIGN_OR_RETURN(ListenAddress addr, ParseListenAddress(s->options_.listen));
   Impl& impl = *s->impl_;
   const WebConfig* web = s->options_.web ? &*s->options_.web : nullptr;
   if (web != nullptr && web->tls) {

@@ -1,6 +1,7 @@
-// The exporter's HTTP(S) endpoint: /metrics, /health, / (status page). Serves what the Exporter
-// has rendered; never touches NVML. Basic auth, TLS (with optional client certificates) and extra
-// headers come from the web config file.
+// The exporter's HTTP(S) endpoint: /metrics, /health, / (status page). Serves what a PageSource
+// answers (page_source.h: the live Exporter's rendered pages, or the files the agent published);
+// never touches NVML. Basic auth, TLS (with optional client certificates) and extra headers come
+// from the web config file.
 //
 // Built to face a whole node (any pod can connect): an event loop (Boost.Beast on asio; a thread
 // per core, at most 4; a strand per connection) owns every connection, so idle or slow clients
@@ -20,6 +21,7 @@
 
 #include "src/base/status.h"
 #include "src/exporter/exporter.h"
+#include "src/exporter/page_source.h"
 #include "src/exporter/web_config.h"
 
 
@@ -42,7 +44,7 @@ struct RouteResponse {
 
 struct ServerOptions {
   std::string listen = ":9400";
-  // Paths served before the exporter's own (/healthz, /readyz of the agent): nullopt passes the
+  // Paths served before the page source's (/healthz, /readyz of the agent): nullopt passes the
   // path on. Called on the event loop: must be quick and must not block.
   std::function<std::optional<RouteResponse>(std::string_view path)> routes;
   std::optional<WebConfig> web;
@@ -72,6 +74,8 @@ class MetricsServer {
   static StatusOr<std::unique_ptr<MetricsServer>> Create(Exporter& exporter, ServerOptions options);
   // Without an exporter: only `options.routes` answer (404 otherwise).
   static StatusOr<std::unique_ptr<MetricsServer>> Create(Exporter* exporter, ServerOptions options);
+  // /metrics, /health and / from `source` (which must outlive the server): the published files.
+  static StatusOr<std::unique_ptr<MetricsServer>> Create(PageSource& source, ServerOptions options);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -89,9 +93,11 @@ class MetricsServer {
   struct Impl;
 
  private:
-  MetricsServer(Exporter* exporter, ServerOptions options);
+  MetricsServer(PageSource* source, std::unique_ptr<PageSource> owned, ServerOptions options);
+  static StatusOr<std::unique_ptr<MetricsServer>> Listen(std::unique_ptr<MetricsServer> s);
 
   ServerOptions options_;
+  std::unique_ptr<PageSource> owned_source_;  // the live exporter's adapter
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
 };

@@ -26,6 +26,7 @@
 #include "src/exporter/web_config.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
+#include "test/exporter/certificates.h"
 #include "test/exporter/raw_http.h"
 #include "test/testing/podresources_emulator.h"
 #include "test/testing/run_gpunode.h"
@@ -381,19 +382,7 @@ TEST_F(ExporterServerTest, BasicAuthFromTheWebConfigGuardsEveryPath) {
   EXPECT_THAT(ok->body, HasSubstr("DCGM_FI_DEV_SM_CLOCK"));
 }
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl(1).
-void MakeCertificates(const fs::path& d) {
-  const std::string cmd =
-      "cd " + d.string() +
-      " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca"
-      " && openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1"
-      " && printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext"
-      " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile san.ext"
-      " && openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=prometheus"
-      " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2";
-  gpunode::testing::Result r = gpunode::testing::RunShell(cmd);
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-}
+using ::gpunode::testing::MakeCertificates;
 
 TEST_F(ExporterServerTest, ServesHttpsAndRequiresAClientCertificateWhenConfigured) {
   MakeCertificates(dir_);
