@@ -300,10 +300,12 @@ TEST_F(AgentProcessTest, BadConfigIsRefusedBeforeAnythingStarts) {
   EXPECT_EQ(missing.exit_code, 3);
   EXPECT_THAT(missing.out, HasSubstr("nope.yaml"));
   // A step that is not `cdi generate` with the chart's flags: refused at start too.
-  std::ofstream(Path("agent.yaml")) << "cdi:\n  enabled: true\n  args: [sim, hostroot, --output, /]\n";
+  // (Harmless if a regression ran it: a folder of the test, and no plugin on the host's kubelet.)
+  std::ofstream(Path("agent.yaml")) << "plugin: {kubeletDir: " << Path("dp") << "}\nexporter: {enabled: false}\n"
+                                    << "cdi:\n  enabled: true\n  args: [sim, hostroot, --output, " << Path("evil") << "]\n";
   auto step = testing::RunGpunode("--simulate dgx-h200 agent --config " + Path("agent.yaml"));
   EXPECT_EQ(step.exit_code, 3);
-  EXPECT_THAT(step.out, HasSubstr("agent.yaml:3: cdi.args[0]: \"sim\": the cdi step runs only `gpunode cdi generate ...`"));
+  EXPECT_THAT(step.out, HasSubstr("agent.yaml:5: cdi.args[0]: \"sim\": the cdi step runs only `gpunode cdi generate ...`"));
   auto printed = testing::RunGpunode("agent --print-config -o json");
   EXPECT_EQ(printed.exit_code, 0);
   EXPECT_THAT(printed.out, HasSubstr("\"kind\": \"AgentConfig\""));
@@ -433,14 +435,15 @@ TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWit
     return out;
   };
   WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n"
-                       "cdi: {enabled: true, globalArgs: [--nvml-library, /tmp/evil.so]}\n", "", ", enabled: false");
+                       "cdi: {enabled: true, globalArgs: [--nvml-library, " + Path("evil.so") + "]}\n", "", ", enabled: false");
   ::kill(pid_, SIGHUP);
   ASSERT_TRUE(Eventually([&] { return warnings().size() == 1; }, seconds(10))) << Log();
   EXPECT_THAT(warnings()[0], HasSubstr("cdi.globalArgs: --nvml-library changed from \"" + SimLibrary() +
-                                       "\" to \"/tmp/evil.so\""));
+                                       "\" to \"" + Path("evil.so") + "\""));
   EXPECT_THAT(Log(), HasSubstr("reload (SIGHUP) refused: cdi.globalArgs: --nvml-library changed"));
   WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n"
-                       "cdi: {enabled: true, args: [sim, hostroot, --output, /]}\n", "", ", enabled: false");
+                       "cdi: {enabled: true, args: [sim, hostroot, --output, " + Path("evil") + "]}\n", "",
+                 ", enabled: false");
   ::kill(pid_, SIGHUP);
   ASSERT_TRUE(Eventually([&] { return warnings().size() == 2; }, seconds(10))) << Log();
   EXPECT_THAT(warnings()[1], HasSubstr("cdi.args[0]: \"sim\": the cdi step runs only `gpunode cdi generate ...`"));
