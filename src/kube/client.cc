@@ -193,7 +193,7 @@ void Client::Stop() { impl_->stop.request_stop(); }
 
 std::string Client::BearerToken() {
   if (c_.token_file.empty()) return c_.token;
-  std::lock_guard<std::mutex> l(impl_->token_mu);
+  absl::MutexLock l(&impl_->token_mu);
   struct stat st;
   if (::stat(c_.token_file.c_str(), &st) == 0 &&
       (st.st_mtim.tv_sec != impl_->token_mtime.tv_sec || st.st_mtim.tv_nsec != impl_->token_mtime.tv_nsec)) {

@@ -10,6 +10,8 @@
 #include <stop_token>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "httplib.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
@@ -24,9 +26,9 @@ struct Client::Impl {
   std::unique_ptr<internal::Pool> pool;
   internal::Watchdog watchdog;
   std::stop_source stop;  // Client::Stop()
-  std::mutex token_mu;
-  std::string token_cache;
-  struct timespec token_mtime {};
+  absl::Mutex token_mu;
+  std::string token_cache ABSL_GUARDED_BY(token_mu);
+  struct timespec token_mtime ABSL_GUARDED_BY(token_mu) {};
 
   static httplib::Headers BaseHeaders(Client& client);
   // "https://host:port" for messages.

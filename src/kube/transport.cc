@@ -15,6 +15,7 @@
 #include <openssl/pem.h>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/held_mutex.h"
 
 namespace gpunode::kube::internal {
 namespace {
@@ -136,13 +137,13 @@ StatusOr<std::shared_ptr<Endpoint>> MakeEndpoint(const Connection& c) {
 // ---- Conn ----
 
 struct Conn::CancelState {
-  std::mutex mu;
-  int dup_fd = -1;  // our duplicate of the socket in use
-  bool cancelled = false;
+  absl::Mutex mu;
+  int dup_fd ABSL_GUARDED_BY(mu) = -1;  // our duplicate of the socket in use
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
 
   // httplib's socket-options hook: every new socket of this connection, before its connect.
   void OnSocket(int fd) {
-    std::lock_guard<std::mutex> l(mu);
+    absl::MutexLock l(&mu);
     if (dup_fd >= 0) ::close(dup_fd);
     dup_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (cancelled) ::shutdown(fd, SHUT_RDWR);
@@ -194,7 +195,7 @@ Conn::Conn(std::shared_ptr<Endpoint> endpoint)
 
 Conn::~Conn() {
   http_.reset();
-  std::lock_guard<std::mutex> l(state_->mu);
+  absl::MutexLock l(&state_->mu);
   if (state_->dup_fd >= 0) ::close(state_->dup_fd);
   state_->dup_fd = -1;
 }
@@ -206,7 +207,7 @@ long Conn::VerifyResult() const {
 
 bool Conn::Arm() {
   const int fd = open_fd_();
-  std::lock_guard<std::mutex> l(state_->mu);
+  absl::MutexLock l(&state_->mu);
   state_->cancelled = false;
   if (state_->dup_fd >= 0) ::close(state_->dup_fd);
   state_->dup_fd = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -216,7 +217,7 @@ bool Conn::Arm() {
 void Conn::Disarm() {
   bool cancelled;
   {
-    std::lock_guard<std::mutex> l(state_->mu);
+    absl::MutexLock l(&state_->mu);
     if (state_->dup_fd >= 0) ::close(state_->dup_fd);
     state_->dup_fd = -1;
     cancelled = state_->cancelled;
@@ -225,13 +226,13 @@ void Conn::Disarm() {
 }
 
 void Conn::Cancel() {
-  std::lock_guard<std::mutex> l(state_->mu);
+  absl::MutexLock l(&state_->mu);
   state_->cancelled = true;
   if (state_->dup_fd >= 0) ::shutdown(state_->dup_fd, SHUT_RDWR);
 }
 
 bool Conn::cancelled() const {
-  std::lock_guard<std::mutex> l(state_->mu);
+  absl::MutexLock l(&state_->mu);
   return state_->cancelled;
 }
 
@@ -240,7 +241,7 @@ bool Conn::cancelled() const {
 CallContext::CallContext(SteadyClock::time_point deadline, std::stop_token call_stop, std::stop_token client_stop)
     : deadline_(deadline) {
   on_stop_.emplace(source_.get_token(), std::function<void()>([this] {
-                     std::lock_guard<std::mutex> l(mu_);
+                     absl::MutexLock l(&mu_);
                      if (conn_ != nullptr) conn_->Cancel();
                    }));
   on_call_stop_.emplace(std::move(call_stop), std::function<void()>([this] { Stop(Why::kStopped); }));
@@ -273,7 +274,7 @@ bool CallContext::SleepUntil(SteadyClock::time_point until) {
 }
 
 void CallContext::Use(Conn* conn) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   conn_ = conn;
   if (conn_ != nullptr && stopped()) conn_->Cancel();
 }
@@ -294,16 +295,18 @@ Status EndedEarly(const CallContext& call, const std::string& what, std::chrono:
 // ---- Watchdog ----
 
 Watchdog::~Watchdog() {
+  std::thread thread;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     quit_ = true;
+    thread = std::move(thread_);
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread.joinable()) thread.join();
 }
 
 uint64_t Watchdog::Add(CallContext* call, const std::atomic<bool>* flag) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
   const uint64_t id = next_++;
   entries_[id] = Entry{call, flag};
@@ -312,12 +315,13 @@ uint64_t Watchdog::Add(CallContext* call, const std::atomic<bool>* flag) {
 }
 
 void Watchdog::Remove(uint64_t id) {
-  std::lock_guard<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
   entries_.erase(id);
 }
 
 void Watchdog::Loop() {
-  std::unique_lock<std::mutex> l(mu_);
+  absl::MutexLock l(&mu_);
+  HeldMutex held(mu_);
   while (!quit_) {
     const auto now = SteadyClock::now();
     auto wake = now + std::chrono::hours(1);
@@ -334,7 +338,7 @@ void Watchdog::Loop() {
       wake = std::min(wake, e.call->deadline());
       if (e.flag != nullptr) wake = std::min(wake, now + std::chrono::milliseconds(50));
     }
-    cv_.wait_until(l, wake);
+    cv_.wait_until(held, wake);
   }
 }
 
@@ -347,7 +351,7 @@ Status RateLimiter::Take(CallContext& call, const std::string& what) {
   if (qps_ <= 0) return absl::OkStatus();
   SteadyClock::time_point ready;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     const auto now = SteadyClock::now();
     tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * qps_);
     last_ = now;
@@ -363,7 +367,7 @@ Status RateLimiter::Take(CallContext& call, const std::string& what) {
     tokens_ -= 1;  // reserved: the next caller waits behind this one
   }
   if (!call.SleepUntil(ready)) {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     tokens_ += 1;  // not used
     return absl::CancelledError(absl::StrCat(what, ": stopped"));
   }
@@ -377,9 +381,13 @@ Pool::Pool(std::shared_ptr<Endpoint> endpoint, int max) : endpoint_(std::move(en
 Pool::~Pool() = default;
 
 StatusOr<std::unique_ptr<Conn>> Pool::Acquire(CallContext& call, const std::string& what) {
-  std::unique_lock<std::mutex> l(mu_);
-  const bool got = cv_.wait_until(l, call.token(), call.deadline(),
-                                  [this] { return !idle_.empty() || lent_ < max_; });
+  absl::ReleasableMutexLock l(&mu_);
+  bool got;
+  {
+    HeldMutex held(mu_);
+    got = cv_.wait_until(held, call.token(), call.deadline(),
+                         [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !idle_.empty() || lent_ < max_; });
+  }
   if (!got) {
     if (call.stopped()) return absl::CancelledError(absl::StrCat(what, ": stopped"));
     return absl::DeadlineExceededError(
@@ -391,13 +399,13 @@ StatusOr<std::unique_ptr<Conn>> Pool::Acquire(CallContext& call, const std::stri
     idle_.pop_back();
     return c;
   }
-  l.unlock();
+  l.Release();
   return std::make_unique<Conn>(endpoint_);
 }
 
 void Pool::Release(std::unique_ptr<Conn> conn, bool reuse) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    absl::MutexLock l(&mu_);
     --lent_;
     if (reuse && conn != nullptr) idle_.push_back(std::move(conn));
   }

@@ -30,6 +30,8 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "httplib.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
@@ -132,8 +134,8 @@ class CallContext {
   SteadyClock::time_point deadline_;
   std::stop_source source_;
   std::atomic<Why> why_{Why::kNone};
-  std::mutex mu_;
-  Conn* conn_ = nullptr;
+  absl::Mutex mu_;
+  Conn* conn_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::optional<std::stop_callback<std::function<void()>>> on_call_stop_, on_client_stop_, on_stop_;
 };
 
@@ -153,12 +155,12 @@ class Watchdog {
     CallContext* call;
     const std::atomic<bool>* flag;
   };
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Entry> entries_;
-  uint64_t next_ = 1;
-  bool quit_ = false;
-  std::thread thread_;
+  absl::Mutex mu_;
+  std::condition_variable_any cv_;  // steady-clock waits on mu_ (src/base/held_mutex.h)
+  std::map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
 };
 
 // The client-side rate limit: a token bucket of `burst` tokens refilled at `qps` per second.
@@ -170,11 +172,11 @@ class RateLimiter {
   Status Take(CallContext& call, const std::string& what);
 
  private:
-  std::mutex mu_;
-  double qps_;
-  double burst_;
-  double tokens_;
-  SteadyClock::time_point last_;
+  absl::Mutex mu_;
+  const double qps_;
+  const double burst_;
+  double tokens_ ABSL_GUARDED_BY(mu_);
+  SteadyClock::time_point last_ ABSL_GUARDED_BY(mu_);
 };
 
 // At most `max` connections, each lent to one call at a time; kept-alive ones are reused.
@@ -189,11 +191,11 @@ class Pool {
 
  private:
   std::shared_ptr<Endpoint> endpoint_;
-  int max_;
-  std::mutex mu_;
-  std::condition_variable_any cv_;
-  std::vector<std::unique_ptr<Conn>> idle_;
-  int lent_ = 0;
+  const int max_;
+  absl::Mutex mu_;
+  std::condition_variable_any cv_;  // steady-clock waits on mu_ (src/base/held_mutex.h)
+  std::vector<std::unique_ptr<Conn>> idle_ ABSL_GUARDED_BY(mu_);
+  int lent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // "GET /x: stopped" / "...: no complete answer within 10 s (the call's deadline)" for a call that
