@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/agent/components.h"
 #include "src/compat/dataset.h"
 #include "src/kube/node.h"
@@ -78,6 +79,10 @@ class LabelsComponent final : public Component {
       node_labels.erase("nvidia.com/gfd.timestamp");  // a Node write a minute for nothing
       GPUNODE_ASSIGN_OR_RETURN(kube::NodeLabelChange change,
                                kube::ApplyNodeLabels(*ctx_.kube(), ctx_.node_name(), node_labels));
+      if (!change.ignored.empty()) {
+        Warn(absl::StrCat("Node ", ctx_.node_name(), ": left alone, not gpunode's (outside nvidia.com/",
+                          " and gpunode.io/): ", absl::StrJoin(change.ignored, ", ")));
+      }
       if (change.patched) {
         log_.Info(name(), absl::StrCat("Node ", ctx_.node_name(), ": ", change.set.size(), " labels set",
                                        change.removed.empty() ? "" : absl::StrCat(", ", change.removed.size(), " removed")));

@@ -1,6 +1,7 @@
 #include "src/cli/common.h"
 
 #include "src/base/json.h"
+#include "src/base/terminal.h"
 #include "src/base/yaml_emitter.h"
 
 #include <fcntl.h>
@@ -185,7 +186,8 @@ void PrintDocument(const nlohmann::ordered_json& doc, OutputFormat format) {
 
 void PrintError(const std::string& message) {
   bool color = ::isatty(STDERR_FILENO) == 1 && Env("NO_COLOR").empty();
-  std::cerr << (color ? "\033[31merror:\033[0m " : "error: ") << message << "\n";
+  // Messages carry foreign text (an API server's message, a file's contents): escapes shown.
+  std::cerr << (color ? "\033[31merror:\033[0m " : "error: ") << TerminalSafeText(message, false) << "\n";
 }
 
 void PrintError(const Status& status) { PrintError(std::string(status.message())); }

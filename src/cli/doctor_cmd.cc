@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 
+#include "src/base/terminal.h"
 #include "src/cli/common.h"
 #include "src/doctor/doctor.h"
 
@@ -48,7 +49,8 @@ int RunDoctor(const GlobalOptions& global, const DoctorOptions& opts) {
     }
   }
   if (*format == OutputFormat::kTable) {
-    std::cout << doctor::RenderText(report, UseColor(global));
+    // Host files and driver strings inside: escape sequences shown, only our colours kept.
+    std::cout << TerminalSafeText(doctor::RenderText(report, UseColor(global)), UseColor(global));
     if (bench_report) {
       std::cout << "\nBench (baseline card)\n";
       if (bench_report->ok()) {

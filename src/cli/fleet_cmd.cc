@@ -1,7 +1,8 @@
 // gpunode fleet: the cluster view of GPU nodes (docs/fleet.md). Reads the Nodes from the API server
-// (--kubeconfig, GET /api/v1/nodes paginated) or from a saved NodeList (--from FILE, - for stdin),
+// (--kubeconfig, GET /api/v1/nodes paginated, read item by item) or from a saved NodeList (--from FILE, - for stdin),
 // and prints pools, findings, a compat verdict per pool or a drain plan. The analysis is
 // src/fleet; this file turns flags into inputs and prints.
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -84,20 +85,20 @@ Loaded Load(const FleetFlags& f) {
     out.rc = kExitUsage;
     return out;
   }
-  kube::Client client(*conn);
-  auto list = fleet::ListNodes(client, 500);
-  if (!list.ok()) {
-    PrintError(Annotate(list.status(), "list nodes"));
+  // A cluster-wide read: kubectl's rate (50 requests/s, burst 100) rather than the agent's, and a
+  // minute per page; each answer stays within the client's body cap (64 MiB).
+  kube::ClientOptions options;
+  options.qps = 50;
+  options.burst = 100;
+  options.timeout = std::chrono::seconds(60);
+  kube::Client client(*conn, options);
+  auto nodes = fleet::ListNodes(client);
+  if (!nodes.ok()) {
+    PrintError(Annotate(nodes.status(), "list nodes"));
     out.rc = kExitFailed;
     return out;
   }
   const std::string source = absl::StrCat(conn->scheme, "://", conn->host, ":", conn->port, " (", conn->source, ")");
-  auto nodes = fleet::ParseNodeList(*list, source);
-  if (!nodes.ok()) {
-    PrintError(nodes.status());
-    out.rc = kExitFailed;
-    return out;
-  }
   out.report = fleet::Analyze(std::move(*nodes), source);
   return out;
 }

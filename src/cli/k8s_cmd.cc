@@ -6,10 +6,14 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/base/terminal.h"
 #include "src/cli/common.h"
 #include "src/kube/client.h"
+#include "src/kube/json_fields.h"
 #include "src/kube/node.h"
 #include "src/plugin/sleep_interval.h"
 
@@ -43,7 +47,12 @@ int RunUninstall(const UninstallFlags& flags) {
     PrintError(conn.status());
     return kExitUsage;
   }
-  kube::Client client(*conn);
+  // Cluster-wide: kubectl's rate (50 requests/s, burst 100) rather than the agent's; every Node
+  // may need a GET and a PATCH within --timeout.
+  kube::ClientOptions options;
+  options.qps = 50;
+  options.burst = 100;
+  kube::Client client(*conn, options);
   int rc = kExitOk;
   const std::string path = absl::StrCat("/apis/apps/v1/namespaces/", kube::UrlEscape(ns), "/daemonsets/",
                                         kube::UrlEscape(name));
@@ -74,17 +83,35 @@ int RunUninstall(const UninstallFlags& flags) {
   } else {
     std::cout << "DaemonSet " << flags.daemonset << ": not there" << std::endl;
   }
-  // Labels left on any node: ours are listed in the annotation.
-  auto nodes = client.Get("/api/v1/nodes");
-  if (!nodes.ok()) {
-    PrintError(nodes.status());
+  // Labels left on any node: ours are listed in the annotation. The Nodes are read page by page
+  // and every field is checked for its type (an answer is not trusted to be well-formed).
+  std::vector<std::string> carrying;
+  size_t index = 0;
+  auto carries = [&](const nlohmann::json& node, const std::string& where) -> StatusOr<std::string> {
+    GPUNODE_ASSIGN_OR_RETURN(kube::Fields item, kube::Fields::Root(node, where));
+    GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, item.Object("metadata"));
+    GPUNODE_ASSIGN_OR_RETURN(auto annotations, meta.StringMap("annotations"));
+    if (!annotations.count(kube::kManagedLabelsAnnotation)) return std::string();
+    GPUNODE_ASSIGN_OR_RETURN(std::string node_name, meta.String("name"));
+    if (node_name.empty()) return meta.Error("a Node without a name");
+    return node_name;
+  };
+  auto listed = client.List("/api/v1/nodes", kube::ListOptions{}, [&](nlohmann::json& node) -> Status {
+    auto carrier = carries(node, absl::StrCat("GET /api/v1/nodes: items[", index++, "]"));
+    if (!carrier.ok()) {  // a malformed Node is reported; the others are still cleaned
+      PrintError(carrier.status());
+      rc = kExitFailed;
+    } else if (!carrier->empty()) {
+      carrying.push_back(*std::move(carrier));
+    }
+    return absl::OkStatus();
+  });
+  if (!listed.ok()) {
+    PrintError(listed.status());
     return kExitFailed;
   }
   int cleaned = 0;
-  for (const auto& node : nodes->value("items", nlohmann::json::array())) {
-    const auto& meta = node["metadata"];
-    if (!meta.contains("annotations") || !meta["annotations"].contains(kube::kManagedLabelsAnnotation)) continue;
-    const std::string n = meta.value("name", "");
+  for (const std::string& n : carrying) {
     auto change = kube::RemoveNodeLabels(client, n);
     if (!change.ok()) {
       PrintError(change.status());
@@ -92,7 +119,12 @@ int RunUninstall(const UninstallFlags& flags) {
       continue;
     }
     ++cleaned;
-    std::cout << "Node " << n << ": removed " << change->removed.size() << " gpunode labels" << std::endl;
+    std::cout << "Node " << TerminalSafe(n) << ": removed " << change->removed.size() << " gpunode labels" << std::endl;
+    if (!change->ignored.empty()) {
+      std::cout << "Node " << TerminalSafe(n) << ": left alone, not gpunode's to remove (listed in "
+                << kube::kManagedLabelsAnnotation << " but outside nvidia.com/ and gpunode.io/): "
+                << absl::StrJoin(change->ignored, ", ") << std::endl;
+    }
   }
   if (cleaned == 0) std::cout << "no Node carries gpunode labels" << std::endl;
   return rc;

@@ -406,7 +406,11 @@ class Labeller {
           return kExitFailed;
         }
         Warn(absl::StrCat("Node labels not refreshed: ", change.status().message()));
-      } else if (change->patched) {
+      } else if (!change->ignored.empty() && first) {
+        Warn(absl::StrCat("left alone, not gpunode's (outside nvidia.com/ and gpunode.io/): ",
+                          absl::StrJoin(change->ignored, ", ")));
+      }
+      if (change.ok() && change->patched) {
         std::cerr << "Node " << node_ << ": " << change->set.size() << " labels set";
         if (!change->removed.empty()) std::cerr << ", removed " << absl::StrJoin(change->removed, " ");
         std::cerr << "\n";

@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "src/base/json.h"
+#include "src/base/terminal.h"
+#include "src/kube/json_fields.h"
 
 namespace gpunode::fleet {
 namespace {
@@ -48,11 +50,11 @@ std::optional<int64_t> Quantity(const nlohmann::json& v) {
   return std::nullopt;
 }
 
-void ReadResources(const nlohmann::json& status, const char* field, FleetNode& n,
+// status.capacity or status.allocatable (an object, or null when absent).
+void ReadResources(const nlohmann::json& resources, const char* field, FleetNode& n,
                    std::map<std::string, int64_t>* out) {
-  auto it = status.find(field);
-  if (it == status.end() || !it->is_object()) return;
-  for (const auto& [key, value] : it->items()) {
+  if (!resources.is_object()) return;
+  for (const auto& [key, value] : resources.items()) {
     if (!absl::StartsWith(key, "nvidia.com/")) continue;
     std::optional<int64_t> q = Quantity(value);
     if (!q) {
@@ -64,10 +66,6 @@ void ReadResources(const nlohmann::json& status, const char* field, FleetNode& n
   }
 }
 
-std::string Str(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 // The GPUs the node has, whatever it advertises: gpunode's healthy + unhealthy counts (which
 // include GPUs NVML lost), GFD's nvidia.com/gpu.count (not when the product is a MIG profile under
@@ -262,46 +260,58 @@ absl::string_view SeverityName(Severity s) {
 }
 
 StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& where) {
+  using kube::Fields;
   if (!node.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not an object"));
+  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(node, where));
   FleetNode n;
-  auto meta = node.find("metadata");
-  if (meta == node.end() || !meta->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": a Node without metadata"));
-  }
-  n.name = Str(*meta, "name");
+  GPUNODE_ASSIGN_OR_RETURN(Fields meta, root.Object("metadata"));
+  if (!meta.present()) return absl::InvalidArgumentError(absl::StrCat(where, ": a Node without metadata"));
+  GPUNODE_ASSIGN_OR_RETURN(n.name, meta.String("name"));
   if (n.name.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": a Node without metadata.name"));
-  if (auto labels = meta->find("labels"); labels != meta->end() && labels->is_object()) {
-    for (const auto& [key, value] : labels->items()) {
-      if (Keep(key) && value.is_string()) n.labels[key] = value.get<std::string>();
-    }
+  GPUNODE_ASSIGN_OR_RETURN(auto labels, meta.StringMap("labels"));
+  for (auto& [key, value] : labels) {
+    if (Keep(key)) n.labels[key] = std::move(value);
   }
-  if (auto spec = node.find("spec"); spec != node.end() && spec->is_object()) {
-    auto u = spec->find("unschedulable");
-    n.unschedulable = u != spec->end() && u->is_boolean() && u->get<bool>();
+  GPUNODE_ASSIGN_OR_RETURN(Fields spec, root.Object("spec"));
+  GPUNODE_ASSIGN_OR_RETURN(n.unschedulable, spec.Bool("unschedulable"));
+  GPUNODE_ASSIGN_OR_RETURN(Fields status, root.Object("status"));
+  for (const char* field : {"capacity", "allocatable"}) {
+    GPUNODE_ASSIGN_OR_RETURN(Fields resources, status.Object(field));
+    ReadResources(resources.json(), field, n, field[0] == 'c' ? &n.capacity : &n.allocatable);
   }
-  if (auto status = node.find("status"); status != node.end() && status->is_object()) {
-    ReadResources(*status, "capacity", n, &n.capacity);
-    ReadResources(*status, "allocatable", n, &n.allocatable);
-    if (auto conds = status->find("conditions"); conds != status->end() && conds->is_array()) {
-      for (const nlohmann::json& c : *conds) {
-        if (!c.is_object()) continue;
-        const std::string type = Str(c, "type");
-        Condition* target = type == "Ready" ? &n.ready : type == kConditionGpuStackReady ? &n.gpu_stack : nullptr;
-        if (target == nullptr) continue;
-        target->present = true;
-        target->status = Str(c, "status");
-        target->reason = Str(c, "reason");
-        target->message = Str(c, "message");
-      }
-    }
+  GPUNODE_ASSIGN_OR_RETURN(Fields conds, status.Array("conditions"));
+  for (const Fields& element : conds.Elements()) {
+    if (!element.present()) continue;  // a null entry: nothing
+    GPUNODE_ASSIGN_OR_RETURN(Fields c, element.AsObject());
+    GPUNODE_ASSIGN_OR_RETURN(const std::string type, c.String("type"));
+    Condition* target = type == "Ready" ? &n.ready : type == kConditionGpuStackReady ? &n.gpu_stack : nullptr;
+    if (target == nullptr) continue;
+    target->present = true;
+    GPUNODE_ASSIGN_OR_RETURN(target->status, c.String("status"));
+    GPUNODE_ASSIGN_OR_RETURN(target->reason, c.String("reason"));
+    GPUNODE_ASSIGN_OR_RETURN(target->message, c.String("message"));
   }
   Derive(n);
   return n;
 }
 
+namespace {
+
+// A List's item that is not a Node (kubectl's `List` may hold other kinds).
+Status CheckItemKind(const nlohmann::json& item, const std::string& where) {
+  if (!item.is_object()) return absl::OkStatus();  // ParseNode says what it is
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields f, kube::Fields::Root(item, where));
+  GPUNODE_ASSIGN_OR_RETURN(const std::string kind, f.String("kind"));
+  if (!kind.empty() && kind != "Node") return absl::InvalidArgumentError(absl::StrCat(where, " is a ", kind, ", not a Node"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const std::string& source) {
   if (!list.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": not a NodeList (not a JSON object)"));
-  const std::string kind = Str(list, "kind");
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields root, kube::Fields::Root(list, source));
+  GPUNODE_ASSIGN_OR_RETURN(const std::string kind, root.String("kind"));
   if (!kind.empty() && kind != "NodeList" && kind != "List") {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": kind \"", kind, "\", expected a NodeList (GET /api/v1/nodes, kubectl get nodes -o json)"));
@@ -316,13 +326,11 @@ StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const
   std::set<std::string> names;
   size_t i = 0;
   for (const nlohmann::json& item : *items) {
-    const std::string item_kind = item.is_object() ? Str(item, "kind") : "";
-    if (!item_kind.empty() && item_kind != "Node") {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": items[", i, "] is a ", item_kind, ", not a Node"));
-    }
-    GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, absl::StrCat(source, ": items[", i, "]")));
+    const std::string where = absl::StrCat(source, ": items[", i, "]");
+    GPUNODE_RETURN_IF_ERROR(CheckItemKind(item, where));
+    GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, where));
     if (!names.insert(n.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": items[", i, "]: Node \"", n.name, "\" appears twice"));
+      return absl::InvalidArgumentError(absl::StrCat(where, ": Node \"", TerminalSafe(n.name), "\" appears twice"));
     }
     nodes.push_back(std::move(n));
     ++i;
@@ -335,36 +343,35 @@ StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const
   return ParseNodeList(doc, source);
 }
 
-StatusOr<nlohmann::json> ListNodes(kube::Client& client, int limit, int max_pages) {
-  nlohmann::json all = {{"apiVersion", "v1"}, {"kind", "NodeList"}, {"metadata", nlohmann::json::object()},
-                        {"items", nlohmann::json::array()}};
-  std::string token;
-  std::set<std::string> seen;
-  for (int page = 0;; ++page) {
-    if (page >= max_pages) {
-      return absl::InternalError(absl::StrCat("list nodes: more than ", max_pages, " pages; giving up"));
-    }
-    std::string path = absl::StrCat("/api/v1/nodes?limit=", limit);
-    if (!token.empty()) absl::StrAppend(&path, "&continue=", kube::UrlEscape(token));
-    GPUNODE_ASSIGN_OR_RETURN(nlohmann::json doc, client.Get(path));
-    if (!doc.is_object() || !doc.contains("items") || !(doc["items"].is_array() || doc["items"].is_null())) {
-      return absl::InvalidArgumentError(absl::StrCat("GET ", path, ": the answer is not a NodeList"));
-    }
-    if (doc["items"].is_array()) {
-      for (nlohmann::json& item : doc["items"]) all["items"].push_back(std::move(item));
-    }
-    const nlohmann::json meta = doc.value("metadata", nlohmann::json::object());
-    if (page == 0 && meta.is_object() && meta.contains("resourceVersion")) {
-      all["metadata"]["resourceVersion"] = meta["resourceVersion"];
-    }
-    token = meta.is_object() ? Str(meta, "continue") : "";
-    if (token.empty()) break;
-    if (!seen.insert(token).second) {
-      return absl::InternalError(absl::StrCat("GET ", path, ": the server repeated continue token \"",
-                                              token.substr(0, 40), "\"; giving up instead of looping"));
-    }
+StatusOr<std::vector<FleetNode>> ListNodes(kube::Client& client, const ListNodesOptions& options) {
+  auto read = [&](const std::string& resource_version) -> StatusOr<std::vector<FleetNode>> {
+    std::vector<FleetNode> nodes;
+    std::set<std::string> names;
+    kube::ListOptions lo;
+    lo.limit = options.limit;
+    lo.resource_version = resource_version;
+    lo.max_pages = options.max_pages;
+    size_t i = 0;
+    auto listed = client.List("/api/v1/nodes", lo, [&](nlohmann::json& item) -> Status {
+      const std::string where = absl::StrCat("GET /api/v1/nodes: items[", i++, "]");
+      GPUNODE_RETURN_IF_ERROR(CheckItemKind(item, where));
+      GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, where));
+      if (!names.insert(n.name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": Node \"", TerminalSafe(n.name), "\" appears twice"));
+      }
+      nodes.push_back(std::move(n));
+      return absl::OkStatus();
+    });
+    if (!listed.ok()) return listed.status();
+    return nodes;
+  };
+  if (options.from_cache) {
+    auto cached = read("0");
+    // An API server that ignores `limit` when it answers from its cache (before 1.33) sends every
+    // Node at once; past the client's body cap, page through a consistent list instead.
+    if (cached.ok() || !absl::IsResourceExhausted(cached.status())) return cached;
   }
-  return all;
+  return read("");
 }
 
 FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source) {

@@ -101,8 +101,9 @@ struct FleetNode {
   int64_t Capacity(const std::string& resource) const;
 };
 
-// One Node object -> FleetNode. InvalidArgument when the object has no metadata.name; every other
-// missing part (labels, status, conditions) is simply absent. `where` names the object in errors.
+// One Node object -> FleetNode. InvalidArgument when the object has no metadata.name, or when a
+// field has the wrong type ("<where>: metadata.labels: expected an object, got string"); every
+// other missing part (labels, status, conditions) is simply absent. `where` names the object.
 StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& where);
 // A NodeList (or kubectl's `List`) -> its nodes in order. InvalidArgument naming `source` when the
 // document is not a list of Node objects (no `items` array, an item that is not an object, a Node
@@ -111,10 +112,21 @@ StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const
 // The same from text (ParseJson: depth-limited, no exceptions).
 StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const std::string& source);
 
-// GET /api/v1/nodes?limit=N, following metadata.continue until the list is complete; returns one
-// NodeList with every item. Errors are the client's (they name the request); a continue token the
-// server repeats or more than `max_pages` pages is Internal rather than a loop.
-StatusOr<nlohmann::json> ListNodes(kube::Client& client, int limit = 500, int max_pages = 10000);
+struct ListNodesOptions {
+  int limit = 500;  // Nodes per page
+  // First from the API server's watch cache (resourceVersion=0: no etcd read; a Node may be a
+  // moment old). API servers before 1.33 ignore `limit` there and answer with every Node at once;
+  // when that is over the client's body cap, the Nodes are paged through a consistent list instead.
+  bool from_cache = true;
+  int max_pages = 10000;
+};
+
+// The cluster's Nodes: GET /api/v1/nodes page by page (limit, continue), each item turned into a
+// FleetNode as it is read, so neither a page nor the list is ever one JSON document in memory.
+// Errors are the client's (they name the request: body cap, deadline, HTTP status) or ParseNode's
+// naming the item; a continue token the server repeats or more than `max_pages` pages is Internal
+// rather than a loop.
+StatusOr<std::vector<FleetNode>> ListNodes(kube::Client& client, const ListNodesOptions& options = {});
 
 // Nodes with the same GPU product and driver version.
 struct Pool {

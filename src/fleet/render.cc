@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/base/terminal.h"
 
 namespace gpunode::fleet {
 namespace {
@@ -64,7 +65,11 @@ class Table {
     rows_.push_back(std::move(header));
     right_.resize(rows_[0].size(), false);
   }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Cells hold strings from the cluster: made terminal-safe here.
+  void Add(std::vector<std::string> row) {
+    for (std::string& cell : row) cell = TerminalSafe(cell);
+    rows_.push_back(std::move(row));
+  }
   std::string Render() const {
     std::vector<size_t> w(rows_[0].size(), 0);
     for (const auto& r : rows_) {
@@ -89,6 +94,11 @@ class Table {
 };
 
 std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
+
+// Foreign text (names, labels, condition reasons and messages from the API server or a saved
+// NodeList) in the text renderers: escape sequences shown, never sent to the terminal.
+std::string T(const std::string& s) { return TerminalSafe(s); }
+std::string TJoin(const std::vector<std::string>& items, const char* sep) { return TerminalSafe(absl::StrJoin(items, sep)); }
 
 std::string ListSome(const std::vector<std::string>& items, size_t max) {
   std::vector<std::string> head(items.begin(), items.begin() + std::min(max, items.size()));
@@ -258,11 +268,11 @@ std::string RenderText(const FleetReport& r, bool list_nodes, bool color) {
   const char* bold = color ? "\033[1m" : "";
   std::string out;
   absl::StrAppend(&out, bold, "fleet: ", reset, s.nodes, s.nodes == 1 ? " node (" : " nodes (", s.gpu_nodes, " with GPUs, ", s.cpu_nodes,
-                  " without) from ", r.source, "\n");
+                  " without) from ", T(r.source), "\n");
   absl::StrAppend(&out, "GPUs: ", s.gpus, " on the nodes, ", s.allocatable, " allocatable as nvidia.com/gpu; ",
                   s.ready_gpu_nodes, "/", s.gpu_nodes, " GPU nodes Ready, ", s.cordoned_gpu_nodes, " cordoned\n");
-  absl::StrAppend(&out, "drivers: ", s.drivers.empty() ? "-" : absl::StrJoin(s.drivers, ", "), "; agent versions: ",
-                  s.agent_versions.empty() ? "-" : absl::StrJoin(s.agent_versions, ", "), "\n");
+  absl::StrAppend(&out, "drivers: ", s.drivers.empty() ? "-" : TJoin(s.drivers, ", "), "; agent versions: ",
+                  s.agent_versions.empty() ? "-" : TJoin(s.agent_versions, ", "), "\n");
   absl::StrAppend(&out, "findings: ", s.errors, " error", s.errors == 1 ? "" : "s", ", ", s.warnings, " warning",
                   s.warnings == 1 ? "" : "s", ", ", s.infos, " info\n\n");
   Table pools({"POOL", "NODES", "READY", "GPUS", "ALLOC", "DRIVER", "BRANCH", "CUDA", "MODULE", "AGENT"},
@@ -293,11 +303,11 @@ std::string RenderText(const FleetReport& r, bool list_nodes, bool color) {
     absl::StrAppend(&out, "\n", bold, "FINDINGS", reset, "\n");
     for (const Finding& f : r.findings) {
       absl::StrAppend(&out, color ? SeverityColor(f.severity) : "", SeverityName(f.severity), reset, " ", f.id, " ",
-                      f.subject, ": ", f.message, "\n");
+                      T(f.subject), ": ", T(f.message), "\n");
       if (f.nodes.size() > 1 || (f.nodes.size() == 1 && f.nodes[0] != f.subject)) {
-        absl::StrAppend(&out, "    nodes: ", ListSome(f.nodes, 8), "\n");
+        absl::StrAppend(&out, "    nodes: ", T(ListSome(f.nodes, 8)), "\n");
       }
-      absl::StrAppend(&out, "    fix: ", f.action, "\n");
+      absl::StrAppend(&out, "    fix: ", T(f.action), "\n");
     }
   } else {
     absl::StrAppend(&out, "\nno findings: every GPU node is Ready, validated and advertises all its GPUs\n");
@@ -307,8 +317,8 @@ std::string RenderText(const FleetReport& r, bool list_nodes, bool color) {
 
 std::string RenderText(const FleetCompatReport& r, bool color) {
   const char* reset = color ? "\033[0m" : "";
-  std::string out = absl::StrCat("image: ", r.image, "\n");
-  if (!r.workload.derived_from.empty()) absl::StrAppend(&out, "       ", r.workload.derived_from, "\n");
+  std::string out = absl::StrCat("image: ", T(r.image), "\n");
+  if (!r.workload.derived_from.empty()) absl::StrAppend(&out, "       ", T(r.workload.derived_from), "\n");
   absl::StrAppend(&out, "\n");
   Table t({"POOL", "NODES", "VERDICT", "RULE"}, {false, true, false, false});
   int runs = 0, nodes_run = 0, nodes = 0;
@@ -324,11 +334,11 @@ std::string RenderText(const FleetCompatReport& r, bool color) {
   for (const PoolCompat& p : r.pools) {
     if (p.report.verdict == compat::Verdict::kCompatible) continue;
     const char* c = !color ? "" : p.report.verdict == compat::Verdict::kIncompatible ? "\033[31m" : "\033[33m";
-    absl::StrAppend(&out, "\n", c, p.pool, reset, ": ", compat::VerdictName(p.report.verdict), "\n");
-    if (!p.report.decision.sentence.empty()) absl::StrAppend(&out, "  why: ", p.report.decision.sentence, "\n");
-    for (const std::string& cv : p.report.caveats) absl::StrAppend(&out, "  caveat: ", cv, "\n");
-    if (!p.report.fixes.empty()) absl::StrAppend(&out, "  smallest fix: ", p.report.fixes.front().action, "\n");
-    for (const std::string& n : p.report.needed) absl::StrAppend(&out, "  needed: ", n, "\n");
+    absl::StrAppend(&out, "\n", c, T(p.pool), reset, ": ", compat::VerdictName(p.report.verdict), "\n");
+    if (!p.report.decision.sentence.empty()) absl::StrAppend(&out, "  why: ", T(p.report.decision.sentence), "\n");
+    for (const std::string& cv : p.report.caveats) absl::StrAppend(&out, "  caveat: ", T(cv), "\n");
+    if (!p.report.fixes.empty()) absl::StrAppend(&out, "  smallest fix: ", T(p.report.fixes.front().action), "\n");
+    for (const std::string& n : p.report.needed) absl::StrAppend(&out, "  needed: ", T(n), "\n");
   }
   absl::StrAppend(&out, "\n", runs, " of ", r.pools.size(), " pools (", nodes_run, " of ", nodes,
                   " GPU nodes) can run it\n");
@@ -336,27 +346,27 @@ std::string RenderText(const FleetCompatReport& r, bool color) {
 }
 
 std::string RenderText(const DrainPlan& p) {
-  std::string out = absl::StrCat("drain plan: ", p.nodes_to_upgrade, " node(s) to driver ", p.to_driver, ", at most ",
+  std::string out = absl::StrCat("drain plan: ", p.nodes_to_upgrade, " node(s) to driver ", T(p.to_driver), ", at most ",
                                  p.max_unavailable, " of ", p.gpu_nodes, " GPU nodes unavailable at once\n");
   if (!p.at_target.empty()) {
-    absl::StrAppend(&out, "skipped: ", p.at_target.size(), " node(s) already at ", p.to_driver, "\n");
+    absl::StrAppend(&out, "skipped: ", p.at_target.size(), " node(s) already at ", T(p.to_driver), "\n");
   }
   if (!p.held.empty()) {
     absl::StrAppend(&out, "held: ", p.held.size(), " unavailable node(s) outside the plan count against the limit: ",
-                    ListSome(p.held, 10), "\n");
+                    T(ListSome(p.held, 10)), "\n");
   }
-  for (const std::string& w : p.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
+  for (const std::string& w : p.warnings) absl::StrAppend(&out, "warning: ", T(w), "\n");
   if (!p.blocked.empty()) {
-    absl::StrAppend(&out, "BLOCKED: ", p.blocked, "\n");
+    absl::StrAppend(&out, "BLOCKED: ", T(p.blocked), "\n");
     if (p.waves.empty()) return out;
   }
   if (p.waves.empty()) {
-    absl::StrAppend(&out, "nothing to do: every node in scope is at ", p.to_driver, "\n");
+    absl::StrAppend(&out, "nothing to do: every node in scope is at ", T(p.to_driver), "\n");
     return out;
   }
   for (const Wave& w : p.waves) {
     absl::StrAppend(&out, "\nwave ", w.number, ": ",
-                    w.pool.empty() ? std::string("nodes already unavailable (any pool)") : absl::StrCat("pool ", w.pool),
+                    w.pool.empty() ? std::string("nodes already unavailable (any pool)") : absl::StrCat("pool ", T(w.pool)),
                     ", ", w.nodes.size(), " node(s), ", w.unavailable_during, " unavailable during the wave\n");
     Table t({"  NODE", "POOL", "FROM", "FIRST BECAUSE"});
     for (const PlannedNode& n : w.nodes) t.Add({"  " + n.name, n.pool, n.from_driver, Dash(n.why_first)});
@@ -366,7 +376,7 @@ std::string RenderText(const DrainPlan& p) {
                   "\nfor each node of a wave (start the next wave when every node of this one is back):\n"
                   "  1. kubectl cordon NODE\n"
                   "  2. kubectl drain NODE --ignore-daemonsets --delete-emptydir-data\n"
-                  "  3. install NVIDIA driver ", p.to_driver,
+                  "  3. install NVIDIA driver ", T(p.to_driver),
                   " the way your nodes get drivers (OS image or operator; gpunode does not install drivers)\n"
                   "  4. wait for Ready, GpuStackReady=True and allocatable nvidia.com/gpu back to the GPU count "
                   "(gpunode fleet shows all three)\n"

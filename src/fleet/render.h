@@ -18,6 +18,9 @@ nlohmann::ordered_json ToJson(const FleetCompatReport& report);
 nlohmann::ordered_json ToJson(const DrainPlan& plan);
 
 // Summary, pools and findings; `list_nodes` adds one row per GPU node. `color`: ANSI colours.
+// Every string that came from the cluster or a saved NodeList (names, labels, condition reasons
+// and messages) is passed through TerminalSafe (src/base/terminal.h): escape sequences in a Node's
+// condition message are shown, not obeyed.
 std::string RenderText(const FleetReport& report, bool list_nodes, bool color);
 std::string RenderText(const FleetCompatReport& report, bool color);
 std::string RenderText(const DrainPlan& plan);

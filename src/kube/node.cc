@@ -2,37 +2,79 @@
 
 #include <algorithm>
 #include <ctime>
-#include <thread>
+#include <random>
 #include <set>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "src/base/terminal.h"
+#include "src/kube/json_fields.h"
 
 namespace gpunode::kube {
 namespace {
 
 std::string NodePath(const std::string& node) { return absl::StrCat("/api/v1/nodes/", UrlEscape(node)); }
 
-std::map<std::string, std::string> StringMap(const nlohmann::json& obj) {
-  std::map<std::string, std::string> out;
-  if (!obj.is_object()) return out;
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+// The Node's labels and the keys its annotation says gpunode set, split into those gpunode may
+// touch and those it must leave alone.
+struct NodeLabels {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::set<std::string> managed;       // listed and under gpunode's prefixes
+  std::vector<std::string> ignored;    // listed, but not gpunode's to touch
+};
+
+StatusOr<NodeLabels> ReadNodeLabels(const nlohmann::json& node, const std::string& name) {
+  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(node, absl::StrCat("Node ", name)));
+  GPUNODE_ASSIGN_OR_RETURN(Fields meta, root.Object("metadata"));
+  NodeLabels out;
+  GPUNODE_ASSIGN_OR_RETURN(out.labels, meta.StringMap("labels"));
+  GPUNODE_ASSIGN_OR_RETURN(out.annotations, meta.StringMap("annotations"));
+  auto it = out.annotations.find(kManagedLabelsAnnotation);
+  if (it == out.annotations.end()) return out;
+  for (absl::string_view k : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) {
+    std::string key(absl::StripAsciiWhitespace(k));
+    if (IsGpunodeLabelKey(key)) {
+      out.managed.insert(std::move(key));
+    } else {
+      out.ignored.push_back(TerminalSafe(key));
+    }
   }
   return out;
 }
 
-std::set<std::string> Managed(const nlohmann::json& node) {
-  std::set<std::string> out;
-  const auto annotations = StringMap(node["metadata"].value("annotations", nlohmann::json::object()));
-  auto it = annotations.find(kManagedLabelsAnnotation);
-  if (it == annotations.end()) return out;
-  for (absl::string_view k : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) out.insert(std::string(k));
-  return out;
-}
+// Pauses of WatchNode: uniformly in [b, 2b), b doubling up to the maximum.
+class Backoff {
+ public:
+  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
+      : initial_(std::max(initial, std::chrono::milliseconds(1))), max_(std::max(max, initial_)), next_(initial_),
+        rng_(std::random_device{}()) {}
+  std::chrono::milliseconds Next() {
+    const auto b = next_;
+    next_ = std::min(next_ * 2, max_);
+    std::uniform_int_distribution<int64_t> d(b.count(), 2 * b.count() - 1);
+    return std::chrono::milliseconds(b.count() > 1 ? d(rng_) : 1);
+  }
+  void Reset() { next_ = initial_; }
+  int Jitter(int t) {  // [t, 2t)
+    if (t <= 1) return std::max(t, 1);
+    return std::uniform_int_distribution<int>(t, 2 * t - 1)(rng_);
+  }
+
+ private:
+  std::chrono::milliseconds initial_, max_, next_;
+  std::mt19937_64 rng_;
+};
 
 }  // namespace
+
+bool IsGpunodeLabelKey(const std::string& key) {
+  return absl::StartsWith(key, "nvidia.com/") || absl::StartsWith(key, "gpunode.io/");
+}
 
 Status SplitNamespaced(const std::string& text, const char* what, std::string* ns, std::string* name) {
   std::vector<std::string> parts = absl::StrSplit(text, '/');
@@ -47,32 +89,36 @@ Status SplitNamespaced(const std::string& text, const char* what, std::string* n
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
                                           const std::map<std::string, std::string>& labels) {
   GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
-  if (!current.is_object() || !current.contains("metadata")) {
-    return absl::InternalError(absl::StrCat("GET node ", node, ": not a Node object"));
-  }
-  const auto have = StringMap(current["metadata"].value("labels", nlohmann::json::object()));
-  const std::set<std::string> managed_before = Managed(current);
+  GPUNODE_ASSIGN_OR_RETURN(NodeLabels now, ReadNodeLabels(current, node));
+  const std::map<std::string, std::string>& have = now.labels;
   std::set<std::string> managed;
   NodeLabelChange change;
+  change.ignored = now.ignored;
   nlohmann::json patch_labels = nlohmann::json::object();
   for (const auto& [k, v] : labels) {
+    if (!IsGpunodeLabelKey(k)) {
+      change.ignored.push_back(TerminalSafe(k));
+      continue;
+    }
     auto it = have.find(k);
     if (it == have.end() || it->second != v) {
       patch_labels[k] = v;
       change.set.push_back(k);
       managed.insert(k);
-    } else if (managed_before.count(k)) {
+    } else if (now.managed.count(k)) {
       managed.insert(k);
     }
   }
-  for (const std::string& k : managed_before) {
+  for (const std::string& k : now.managed) {
     if (!labels.count(k) && have.count(k)) {
       patch_labels[k] = nullptr;
       change.removed.push_back(k);
     }
   }
   const std::string annotation = absl::StrJoin(managed, ",");
-  const bool annotation_changed = managed != managed_before;
+  auto listed = now.annotations.find(kManagedLabelsAnnotation);
+  const bool annotation_changed = managed.empty() ? listed != now.annotations.end() && !listed->second.empty()
+                                                  : listed == now.annotations.end() || listed->second != annotation;
   if (change.set.empty() && change.removed.empty() && !annotation_changed) return change;
   nlohmann::json patch = {{"metadata", {{"labels", patch_labels}}}};
   patch["metadata"]["annotations"][kManagedLabelsAnnotation] =
@@ -84,14 +130,13 @@ StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& nod
 
 StatusOr<NodeLabelChange> RemoveNodeLabels(Client& client, const std::string& node) {
   GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
+  GPUNODE_ASSIGN_OR_RETURN(NodeLabels now, ReadNodeLabels(current, node));
   NodeLabelChange change;
-  const std::set<std::string> managed = Managed(current);
-  const auto have = StringMap(current["metadata"].value("labels", nlohmann::json::object()));
-  const auto annotations = StringMap(current["metadata"].value("annotations", nlohmann::json::object()));
-  if (managed.empty() && !annotations.count(kManagedLabelsAnnotation)) return change;
+  change.ignored = now.ignored;
+  if (now.managed.empty() && !now.annotations.count(kManagedLabelsAnnotation)) return change;
   nlohmann::json patch_labels = nlohmann::json::object();
-  for (const std::string& k : managed) {
-    if (have.count(k)) {
+  for (const std::string& k : now.managed) {
+    if (now.labels.count(k)) {
       patch_labels[k] = nullptr;
       change.removed.push_back(k);
     }
@@ -109,7 +154,10 @@ StatusOr<bool> DaemonSetDeleting(Client& client, const std::string& ns, const st
     if (absl::IsNotFound(ds.status())) return true;
     return ds.status();
   }
-  return (*ds)["metadata"].contains("deletionTimestamp") && !(*ds)["metadata"]["deletionTimestamp"].is_null();
+  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(*ds, absl::StrCat("DaemonSet ", ns, "/", name)));
+  GPUNODE_ASSIGN_OR_RETURN(Fields meta, root.Object("metadata"));
+  GPUNODE_ASSIGN_OR_RETURN(std::string deletion, meta.String("deletionTimestamp"));
+  return !deletion.empty();
 }
 
 namespace {
@@ -127,13 +175,18 @@ std::string NowRfc3339() {
 
 StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c) {
   GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
+  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(current, absl::StrCat("Node ", node)));
+  GPUNODE_ASSIGN_OR_RETURN(Fields status, root.Object("status"));
+  GPUNODE_ASSIGN_OR_RETURN(Fields conditions, status.Array("conditions"));
   std::string before;
   std::string transition;
-  for (const auto& cond : current["status"].value("conditions", nlohmann::json::array())) {
-    if (cond.value("type", "") == c.type) {
-      before = cond.value("status", "");
-      transition = cond.value("lastTransitionTime", "");
-    }
+  for (const Fields& element : conditions.Elements()) {
+    if (!element.present()) continue;  // a null entry: nothing
+    GPUNODE_ASSIGN_OR_RETURN(Fields cond, element.AsObject());
+    GPUNODE_ASSIGN_OR_RETURN(std::string type, cond.String("type"));
+    if (type != c.type) continue;
+    GPUNODE_ASSIGN_OR_RETURN(before, cond.String("status"));
+    GPUNODE_ASSIGN_OR_RETURN(transition, cond.String("lastTransitionTime"));
   }
   const std::string now = NowRfc3339();
   const bool changed = before != c.status;
@@ -147,8 +200,12 @@ StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const N
 
 Status CreateNodeEvent(Client& client, const std::string& node, const std::string& type, const std::string& reason,
                        const std::string& message) {
-  auto n = client.Get(NodePath(node));
-  const std::string uid = n.ok() ? (*n)["metadata"].value("uid", "") : "";
+  std::string uid;  // best effort: an Event without the Node's uid still shows on `kubectl describe node`
+  if (auto n = client.Get(NodePath(node)); n.ok()) {
+    if (auto root = Fields::Root(*n, absl::StrCat("Node ", node)); root.ok()) {
+      if (auto meta = root->Object("metadata"); meta.ok()) uid = meta->String("uid").value_or("");
+    }
+  }
   const std::string now = NowRfc3339();
   nlohmann::json ev = {
       {"apiVersion", "v1"},
@@ -175,8 +232,10 @@ StatusOr<int> UpdateWithRetry(Client& client, const std::string& path,
     if (!mutate(object, attempt)) return attempt;
     auto put = client.Put(path, object);  // carries the resourceVersion that was read
     if (put.ok()) return attempt;
-    if (!absl::IsAborted(put.status())) return put.status();
-    last = put.status();  // 409: someone wrote in between; read again
+    const std::string reason = ReasonOf(put.status());
+    // 409 Conflict: someone wrote in between; read again. (A 409 without a Status is taken as one.)
+    if (!absl::IsAborted(put.status()) || !(reason == "Conflict" || reason.empty())) return put.status();
+    last = put.status();
   }
   return absl::AbortedError(absl::StrCat(last.message(), " (still conflicting after ", max_attempts, " attempts)"));
 }
@@ -186,56 +245,76 @@ Status WatchNode(Client& client, const std::string& node, const std::function<bo
   auto log = [&](const std::string& m) {
     if (options.log) options.log(m);
   };
-  auto backoff = options.backoff;
-  auto pause = [&]() {
-    for (auto waited = std::chrono::milliseconds(0); waited < backoff && !stop; waited += std::chrono::milliseconds(50)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Backoff backoff(options.backoff, options.max_backoff);
+  auto pause = [&](std::chrono::milliseconds wait) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (!stop && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20),
+                                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               until - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
     }
-    backoff = std::min(backoff * 2, options.max_backoff);
   };
+  const std::string what = absl::StrCat("Node ", node);
   std::string rv;
   bool need_list = true;
   while (!stop) {
     if (need_list) {
       auto n = client.Get(NodePath(node));
-      if (!n.ok()) {
-        if (absl::IsNotFound(n.status()) || absl::IsPermissionDenied(n.status()) ||
-            absl::IsUnauthenticated(n.status())) {
-          return n.status();
-        }
-        log(absl::StrCat("read Node ", node, ": ", n.status().message(), "; retrying"));
-        pause();
+      StatusOr<std::string> version = absl::UnknownError("");
+      if (n.ok()) {
+        auto root = Fields::Root(*n, what);
+        auto meta = root.ok() ? root->Object("metadata") : StatusOr<Fields>(root.status());
+        version = meta.ok() ? meta->String("resourceVersion") : StatusOr<std::string>(meta.status());
+      }
+      if (!n.ok() || !version.ok()) {
+        const Status st = n.ok() ? version.status() : n.status();
+        if (absl::IsNotFound(st) || absl::IsPermissionDenied(st) || absl::IsUnauthenticated(st)) return st;
+        const auto wait = backoff.Next();
+        log(absl::StrCat("read Node ", node, ": ", st.message(), "; retrying in ", wait.count(), " ms"));
+        pause(wait);
         continue;
       }
-      rv = (*n)["metadata"].value("resourceVersion", "");
+      rv = *version;
       need_list = false;
       if (!on_change(*n)) return absl::OkStatus();
     }
     bool keep = true;
+    Status event_error;
+    const auto started = std::chrono::steady_clock::now();
     Status st = client.Watch(
-        absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", UrlEscape(node)), rv, options.timeout_seconds,
+        absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", UrlEscape(node)), rv,
+        backoff.Jitter(options.timeout_seconds),
         [&](const std::string& type, const nlohmann::json& obj) {
-          if (obj.is_object() && obj.contains("metadata")) {
-            const std::string v = obj["metadata"].value("resourceVersion", "");
-            if (!v.empty()) rv = v;
+          auto root = Fields::Root(obj, absl::StrCat(what, " (watch event ", type, ")"));
+          auto meta = root.ok() ? root->Object("metadata") : StatusOr<Fields>(root.status());
+          auto v = meta.ok() ? meta->String("resourceVersion") : StatusOr<std::string>(meta.status());
+          if (!v.ok()) {
+            event_error = absl::UnavailableError(v.status().message());
+            return false;
           }
+          if (!v->empty()) rv = *v;
           if (type == "BOOKMARK") return true;
           if (type == "DELETED") return true;  // a deleted Node: the next read says NotFound
-          backoff = options.backoff;           // events flow: the connection is good
+          backoff.Reset();                     // events flow: the connection is good
           keep = on_change(obj);
           return keep;
         },
         &stop);
     if (!keep || stop) return absl::OkStatus();
-    if (st.ok()) continue;  // the server's timeout: watch again from rv
+    if (!event_error.ok()) st = event_error;
+    const bool short_lived = std::chrono::steady_clock::now() - started < std::chrono::seconds(1);
+    if (st.ok() && !short_lived) continue;  // the server's timeout: watch again from rv
     if (absl::IsAborted(st)) {
       log(absl::StrCat(st.message(), ": reading the Node again"));
       need_list = true;
-      continue;
+      if (!short_lived) continue;
     }
     if (absl::IsPermissionDenied(st) || absl::IsUnauthenticated(st)) return st;
-    log(absl::StrCat(st.message(), "; watching again in ", backoff.count(), " ms"));
-    pause();
+    const auto wait = backoff.Next();
+    log(absl::StrCat(st.ok() ? absl::StrCat("WATCH Node ", node, ": the server ended the watch within a second")
+                             : std::string(st.message()),
+                     "; watching again in ", wait.count(), " ms"));
+    pause(wait);
   }
   return absl::OkStatus();
 }

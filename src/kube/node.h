@@ -19,15 +19,27 @@ namespace gpunode::kube {
 // Comma-separated label keys gpunode set on this Node.
 inline constexpr char kManagedLabelsAnnotation[] = "gpunode.io/managed-labels";
 
+// Whether gpunode may ever set or remove the label `key`: only under its own prefixes, nvidia.com/
+// and gpunode.io/. The annotation above is on the Node, which others can write, so a key it lists
+// is not proof that gpunode set it: trusting it would let anyone who can annotate the Node make
+// the agent (whose kubelet-like rights may exceed theirs) or `gpunode k8s uninstall` remove a
+// label such as node-restriction.kubernetes.io/* (a confused deputy).
+bool IsGpunodeLabelKey(const std::string& key);
+
 struct NodeLabelChange {
   std::vector<std::string> set;      // added or changed
   std::vector<std::string> removed;  // stale ones of ours
+  // Keys outside gpunode's prefixes, listed in the annotation or asked for: left alone (and
+  // dropped from the annotation). Callers log them.
+  std::vector<std::string> ignored;
   bool patched = false;              // false: the Node already matched
 };
 
 // Makes the Node carry `labels`: sets what differs, removes keys gpunode set before and no longer
 // wants. A label that was already there with the same value is not claimed (it stays at uninstall).
-// One GET and at most one merge patch.
+// Only keys IsGpunodeLabelKey accepts are set or removed. One GET and at most one merge patch.
+// A Node with a field of the wrong type is InvalidArgument naming it ("Node n1: metadata.labels:
+// expected an object, got string").
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
                                           const std::map<std::string, std::string>& labels);
 
@@ -57,15 +69,22 @@ Status CreateNodeEvent(Client& client, const std::string& node, const std::strin
                        const std::string& message);
 
 // Read-modify-write of an object with optimistic concurrency: GET, `mutate` (false: nothing to
-// change, done), PUT with the read resourceVersion; a 409 conflict reads and mutates again, at most
-// `max_attempts` times. Returns the attempts made.
+// change, done), PUT with the read resourceVersion; a 409 Conflict reads and mutates again, at most
+// `max_attempts` times (another 409, such as AlreadyExists, is returned as it is). Returns the
+// attempts made.
 StatusOr<int> UpdateWithRetry(Client& client, const std::string& path,
                               const std::function<bool(nlohmann::json& object, int attempt)>& mutate,
                               int max_attempts = 5);
 
 struct WatchNodeOptions {
-  int timeout_seconds = 300;                    // each watch request (the server ends it then)
-  std::chrono::milliseconds backoff{500};       // after a broken connection, doubling
+  // The shortest watch request: each asks for timeoutSeconds drawn uniformly from [t, 2t) (as
+  // client-go's reflector does), so the agents of a cluster started together do not all reconnect
+  // at the same moment.
+  int timeout_seconds = 300;
+  // After a broken connection, a failed read, or a watch the server ended within a second: a
+  // pause drawn uniformly from [b, 2b), b doubling up to max_backoff, back to `backoff` once events
+  // flow. (A server that ends every watch at once is not asked again hundreds of times a second.)
+  std::chrono::milliseconds backoff{500};
   std::chrono::milliseconds max_backoff{8000};
   std::function<void(const std::string&)> log;  // reconnects and re-lists
 };
@@ -73,7 +92,8 @@ struct WatchNodeOptions {
 // Follows one Node: `on_change(node)` with the Node as read first, then after every change, until it
 // returns false or `stop` is set. Survives broken connections and API server restarts (reconnects
 // with backoff from the last resourceVersion) and 410 Gone (reads the Node again). Returns OK when
-// stopped, or the error that cannot be retried (401, 403, 404).
+// stopped (within ~50 ms, even in the middle of a watch), or the error that cannot be retried
+// (401, 403, 404).
 Status WatchNode(Client& client, const std::string& node, const std::function<bool(const nlohmann::json&)>& on_change,
                  const std::atomic<bool>& stop, const WatchNodeOptions& options = {});
 

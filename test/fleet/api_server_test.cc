@@ -18,6 +18,7 @@
 #include "src/fleet/fleet.h"
 #include "src/fleet/render.h"
 #include "src/kube/client.h"
+#include "test/testing/hostile_api_server.h"
 #include "test/testing/run_gpunode.h"
 #include "test/testing/temp_dir_test.h"
 #include "test/testing/status_matchers.h"
@@ -36,35 +37,29 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// The Node list endpoint of an API server over a fixed NodeList. Pages hold at most `page_cap` items
-// whatever the limit (the API server may return fewer than asked), so the 200 nodes come in two.
+// The Node list endpoint of an API server over a fixed NodeList, on the shared stand-in
+// (test/testing/hostile_api_server.h). Pages hold at most `page_cap` items whatever the limit (the
+// API server may return fewer than asked), so the 200 nodes come in two.
 class FakeApiServer {
  public:
   explicit FakeApiServer(const std::string& nodelist_path, size_t page_cap = 100) : page_cap_(page_cap) {
     list_ = nlohmann::json::parse(ReadAll(nodelist_path));
-    server_.Get("/api/v1/nodes", [this](const httplib::Request& req, httplib::Response& res) { Serve(req, res); });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    api_.On("GET", "/api/v1/nodes", {[this](const httplib::Request& req, httplib::Response& res, const std::atomic<bool>&) {
+              Serve(req, res);
+            }});
   }
-  ~FakeApiServer() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return port_; }
+  int port() const { return api_.port(); }
   std::vector<std::string> requests() {
-    std::lock_guard<std::mutex> l(mu_);
-    return requests_;
+    std::vector<std::string> out;
+    for (const std::string& r : api_.Requests()) out.push_back(r.substr(r.find(' ') + 1));
+    return out;
   }
+  ::gpunode::testing::HostileApiServer& api() { return api_; }
   std::atomic<bool> repeat_token{false};
   std::atomic<bool> forbid{false};
 
  private:
   void Serve(const httplib::Request& req, httplib::Response& res) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      requests_.push_back(req.target);
-    }
     if (req.get_header_value("Authorization") != "Bearer fleet-test-token") {
       res.status = 401;
       res.set_content(R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401})",
@@ -81,6 +76,11 @@ class FakeApiServer {
     size_t limit = req.has_param("limit") ? std::stoul(req.get_param_value("limit")) : 0;
     size_t start = 0;
     if (req.has_param("continue")) {
+      if (req.has_param("resourceVersion")) {
+        res.status = 400;
+        res.set_content(R"({"kind":"Status","message":"specifying resource version is not allowed when using continue","code":400})", "application/json");
+        return;
+      }
       const std::string token = req.get_param_value("continue");
       if (token.rfind("page-from-", 0) != 0) {
         res.status = 400;
@@ -92,9 +92,10 @@ class FakeApiServer {
     const auto& items = list_["items"];
     size_t n = limit == 0 ? items.size() : std::min(limit, page_cap_);
     const size_t end = std::min(items.size(), start + n);
-    nlohmann::json page = {{"kind", "NodeList"}, {"apiVersion", "v1"},
-                           {"metadata", {{"resourceVersion", "4999999"}}}, {"items", nlohmann::json::array()}};
-    for (size_t i = start; i < end; ++i) page["items"].push_back(items[i]);
+    // In the API server's order: metadata before items.
+    nlohmann::ordered_json page = {{"kind", "NodeList"}, {"apiVersion", "v1"},
+                                   {"metadata", {{"resourceVersion", "4999999"}}}, {"items", nlohmann::ordered_json::array()}};
+    for (size_t i = start; i < end; ++i) page["items"].push_back(nlohmann::ordered_json(items[i]));
     if (end < items.size()) {
       page["metadata"]["continue"] = repeat_token ? "page-from-0" : "page-from-" + std::to_string(end);
       page["metadata"]["remainingItemCount"] = items.size() - end;
@@ -104,11 +105,7 @@ class FakeApiServer {
 
   nlohmann::json list_;
   size_t page_cap_;
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  std::mutex mu_;
-  std::vector<std::string> requests_;
+  ::gpunode::testing::HostileApiServer api_;
 };
 
 class FleetApiTest : public ::gpunode::testing::TempDirTest {
@@ -127,17 +124,14 @@ TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
   ASSERT_OK(conn) << conn.status();
   kube::Client client(*conn);
-  auto list = ListNodes(client);
-  ASSERT_OK(list) << list.status();
-  EXPECT_EQ((*list)["items"].size(), 200u);
-  EXPECT_EQ((*list)["metadata"]["resourceVersion"], "4999999");
+  auto nodes = ListNodes(client);
+  ASSERT_OK(nodes) << nodes.status();
+  EXPECT_EQ(nodes->size(), 200u);
   const std::vector<std::string> reqs = api.requests();
   ASSERT_EQ(reqs.size(), 2u);
-  EXPECT_EQ(reqs[0], "/api/v1/nodes?limit=500");
+  EXPECT_EQ(reqs[0], "/api/v1/nodes?limit=500&resourceVersion=0") << "the first page from the watch cache";
   EXPECT_EQ(reqs[1], "/api/v1/nodes?limit=500&continue=page-from-100");
 
-  auto nodes = ParseNodeList(*list, "api");
-  ASSERT_OK(nodes) << nodes.status();
   FleetReport r = Analyze(std::move(*nodes), "api");
   // The same answer as the file read in one piece.
   auto from_file = ParseNodeListText(ReadAll(Fixture("nodes-200.json")), "file");
@@ -156,13 +150,15 @@ TEST_F(FleetApiTest, SmallPagesAndAServerThatRepeatsItsToken) {
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
   ASSERT_OK(conn);
   kube::Client client(*conn);
-  auto list = ListNodes(client, 30);
+  ListNodesOptions o;
+  o.limit = 30;
+  auto list = ListNodes(client, o);
   ASSERT_OK(list) << list.status();
-  EXPECT_EQ((*list)["items"].size(), 200u);
+  EXPECT_EQ(list->size(), 200u);
   EXPECT_EQ(api.requests().size(), 7u);
 
   api.repeat_token = true;
-  auto looping = ListNodes(client, 30);
+  auto looping = ListNodes(client, o);
   ASSERT_FALSE(looping.ok());
   EXPECT_EQ(looping.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(looping.status().message(), HasSubstr("repeated continue token"));
@@ -177,7 +173,7 @@ TEST_F(FleetApiTest, RefusalsNameTheRequestAndTheReason) {
     auto list = ListNodes(client);
     ASSERT_FALSE(list.ok());
     EXPECT_EQ(list.status().code(), absl::StatusCode::kUnauthenticated);
-    EXPECT_THAT(list.status().message(), HasSubstr("GET /api/v1/nodes?limit=500: HTTP 401"));
+    EXPECT_THAT(list.status().message(), HasSubstr("GET /api/v1/nodes?limit=500&resourceVersion=0: HTTP 401"));
   }
   api.forbid = true;
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
@@ -211,7 +207,7 @@ TEST_F(FleetApiTest, CliAgainstTheLiveEndpointPrintsTheFleet) {
   api.forbid = true;
   Result denied = RunGpunode("fleet --kubeconfig " + Kubeconfig(api.port()));
   EXPECT_EQ(denied.exit_code, 2) << denied.out;
-  EXPECT_THAT(denied.out, HasSubstr("list nodes: GET /api/v1/nodes?limit=500: HTTP 403"));
+  EXPECT_THAT(denied.out, HasSubstr("list nodes: GET /api/v1/nodes?limit=500&resourceVersion=0: HTTP 403"));
 }
 
 TEST_F(FleetApiTest, CliFromFileTableJsonAndHtml) {

@@ -407,7 +407,7 @@ TEST(FleetInput, MissingFieldsAreAbsentNotErrors) {
     {"metadata":{"name":"bare"}},
     {"metadata":{"name":"odd","labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.count":"eight",
       "nvidia.com/cuda.driver-version.full":"r580"}},
-     "spec":{"unschedulable":"yes"},
+     "spec":{"unschedulable":null},
      "status":{"capacity":{"nvidia.com/gpu":"1k"},"conditions":[null,{"type":"Ready"}]}}]})",
                                  "x");
   ASSERT_OK(nodes) << nodes.status();

@@ -30,7 +30,10 @@ class ApiServer : public ::testing::Test {
     auto c = LoadKubeconfig(kc);
     ASSERT_OK(c) << c.status();
     admin_conn_ = *c;
-    admin_ = std::make_unique<Client>(admin_conn_);
+    ClientOptions o;  // a test makes calls back to back: kubectl's rate, not the agent's
+    o.qps = 50;
+    o.burst = 100;
+    admin_ = std::make_unique<Client>(admin_conn_, o);
     auto nodes = admin_->Get("/api/v1/nodes");
     ASSERT_OK(nodes) << nodes.status();
     ASSERT_FALSE((*nodes)["items"].empty());
@@ -122,6 +125,7 @@ TEST_F(ApiServer, ErrorsNameTheRequestAndTheReason) {
                             {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "gpunode-test-nobody"}}}});
   ASSERT_FALSE(twice.ok());
   EXPECT_TRUE(absl::IsAborted(twice.status())) << twice.status();
+  EXPECT_EQ(ReasonOf(twice.status()), "AlreadyExists") << "not a Conflict: reading again would not help";
   EXPECT_NE(twice.status().message().find("already exists"), std::string::npos) << twice.status();
 
   Connection wrong_ca = admin_conn_;
@@ -248,6 +252,41 @@ TEST_F(ApiServer, AConflictingWriteIsReadAndAppliedAgain) {
   EXPECT_EQ((*n)["metadata"]["annotations"]["example.com/other"], "1") << "the other writer's change is kept";
   ASSERT_TRUE(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"example.com/other", nullptr},
                                                                        {"gpunode.io/test-retry", nullptr}}}}}}).ok());
+}
+
+TEST_F(ApiServer, AStalePutIsAConflictByReason) {
+  const std::string path = "/api/v1/nodes/" + node_;
+  auto n = admin_->Get(path);
+  ASSERT_OK(n) << n.status();
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"gpunode.io/test-stale", "1"}}}}}}));
+  auto stale = admin_->Put(path, *n);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(ReasonOf(stale.status()), "Conflict") << stale.status();
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"annotations", {{"gpunode.io/test-stale", nullptr}}}}}}));
+}
+
+TEST_F(ApiServer, NodesListedPageByPageFromTheWatchCache) {
+  size_t items = 0;
+  ListOptions lo;
+  lo.limit = 1;
+  lo.resource_version = "0";
+  auto r = admin_->List("/api/v1/nodes", lo, [&](nlohmann::json& item) {
+    EXPECT_TRUE(item["metadata"]["name"].is_string());
+    ++items;
+    return absl::OkStatus();
+  });
+  ASSERT_OK(r) << r.status();
+  EXPECT_GE(items, 1u);
+  EXPECT_FALSE(r->resource_version.empty());
+  lo.resource_version.clear();  // a consistent list, one Node per page
+  size_t consistent = 0;
+  auto c = admin_->List("/api/v1/nodes", lo, [&](nlohmann::json&) {
+    ++consistent;
+    return absl::OkStatus();
+  });
+  ASSERT_OK(c) << c.status();
+  EXPECT_EQ(consistent, items);
+  EXPECT_EQ(c->pages, static_cast<int>(items) + (items > 0 ? 0 : 1)) << "limit=1: a page per Node";
 }
 
 TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
