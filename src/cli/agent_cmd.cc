@@ -406,6 +406,9 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
                                         strsignal(stop_signal), ")"));
     }
   }
+  // Calls the components have in flight end now (the uninstall above has its own connection): a
+  // slow or silent API server does not hold the stop.
+  if (ctx.kube() != nullptr) ctx.kube()->Stop();
   const std::vector<std::string> stuck = harness.Stop();
   if (health) health->Stop();
   health_thread.join();

@@ -164,8 +164,11 @@ TEST_F(CliDropInTest, OciRuntimeOnASimulatedNodeGivesTheContainerTheSimulatedGpu
   fs::create_directories(Path("bundle"));
   fs::create_directories(Path("no-specs"));
   fs::create_directories(Path("tmp"));
+  // Privileged (CAP_SYS_ADMIN in the bounding set): the shim believes NVIDIA_VISIBLE_DEVICES only
+  // there (docs/security.md).
   std::ofstream(Path("bundle/config.json"))
-      << R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=1"]},"root":{"path":"rootfs"}})";
+      << R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=1"],)"
+         R"("capabilities":{"bounding":["CAP_SYS_ADMIN"]}},"root":{"path":"rootfs"}})";
   const std::string shim = " oci-runtime --runtime-path " + runc + " --spec-dir " + Path("no-specs") +
                            " create --bundle " + Path("bundle") + " ctr1";
   Result r = RunShell("TMPDIR=" + Path("tmp") + " " + Bin() + " --simulate dgx-h200" + shim);
@@ -186,7 +189,8 @@ TEST_F(CliDropInTest, OciRuntimeOnASimulatedNodeGivesTheContainerTheSimulatedGpu
 
   // The same through the environment; the first run's host root (its process gone) is removed.
   std::ofstream(Path("bundle/config.json"))
-      << R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all"]},"root":{"path":"rootfs"}})";
+      << R"({"ociVersion":"1.0.2","process":{"args":["sh"],"env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=all"],)"
+         R"("capabilities":{"bounding":["CAP_SYS_ADMIN"]}},"root":{"path":"rootfs"}})";
   Result env = RunShell("TMPDIR=" + Path("tmp") + " GPUNODE_SIMULATE=t4-cloud " + Bin() + shim);
   ASSERT_EQ(env.exit_code, 0) << env.out;
   EXPECT_THAT(Read("seen.json"), HasSubstr("\"/dev/nvidia0\""));

@@ -109,3 +109,36 @@ type: Warning
 YAML
   kubectl delete node "$other" >/dev/null || fail "delete Node $other"
 }
+
+# The parts that face the network run apart from the privileged agent (chart's `front` container):
+# looked at from the node, as root, through /proc — not from what the pod spec claims.
+security_front_container() {
+  local front="" agent="" st uid p
+  # The pod's own processes (by its cgroup), not a gpunode of some test running beside the cluster.
+  uid=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.uid}')
+  for p in $(pgrep -f 'gpunode'); do
+    grep -q "pod$uid" "/proc/$p/cgroup" 2>/dev/null || continue
+    case "$(tr '\0' ' ' < "/proc/$p/cmdline")" in
+      *"exporter --from-dir"*) front=$p ;;
+      *" agent --config"*) agent=$p ;;
+    esac
+  done
+  [ -n "$front" ] || fail "no 'gpunode exporter --from-dir' process on the node"
+  [ -n "$agent" ] || fail "no 'gpunode agent' process on the node"
+  st=/proc/$front/status
+  [ "$(awk '/^Uid:/ {print $2}' "$st")" = 65534 ] || fail "the front runs as uid $(awk '/^Uid:/ {print $2}' "$st"), not 65534"
+  for c in CapEff CapPrm CapBnd; do
+    [ "$(awk -v c="$c:" '$1 == c {print $2}' "$st")" = 0000000000000000 ] ||
+      fail "the front has capabilities: $(grep "^$c" "$st")"
+  done
+  [ ! -e "/proc/$front/root/var/run/secrets/kubernetes.io/serviceaccount/token" ] ||
+    fail "the front container has a service-account token"
+  grep -q ' / .* ro,' "/proc/$front/mountinfo" || grep -qE '^[0-9]+ [0-9]+ [0-9:]+ / / ro[, ]' "/proc/$front/mountinfo" ||
+    fail "the front's root filesystem is not read-only"
+  ok "front (pid $front): uid 65534, no capabilities (effective, permitted, bounding), no token, read-only root"
+  local listeners
+  listeners=$(nsenter -t "$agent" -n ss -Hltnp 2>/dev/null)
+  printf '%s\n' "$listeners" | grep -q "pid=$agent," && fail "the privileged agent listens on TCP: $listeners"
+  printf '%s\n' "$listeners" | grep -q "pid=$front," || fail "the front does not listen: $listeners"
+  ok "the privileged agent opens no TCP port; the pod's listeners are the front's: $(printf '%s\n' "$listeners" | awk '{print $4}' | tr '\n' ' ')"
+}

@@ -69,6 +69,7 @@ dump() {
   echo "--- pods"; kubectl get pods -A -o wide 2>&1 | tail -20 || true
   echo "--- gpunode pod"; kubectl -n "$ns" describe pods 2>&1 | tail -40 || true
   echo "--- logs agent"; kubectl -n "$ns" logs daemonset/gpunode -c agent --tail 40 2>&1 || true
+  echo "--- logs front"; kubectl -n "$ns" logs daemonset/gpunode -c front --tail 10 2>&1 || true
   echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
   local p
   for p in $(kubectl get pods -n default -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do
@@ -119,8 +120,9 @@ t1=$(date +%s.%N)
 ok "allocatable 8, capacity $(cap): $(python3 -c "print(round($t1-$t0,1))") s after helm install"
 kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "DaemonSet not Ready"
 containers=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].spec.containers[*].name}')
-[ "$containers" = agent ] || fail "the gpunode pod runs containers '$containers', not the one agent"
-ok "DaemonSet pod Ready: one container (agent)"
+[ "$containers" = "agent front" ] || fail "the gpunode pod runs containers '$containers', not agent and front"
+ok "DaemonSet pod Ready: the agent and its unprivileged front"
+security_front_container
 agent_log() { kubectl -n "$ns" logs daemonset/gpunode -c agent 2>/dev/null; }
 reg_ms=$(agent_log | sed -n 's/.*allocatable advertised .* \([0-9]*\) ms after start.*/\1/p' | head -1)
 [ -n "$reg_ms" ] || fail "no 'allocatable advertised' line in the agent's log"
@@ -377,10 +379,10 @@ until [ "$(comp exporter)" = 0 ]; do
   sleep 0.1
 done
 t1=$(date +%s.%N)
-curl -s --max-time 2 "http://$pod_ip:9400/metrics" >/dev/null && fail "the exporter still answers on :9400 after it was switched off"
+curl -sf --max-time 2 "http://$pod_ip:9400/metrics" >/dev/null && fail "the exporter still serves :9400/metrics after it was switched off"
 dt=$(python3 -c "print(round($t1-$t0,2))")
 python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "switched off only after $dt s (target 5 s)"
-ok "nvidia.com/gpu.deploy.dcgm-exporter=false: exporter off after $dt s, :9400 closed, plugin untouched (allocatable $(alloc))"
+ok "nvidia.com/gpu.deploy.dcgm-exporter=false: exporter off after $dt s, no /metrics on :9400, plugin untouched (allocatable $(alloc))"
 kubectl label node "$node" nvidia.com/gpu.deploy.dcgm-exporter- >/dev/null
 deadline=$((SECONDS + 15))
 until curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep -q DCGM_FI_DEV_GPU_TEMP; do
@@ -389,7 +391,7 @@ until curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep -q DCGM_FI_DEV_G
 done
 ok "label removed: the exporter serves again"
 pod_after=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
-restarts=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.containerStatuses[0].restartCount}')
+restarts=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.containerStatuses[?(@.name=="agent")].restartCount}')
 [ "$pod_before" = "$pod_after" ] && [ "$restarts" = 0 ] || fail "the gpunode pod was restarted ($pod_before -> $pod_after, $restarts restarts)"
 ok "same pod $pod_after, 0 restarts"
 
@@ -482,6 +484,9 @@ helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set de
   >/dev/null || fail "helm upgrade"
 wait_alloc 32 120 || fail "allocatable is '$(alloc)', not 32, after the upgrade to time-slicing"
 ok "allocatable 32"
+agent_pod=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].metadata.name}')
+kubectl -n "$ns" logs -f "$agent_pod" -c agent --since=1s > "$state/logs/agent-uninstall.log" 2>&1 &
+uninstall_log_pid=$!
 t0=$(date +%s.%N)
 helm uninstall gpunode -n "$ns" --wait --timeout 180s >"$state/logs/uninstall.log" 2>&1 || { cat "$state/logs/uninstall.log"; fail "helm uninstall"; }
 t1=$(date +%s.%N)
@@ -495,7 +500,9 @@ ours=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.labe
   fail "the annotation gpunode.io/managed-labels is still on the Node"
 [ "$(node_label nvidia.com/gpu.present)" = true ] || fail "uninstall removed nvidia.com/gpu.present, which gpunode did not set"
 ok "no gpunode label left (nvidia.com/gpu.present, set before the install, kept)"
-[ ! -e /var/run/cdi/nvidia.yaml ] || fail "/var/run/cdi/nvidia.yaml left after uninstall"
+kill "$uninstall_log_pid" 2>/dev/null || true
+[ ! -e /var/run/cdi/nvidia.yaml ] || { echo "--- the agent's log during the uninstall"; cat "$state/logs/agent-uninstall.log"
+  echo "--- /var/run/cdi/nvidia.yaml: $(stat -c '%y' /var/run/cdi/nvidia.yaml)"; fail "/var/run/cdi/nvidia.yaml left after uninstall"; }
 ok "no CDI spec left"
 e2e_passed=1
 step "all passed"
