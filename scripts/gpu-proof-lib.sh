@@ -3,12 +3,13 @@
 #   PROOF_NAME=tenant . scripts/gpu-proof-lib.sh
 #
 # gives: $FINAL (the device tool's $OUT, default /tmp/gpunode-out), a work folder $W with logs in
-# $L and the transcript $T; say/add/fail; spawn-and-remember (proof_bg CMD... fills PIDS); on exit
+# $L and the transcript $T; say/add/fail; spawn-and-remember (proof_bg PROG ARGS... fills PIDS); on exit
 # every remembered process is stopped and $L is packed into $FINAL/$PROOF_NAME-proof.tgz with the
 # transcript beside it. GPUNODE_PROOF_SIMULATE=1 runs the same proof here on the simulated
 # h200-real node from build/bin (or GPUNODE_PROOF_BIN); otherwise .gpubundle/ from
 # scripts/bundle-gpu.sh is used, as root.
 #   run PROG ARGS...   a program of the bundle (gpunode, runc, busybox, kubelet_emulator, ...)
+#   run_path PROG      its path (to hand to another program, e.g. setpriv)
 #   G                  gpunode's global flags for this node (--simulate h200-real or none)
 #   oci_bundle DIR CMD [--env K=V]... [--privileged] [--mount ID]... [--annotation K=V]... [--uid N] [--docker-hook]
 #                      an OCI bundle (runc spec) running CMD in a busybox root with nvidia-smi's glibc
@@ -36,16 +37,20 @@ proof_cleanup() {
   rm -rf "$W"
 }
 trap proof_cleanup EXIT
-proof_bg() { "$@" & PIDS+=($!); }
+# The program itself in the background (not a subshell around it), so its pid is in PIDS.
+proof_bg() { local p=$1; shift; "$(run_path "$p")" "$@" & PIDS+=($!); }
 
 if [ "$SIM" = 1 ]; then
   BIN=${GPUNODE_PROOF_BIN:-build/bin}
   run() { local p=$1; shift; if [ -x "$BIN/$p" ]; then "$BIN/$p" "$@"; else "$p" "$@"; fi; }
+  run_path() { [ -x "$BIN/$1" ] && echo "$PWD/$BIN/$1" || command -v "$1"; }
   G=(--simulate h200-real)
   export GPUNODE_SIM_LIBRARY=${GPUNODE_SIM_LIBRARY:-$PWD/$BIN/libgpunode-simnvml.so}
 else
   [ "$(id -u)" = 0 ] || { echo "gpu-proof-$PROOF_NAME: run as root" >&2; exit 2; }
   run() { .gpubundle/run "$@"; }
+  run_path() { if [ -x ".gpubundle/bin/$1" ]; then echo "$PWD/.gpubundle/bin/$1"; else command -v "$1"; fi; }
+  export LD_LIBRARY_PATH=$PWD/.gpubundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   G=()
 fi
 say "$PROOF_NAME proof ($([ "$SIM" = 1 ] && echo simulated h200-real || echo real GPU)), $(date -u +%FT%TZ)"
