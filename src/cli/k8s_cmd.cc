@@ -31,6 +31,62 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
          1000.0;
 }
 
+// "" when the DaemonSet's rollout is done (as `kubectl rollout status`: the controller saw the
+// current generation, every scheduled pod is of the current template and available), else what
+// it still waits for.
+StatusOr<std::string> RolloutPending(const nlohmann::json& ds, const std::string& what) {
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields d, kube::Fields::Root(ds, what));
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, d.Object("metadata"));
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields status, d.Object("status"));
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<int64_t> generation, meta.Int("generation"));
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<int64_t> observed, status.Int("observedGeneration"));
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<int64_t> desired, status.Int("desiredNumberScheduled"));
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<int64_t> updated, status.Int("updatedNumberScheduled"));
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<int64_t> available, status.Int("numberAvailable"));
+  if (observed.value_or(0) < generation.value_or(0)) return std::string("the controller to see the new template");
+  if (updated.value_or(0) < desired.value_or(0)) {
+    return absl::StrCat(updated.value_or(0), " of ", desired.value_or(0), " pods on the current template");
+  }
+  if (available.value_or(0) < desired.value_or(0)) {
+    return absl::StrCat(available.value_or(0), " of ", desired.value_or(0), " pods available");
+  }
+  return std::string();
+}
+
+// Before the DaemonSet goes, its rollout settles (bounded): a pod replaced by a rolling update
+// stops as an upgrade and leaves its node's files, and its successor may not run yet when the
+// deletion comes; with the rollout done, every node has a running agent of the current template,
+// and each removes its CDI spec and labels as soon as it sees the deletion.
+void WaitForRollout(kube::Client& client, const std::string& path, const std::string& name,
+                    std::chrono::steady_clock::time_point deadline) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string last;
+  while (true) {
+    auto ds = client.Get(path);
+    if (!ds.ok()) return;  // gone, or not readable: the deletion below says what
+    auto pending = RolloutPending(*ds, absl::StrCat("DaemonSet ", name));
+    if (!pending.ok()) {
+      PrintError(pending.status());
+      return;
+    }
+    if (pending->empty()) {
+      if (!last.empty()) std::cout << "DaemonSet " << name << ": rollout done after " << SecondsSince(t0) << " s" << std::endl;
+      return;
+    }
+    if (*pending != last) {
+      std::cout << "DaemonSet " << name << ": waiting for its rollout (" << *pending
+                << ") so every node has a current agent to clean it" << std::endl;
+      last = *pending;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::cout << "DaemonSet " << name << ": rollout not done (" << *pending
+                << "); deleting anyway: a node whose agent is not running keeps its CDI spec" << std::endl;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 int RunUninstall(const UninstallFlags& flags) {
   std::string ns, name;
   if (Status st = kube::SplitNamespaced(flags.daemonset, "--daemonset", &ns, &name); !st.ok()) {
@@ -57,6 +113,7 @@ int RunUninstall(const UninstallFlags& flags) {
   const std::string path = absl::StrCat("/apis/apps/v1/namespaces/", kube::UrlEscape(ns), "/daemonsets/",
                                         kube::UrlEscape(name));
   const auto t0 = std::chrono::steady_clock::now();
+  WaitForRollout(client, path, flags.daemonset, t0 + std::chrono::seconds(*timeout_s) / 2);
   auto deleted = client.Delete(path, {{"propagationPolicy", "Foreground"}});
   if (!deleted.ok() && !absl::IsNotFound(deleted.status())) {
     PrintError(deleted.status());
@@ -138,11 +195,12 @@ void AddK8sCommand(CLI::App& app, GlobalOptions& /*global*/, int* exit_code) {
   auto flags = std::make_shared<UninstallFlags>();
   CLI::App* u = cmd->add_subcommand(
       "uninstall",
-      "Delete gpunode's DaemonSet so that every pod cleans its node (Node labels, CDI spec), then remove "
-      "gpunode's labels from any Node still carrying them (the chart's pre-delete hook)");
+      "Wait (up to half of --timeout) for gpunode's DaemonSet to finish a rollout, delete it so that every "
+      "pod cleans its node (Node labels, CDI spec), then remove gpunode's labels from any Node still carrying "
+      "them (the chart's pre-delete hook)");
   u->add_option("--daemonset", flags->daemonset, "NAMESPACE/NAME of gpunode's DaemonSet")->required();
   AddKubeconfigOption(u, &flags->kubeconfig);
-  u->add_option("--timeout", flags->timeout, "How long to wait for the DaemonSet's pods to finish (default 120s)");
+  u->add_option("--timeout", flags->timeout, "How long to wait for the rollout and the DaemonSet's pods to finish (default 120s)");
   u->footer(
       "Exit codes: 0 done, 2 an API call failed or the pods did not finish in time, 3 usage.\n"
       "Example:\n"
