@@ -48,7 +48,8 @@ if [ "$SIM" = 1 ]; then
   export GPUNODE_SIM_LIBRARY=${GPUNODE_SIM_LIBRARY:-$PWD/$BIN/libgpunode-simnvml.so}
 else
   [ "$(id -u)" = 0 ] || { echo "gpu-proof-$PROOF_NAME: run as root" >&2; exit 2; }
-  run() { .gpubundle/run "$@"; }
+  ROOT=$PWD
+  run() { "$ROOT/.gpubundle/run" "$@"; }
   run_path() { if [ -x ".gpubundle/bin/$1" ]; then echo "$PWD/.gpubundle/bin/$1"; else command -v "$1"; fi; }
   export LD_LIBRARY_PATH=$PWD/.gpubundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   G=()

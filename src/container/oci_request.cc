@@ -60,7 +60,7 @@ Status AddGpuToken(absl::string_view token, absl::string_view default_kind, absl
     if (!split.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", split.status().message()));
     if (split->first != default_kind) {
       return absl::InvalidArgumentError(absl::StrCat(
-          origin, ": \"", token, "\" names a ", split->first, " device; this channel names only ", default_kind,
+          origin, ": \"", token, "\" is a device of kind ", split->first, "; this channel names only ", default_kind,
           " devices (all, none, void, GPU indices, UUIDs, MIG \"0:1\", ", default_kind,
           "=NAME); devices of other kinds are asked for through CDI annotations (cdi.k8s.io/*: the device plugin, "
           "podman --device)"));

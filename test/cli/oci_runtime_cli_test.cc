@@ -343,8 +343,8 @@ TEST_F(OciRuntimeCliTest, EnvNamingAnotherVendorsDeviceIsRefused) {
   auto r = RunGpunode(Shim("--log " + Path("log.json") + " --log-format json create --bundle " + Path("bundle") + " c"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_FALSE(fs::exists(Path("runc-args")));
-  EXPECT_THAT(r.out, HasSubstr("NVIDIA_VISIBLE_DEVICES=example.com/nic=nic0: \"example.com/nic=nic0\" names a "
-                               "example.com/nic device; this channel names only nvidia.com/gpu devices"));
+  EXPECT_THAT(r.out, HasSubstr("NVIDIA_VISIBLE_DEVICES=example.com/nic=nic0: \"example.com/nic=nic0\" is a device "
+                               "of kind example.com/nic; this channel names only nvidia.com/gpu devices"));
   EXPECT_EQ(nlohmann::json::parse(Read("log.json"))["level"], "error");
 }
 

@@ -111,7 +111,7 @@ TEST(RequestedDevicesTest, EnvNamingAnotherVendorsDeviceIsRefused) {
     auto r = RequestedDevices(c, kGpu, kDefaults);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(r.status().message(), HasSubstr("\"example.com/nic=nic0\" names a example.com/nic device"));
+    EXPECT_THAT(r.status().message(), HasSubstr("\"example.com/nic=nic0\" is a device of kind example.com/nic"));
     EXPECT_THAT(r.status().message(), HasSubstr("names only nvidia.com/gpu devices"));
     EXPECT_THAT(r.status().message(), HasSubstr("NVIDIA_VISIBLE_DEVICES="));
   }
@@ -261,7 +261,7 @@ TEST(RequestedDevicesTest, VolumeMountsNameOnlyGpus) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(),
               HasSubstr("volume mount /var/run/nvidia-container-devices/cdi/example.com/nic/nic0: \"example.com/nic=nic0\" "
-                        "names a example.com/nic device"));
+                        "is a device of kind example.com/nic"));
   Json bad = Container();
   AddDeviceMount(bad, "cdi/nvidia.com");
   auto b = RequestedDevices(bad, kGpu, kDefaults);
