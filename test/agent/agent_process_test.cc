@@ -30,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -315,7 +316,7 @@ TEST_F(AgentProcessTest, BadConfigIsRefusedBeforeAnythingStarts) {
 
 // The uninstall does not race the kubelet's SIGKILL: a component stuck in a request (the API server
 // does not answer its label write) neither delays the removal of the CDI spec and the labels nor
-// keeps the process past stopTimeout.
+// keeps the process past stopTimeout: the client's Stop ends the request in flight.
 TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuckComponentDoesNotHoldTheExit) {
   testing::FakeApiServer api("n1");
   api.forbid_daemonset_watch = true;  // only the check at SIGTERM sees the uninstall
@@ -355,7 +356,11 @@ TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuck
   EXPECT_FALSE(labels.count("gpunode.io/agent.version")) << Log();
   EXPECT_EQ(labels.count("nvidia.com/gpu.present"), 1u);
   EXPECT_THAT(Log(), HasSubstr("is being deleted (seen at Terminated): removing what gpunode put on the node"));
-  EXPECT_THAT(Log(), HasSubstr("[labels] error: did not stop within 1 s"));
+  // The label write stuck in the API server is ended by kube::Client::Stop after the cleanup, so
+  // the component stops within stopTimeout instead of being left behind (harness_test covers a
+  // component that ignores its stop token).
+  EXPECT_THAT(Log(), HasSubstr("[labels] warning: still stopping after 1000 ms; removing what it wrote anyway"));
+  EXPECT_THAT(Log(), Not(HasSubstr("did not stop within")));
   std::cerr << "SIGTERM -> CDI spec removed: " << removed_ms << " ms; -> exit: " << exited_ms << " ms\n";
   if (std::getenv("GPUNODE_TEST_SHOW_LOG")) std::cerr << Log();
   api.hang_label_writes = false;

@@ -54,6 +54,7 @@ cases=(
   "monitoring|--set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true|ServiceAccount Service DaemonSet ServiceMonitor PrometheusRule ConfigMap"
   "config|--set runtimeConfigure.enabled=true --set-json devicePlugin.config={\"version\":\"v1\",\"sharing\":{\"timeSlicing\":{\"resources\":[{\"name\":\"nvidia.com/gpu\",\"replicas\":4}]}}}|ConfigMap DaemonSet"
   "minimal|--set exporter.enabled=false --set labels.enabled=false --set cdi.enabled=false --set serviceAccount.create=false|DaemonSet"
+  "hardened|--set networkPolicy.enabled=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"monitoring\"}}}] --set-json exporter.webConfig={\"basic_auth_users\":{\"prometheus\":\"x\"}}|NetworkPolicy Secret DaemonSet"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name args kinds <<< "$c"
@@ -93,6 +94,42 @@ grep -q 'name: GPUNODE_SIM_PROFILE' "$WORK/simulate.yaml" || fail "simulate mode
 grep -q -- '--device-nodes' "$WORK/simulate.yaml" || fail "simulate mode: no sim hostroot --device-nodes"
 grep -q 'GPUNODE_SIM_PROFILE\|libgpunode-simnvml' "$WORK/default.yaml" && fail "default values render simulate-mode settings"
 ok "simulate settings only in simulate mode"
+
+# The tenant-safety defaults (docs/security.md) as rendered: the node restriction policy and its
+# binding, events only in "default", a device-list strategy a pod cannot forge, the agent with no
+# port, the front unprivileged and without token or host path.
+python3 - "$WORK/default.yaml" "$WORK/hardened.yaml" <<'PY' || fail "tenant-safety defaults"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+by = lambda kind: [d for d in docs if d["kind"] == kind]
+assert by("ValidatingAdmissionPolicy") and by("ValidatingAdmissionPolicyBinding"), "no node restriction policy"
+for r in by("ClusterRole"):
+    for rule in r.get("rules", []):
+        assert "events" not in rule.get("resources", []), "events granted cluster-wide by %s" % r["metadata"]["name"]
+assert any(r["metadata"].get("namespace") == "default" and any("events" in x["resources"] for x in r["rules"])
+           for r in by("Role")), "no Role for events in namespace default"
+agent_cfg = yaml.safe_load(by("ConfigMap")[0]["data"]["agent.yaml"])
+assert agent_cfg["plugin"]["deviceListStrategy"] == "cdi-cri", agent_cfg["plugin"]
+assert agent_cfg["healthListen"] == "" and agent_cfg["exporter"]["listen"] == "" and agent_cfg["publishDir"]
+spec = by("DaemonSet")[0]["spec"]["template"]["spec"]
+assert spec.get("automountServiceAccountToken") is False
+c = {x["name"]: x for x in spec["containers"]}
+assert not c["agent"].get("ports"), "the agent declares ports"
+f = c["front"]
+sc = f["securityContext"]
+assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add") and not sc.get("privileged")
+vols = {v["name"]: v for v in spec["volumes"]}
+for m in f["volumeMounts"]:
+    v = vols[m["name"]]
+    assert "hostPath" not in v and "projected" not in v, "the front mounts %s" % m["name"]
+    assert m.get("readOnly"), "the front mounts %s read-write" % m["name"]
+hard = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+front = [x for d in hard if d["kind"] == "DaemonSet" for x in d["spec"]["template"]["spec"]["containers"] if x["name"] == "front"][0]
+assert "--web-config-file" in front["args"], front["args"]
+print("     node restriction, events in default, cdi-cri, agent without ports, front unprivileged without token or host path")
+PY
+ok "tenant-safety defaults as rendered"
 
 # The schema refuses what it should.
 for bad in "--set bogus=1" "--set exporter.port=0" "--set devicePlugin.migStrategy=weird" \
