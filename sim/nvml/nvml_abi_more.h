@@ -75,4 +75,16 @@ typedef struct {
 
 #endif  // GPUNODE_SIM_ABI_MORE_GFD
 
+// ---- What NVIDIA's DRA driver (gpu-kubelet-plugin) calls beyond the above (sim/nvml/dra_peer_api.cc).
+#ifndef GPUNODE_SIM_ABI_MORE_DRA
+#define GPUNODE_SIM_ABI_MORE_DRA
+
+// nvmlInitWithFlags
+#define NVML_INIT_FLAG_NO_GPUS 1u    // do not fail when no GPU is found
+#define NVML_INIT_FLAG_NO_ATTACH 2u  // do not attach the GPUs
+
+#define GPUNODE_SIM_DRA_FUNCTIONS(X) X(nvmlReturn_t, nvmlInitWithFlags, (unsigned int flags))
+
+#endif  // GPUNODE_SIM_ABI_MORE_DRA
+
 #endif  // GPUNODE_SIM_NVML_NVML_ABI_MORE_H_

@@ -194,6 +194,28 @@ TEST_F(SimNvmlExportsTest, StubsSayUninitializedThenNotSupported) {
   }
 }
 
+// go-nvml's Init() from v0.13.1 on (NVIDIA's DRA driver) calls nvmlInitWithFlags(0): implemented,
+// initialising as nvmlInit_v2 does and counted with it (one nvmlShutdown each).
+TEST_F(SimNvmlExportsTest, InitWithFlagsInitialisesAsInitV2) {
+  auto it = symbols_->find("nvmlInitWithFlags");
+  ASSERT_NE(it, symbols_->end());
+  EXPECT_EQ(it->second, static_cast<unsigned>(STB_GLOBAL)) << "nvmlInitWithFlags is only the stub";
+  auto init_with_flags = reinterpret_cast<nvmlReturn_t (*)(unsigned)>(dlsym(handle_, "nvmlInitWithFlags"));
+  auto count_v2 = reinterpret_cast<nvmlReturn_t (*)(unsigned*)>(dlsym(handle_, "nvmlDeviceGetCount_v2"));
+  ASSERT_NE(init_with_flags, nullptr);
+  ASSERT_NE(count_v2, nullptr);
+  unsigned count = 0;
+  EXPECT_EQ(count_v2(&count), NVML_ERROR_UNINITIALIZED);
+  ASSERT_EQ(init_with_flags(0), NVML_SUCCESS);
+  EXPECT_EQ(count_v2(&count), NVML_SUCCESS);
+  EXPECT_EQ(count, 8u);
+  ASSERT_EQ(init_with_flags(1 /* NVML_INIT_FLAG_NO_GPUS */), NVML_SUCCESS);
+  ASSERT_EQ(shutdown_(), NVML_SUCCESS);
+  EXPECT_EQ(count_v2(&count), NVML_SUCCESS);  // one init still holds
+  ASSERT_EQ(shutdown_(), NVML_SUCCESS);
+  EXPECT_EQ(count_v2(&count), NVML_ERROR_UNINITIALIZED);
+}
+
 // A few that NVIDIA's components probe (vGPU licensing, the versions go-nvml picks, CPU-coherent
 // addressing): present, and answering NOT_SUPPORTED unless the simulator implements them.
 TEST_F(SimNvmlExportsTest, SampleOfUnimplementedOnesAnswerNotSupported) {
