@@ -1,6 +1,6 @@
 # Sourced by the side-by-side suites (test/peers/*_test.sh) and benchmarks/peers_bench.sh.
-#   peers_setup <gpunode-release-build-dir>
-# sets PEERS_BIN (NVIDIA's binaries, built by test/peers/build.sh), GPUNODE (our binary),
+#   peers_setup <gpunode-release-build-dir> [BINARY...]
+# sets PEERS_BIN (NVIDIA's binaries, built by test/peers/build.sh: all, or only the BINARYs named), GPUNODE (our binary),
 # SIM_LIB (the simulated NVML), SIM_LIBDIR (a folder where libnvidia-ml.so.1 is the simulated
 # NVML, for LD_LIBRARY_PATH) and WORK (a temporary folder removed at exit).
 # Without Go, or without the Release build, the suite is skipped (exit 77), unless CI=true: then
@@ -13,9 +13,10 @@ peers_skip() {
 
 peers_setup() {
   local build=$1 here rc=0
+  shift
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$PATH:/usr/local/go/bin; fi
-  PEERS_BIN=$("$here/build.sh" 2>"${TMPDIR:-/tmp}/peers-build.$$.log" | tail -1) || rc=$?
+  PEERS_BIN=$("$here/build.sh" "$@" 2>"${TMPDIR:-/tmp}/peers-build.$$.log" | tail -1) || rc=$?
   if [ "$rc" = 77 ]; then peers_skip "Go is not installed: NVIDIA's components cannot be built"; fi
   if [ "$rc" != 0 ]; then cat "${TMPDIR:-/tmp}/peers-build.$$.log" >&2; echo "FAIL: test/peers/build.sh exited $rc" >&2; exit 1; fi
   rm -f "${TMPDIR:-/tmp}/peers-build.$$.log"
