@@ -83,6 +83,7 @@ struct KubeletPluginOptions {
   std::function<void(const RegistrationVerdict&)> on_verdict;
 };
 
+// Serve, Run and Shutdown are called from one thread (Run's); Interrupt and the counters from any.
 class KubeletPlugin {
  public:
   // `preparer` is not owned and must outlive the plugin.
