@@ -366,6 +366,18 @@ StatusOr<nlohmann::json> Client::StrategicPatch(const std::string& path, const n
   return Call("PATCH", path, DumpJson(patch), "application/strategic-merge-patch+json", o);
 }
 
+StatusOr<nlohmann::json> Client::Apply(const std::string& path, const nlohmann::json& apply_config,
+                                       const std::string& field_manager, bool force, const CallOptions& o) {
+  const std::string url = absl::StrCat(path, path.find('?') == std::string::npos ? "?" : "&",
+                                       "fieldManager=", UrlEscape(field_manager), force ? "&force=true" : "");
+  return Call("PATCH", url, DumpJson(apply_config), "application/apply-patch+yaml", o);
+}
+
+StatusOr<nlohmann::json> Client::JsonPatch(const std::string& path, const nlohmann::json& operations,
+                                           const CallOptions& o) {
+  return Call("PATCH", path, DumpJson(operations), "application/json-patch+json", o);
+}
+
 StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohmann::json& body, const CallOptions& o) {
   return Call("PUT", path, DumpJson(body), "application/json", o);
 }

@@ -107,7 +107,8 @@ Status Client::Watch(const std::string& path, const WatchOptions& options, const
   const std::string what = absl::StrCat("WATCH ", path);
   if (!impl_->init_error.ok()) return impl_->init_error;
   std::string url = absl::StrCat(path, path.find('?') == std::string::npos ? "?" : "&",
-                                 "watch=1&allowWatchBookmarks=true&timeoutSeconds=", options.timeout_seconds);
+                                 "watch=1", options.bookmarks ? "&allowWatchBookmarks=true" : "",
+                                 "&timeoutSeconds=", options.timeout_seconds);
   if (!options.resource_version.empty()) absl::StrAppend(&url, "&resourceVersion=", UrlEscape(options.resource_version));
   // The server ends the watch at timeoutSeconds; one that does not is cut off 30 s later.
   const auto limit = std::chrono::seconds(std::max(1, options.timeout_seconds) + 30);
