@@ -297,8 +297,8 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
       return call.why() != CallContext::Why::kNone ? internal::EndedEarly(call, what, timeout) : conn.status();
     }
     const httplib::Headers headers = Impl::BaseHeaders(*this);
+    const bool reused = (*conn)->Arm();  // before Use: Arm clears a cancel; a stop that came already stays
     call.Use(conn->get());
-    const bool reused = (*conn)->Arm();
     Exchange ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
     // A kept-alive connection the server closed meanwhile (an API server restart, an idle timeout)
     // fails on first use: open a new one and send again, once. Not for POST (a create that did reach
@@ -306,6 +306,7 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
     if (!ex.answered && !ex.too_big && reused && v != "POST" && !(*conn)->cancelled() && Retryable(ex.error)) {
       (*conn)->http().stop();
       (*conn)->Arm();
+      if (call.stopped()) (*conn)->Cancel();
       ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
     }
     call.Use(nullptr);

@@ -1,6 +1,7 @@
 // Node labels by server-side apply (node.h), and the migration from the merge-patch +
 // gpunode.io/managed-labels bookkeeping of earlier agents.
 #include <algorithm>
+#include <ctime>
 #include <map>
 #include <set>
 
@@ -21,6 +22,15 @@ namespace {
 constexpr int kMaxAttempts = 5;
 
 std::string NodePath(const std::string& node) { return absl::StrCat("/api/v1/nodes/", UrlEscape(node)); }
+
+std::string NowRfc3339() {
+  char buf[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 // A JSON pointer segment (RFC 6901): "~" -> "~0", "/" -> "~1".
 std::string Pointer(const std::string& key) { return absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}}); }
@@ -83,15 +93,23 @@ StatusOr<LabelState> ReadLabelState(const nlohmann::json& node, const std::strin
   return s;
 }
 
-// The migration's JSON patch: earlier agents' keys no longer wanted removed, the annotation
-// removed, and gpunode's merge-patch ownership of its labels dropped from managedFields (so the
-// apply that follows owns them alone, and dropping one later removes it). The resourceVersion
-// makes it conditional: a write in between is 409 Conflict. Empty when there is nothing to migrate.
+// The migration's JSON patch, in one step conditional on the resourceVersion (a write in between
+// is 409 Conflict): an earlier agent's keys (listed in the annotation, or owned by gpunode's
+// merge patches) that are no longer wanted are removed; those still wanted move from the merge
+// patches' managedFields entry to gpunode's Apply entry (as kubectl's client-side to server-side
+// apply upgrade does), so they are gpunode's alone at once — an uninstall before the next apply
+// still removes them, and dropping one later removes it; the annotation goes. Empty when there is
+// nothing to migrate.
 nlohmann::json MigrationPatch(const LabelState& s, const std::map<std::string, std::string>& wanted,
                               std::vector<std::string>* removed) {
   nlohmann::json ops = nlohmann::json::array();
+  std::set<std::string> keep;
   for (const std::string& k : s.legacy) {
-    if (wanted.count(k) || !s.labels.count(k)) continue;
+    if (!s.labels.count(k)) continue;
+    if (wanted.count(k)) {
+      keep.insert(k);
+      continue;
+    }
     ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/labels/", Pointer(k))}});
     removed->push_back(k);
   }
@@ -99,15 +117,31 @@ nlohmann::json MigrationPatch(const LabelState& s, const std::map<std::string, s
     ops.push_back({{"op", "remove"}, {"path", absl::StrCat("/metadata/annotations/", Pointer(kManagedLabelsAnnotation))}});
   }
   nlohmann::json fields = s.managed_fields;
-  bool stripped = false;
+  bool changed = false;
+  nlohmann::json* apply_entry = nullptr;
   for (const ManagedFieldsEntry& e : s.entries) {
-    if (!IsOurLegacy(e) || e.index >= fields.size()) continue;
+    if (e.index >= fields.size()) continue;
+    if (IsOurApply(e)) apply_entry = &fields[e.index];
+    if (!IsOurLegacy(e)) continue;
     nlohmann::json& labels = fields[e.index]["fieldsV1"]["f:metadata"]["f:labels"];
     for (const std::string& k : e.labels) {
-      if (IsGpunodeLabelKey(k)) stripped = labels.erase(FieldsV1Key(k)) > 0 || stripped;
+      if (IsGpunodeLabelKey(k)) changed = labels.erase(FieldsV1Key(k)) > 0 || changed;
     }
   }
-  if (stripped) ops.push_back({{"op", "replace"}, {"path", "/metadata/managedFields"}, {"value", fields}});
+  std::set<std::string> moved;
+  for (const std::string& k : keep) {
+    if (!s.applied.count(k)) moved.insert(k);
+  }
+  if (!moved.empty()) {
+    if (apply_entry == nullptr) {
+      fields.push_back({{"manager", kFieldManager}, {"operation", "Apply"}, {"apiVersion", "v1"},
+                        {"time", NowRfc3339()}, {"fieldsType", "FieldsV1"}, {"fieldsV1", nlohmann::json::object()}});
+      apply_entry = &fields.back();
+    }
+    for (const std::string& k : moved) (*apply_entry)["fieldsV1"]["f:metadata"]["f:labels"][FieldsV1Key(k)] = nlohmann::json::object();
+    changed = true;
+  }
+  if (changed) ops.push_back({{"op", "replace"}, {"path", "/metadata/managedFields"}, {"value", fields}});
   if (ops.empty()) return ops;
   ops.push_back({{"op", "replace"}, {"path", "/metadata/resourceVersion"}, {"value", s.rv}});
   return ops;
@@ -127,7 +161,7 @@ StatusOr<NodeLabelChange> ApplyLabels(Client& client, const std::string& node,
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
     GPUNODE_ASSIGN_OR_RETURN(LabelState s, ReadLabelState(current, what));
-    if (attempt == 0) change.ignored.insert(change.ignored.end(), s.ignored.begin(), s.ignored.end());
+    if (attempt == 0) change.ignored.insert(change.ignored.begin(), s.ignored.begin(), s.ignored.end());
     std::vector<std::string> dropped;
     nlohmann::json migration = MigrationPatch(s, wanted, &dropped);
     if (!migration.empty() && !migrated) {

@@ -119,8 +119,8 @@ Status Client::Watch(const std::string& path, const WatchOptions& options, const
     return st;
   }
   internal::Conn conn(impl_->endpoint);  // a watch holds its connection: one of its own
-  call.Use(&conn);
-  conn.Arm();
+  conn.Arm();       // before Use: Arm clears a cancel, and a stop that came already must stay
+  call.Use(&conn);  // cancels at once when the call was stopped meanwhile
   SetTimeoutsForWatch(conn.http(), std::min(options_.connect_timeout, call.Remaining()),
                       std::chrono::seconds(std::max(1, options.timeout_seconds) + 15));
 
