@@ -140,15 +140,16 @@ int RunUninstall(const UninstallFlags& flags) {
   } else {
     std::cout << "DaemonSet " << flags.daemonset << ": not there" << std::endl;
   }
-  // Labels left on any node: ours are listed in the annotation. The Nodes are read page by page
-  // and every field is checked for its type (an answer is not trusted to be well-formed).
+  // Labels left on any node: those gpunode applied (managedFields) or an earlier agent listed in
+  // its annotation. The Nodes are read page by page and every field is checked for its type (an
+  // answer is not trusted to be well-formed).
   std::vector<std::string> carrying;
   size_t index = 0;
   auto carries = [&](const nlohmann::json& node, const std::string& where) -> StatusOr<std::string> {
     GPUNODE_ASSIGN_OR_RETURN(kube::Fields item, kube::Fields::Root(node, where));
     GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, item.Object("metadata"));
-    GPUNODE_ASSIGN_OR_RETURN(auto annotations, meta.StringMap("annotations"));
-    if (!annotations.count(kube::kManagedLabelsAnnotation)) return std::string();
+    GPUNODE_ASSIGN_OR_RETURN(bool ours, kube::CarriesGpunodeLabels(node, where));
+    if (!ours) return std::string();
     GPUNODE_ASSIGN_OR_RETURN(std::string node_name, meta.String("name"));
     if (node_name.empty()) return meta.Error("a Node without a name");
     return node_name;

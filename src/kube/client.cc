@@ -297,8 +297,8 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
       return call.why() != CallContext::Why::kNone ? internal::EndedEarly(call, what, timeout) : conn.status();
     }
     const httplib::Headers headers = Impl::BaseHeaders(*this);
+    const bool reused = (*conn)->Arm();  // before Use: Arm clears a cancel; a stop that came already stays
     call.Use(conn->get());
-    const bool reused = (*conn)->Arm();
     Exchange ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
     // A kept-alive connection the server closed meanwhile (an API server restart, an idle timeout)
     // fails on first use: open a new one and send again, once. Not for POST (a create that did reach
@@ -306,6 +306,7 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
     if (!ex.answered && !ex.too_big && reused && v != "POST" && !(*conn)->cancelled() && Retryable(ex.error)) {
       (*conn)->http().stop();
       (*conn)->Arm();
+      if (call.stopped()) (*conn)->Cancel();
       ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
     }
     call.Use(nullptr);
@@ -364,6 +365,18 @@ StatusOr<nlohmann::json> Client::Delete(const std::string& path, const nlohmann:
 StatusOr<nlohmann::json> Client::StrategicPatch(const std::string& path, const nlohmann::json& patch,
                                                 const CallOptions& o) {
   return Call("PATCH", path, DumpJson(patch), "application/strategic-merge-patch+json", o);
+}
+
+StatusOr<nlohmann::json> Client::Apply(const std::string& path, const nlohmann::json& apply_config,
+                                       const std::string& field_manager, bool force, const CallOptions& o) {
+  const std::string url = absl::StrCat(path, path.find('?') == std::string::npos ? "?" : "&",
+                                       "fieldManager=", UrlEscape(field_manager), force ? "&force=true" : "");
+  return Call("PATCH", url, DumpJson(apply_config), "application/apply-patch+yaml", o);
+}
+
+StatusOr<nlohmann::json> Client::JsonPatch(const std::string& path, const nlohmann::json& operations,
+                                           const CallOptions& o) {
+  return Call("PATCH", path, DumpJson(operations), "application/json-patch+json", o);
 }
 
 StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohmann::json& body, const CallOptions& o) {

@@ -143,6 +143,19 @@ class Client {
   // Strategic merge patch (built-in kinds: lists such as Node conditions merge by their key).
   StatusOr<nlohmann::json> StrategicPatch(const std::string& path, const nlohmann::json& patch,
                                           const CallOptions& options = {});
+  // Server-side apply (PATCH application/apply-patch+yaml; JSON is YAML): the API server merges
+  // `apply_config` (apiVersion, kind, metadata.name and the fields this manager wants) into the
+  // object and records `field_manager` as the owner of those fields; a field this manager applied
+  // before and leaves out now is removed unless another manager owns it too. A field another
+  // manager owns with a different value is 409 Conflict (reason "Conflict", the message names the
+  // manager) unless `force` takes it over. Fields of the object may be applied on a subresource
+  // path (".../status").
+  StatusOr<nlohmann::json> Apply(const std::string& path, const nlohmann::json& apply_config,
+                                 const std::string& field_manager, bool force, const CallOptions& options = {});
+  // JSON patch (RFC 6902): a list of operations, e.g. a "test" of metadata.resourceVersion first
+  // for optimistic concurrency (a failed test is 422 Invalid or 409 Conflict).
+  StatusOr<nlohmann::json> JsonPatch(const std::string& path, const nlohmann::json& operations,
+                                     const CallOptions& options = {});
   // Replace (the object's metadata.resourceVersion makes a stale write a 409 Conflict → Aborted).
   StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body, const CallOptions& options = {});
 
@@ -163,6 +176,7 @@ class Client {
   struct WatchOptions {
     std::string resource_version;
     int timeout_seconds = 300;
+    bool bookmarks = true;  // allowWatchBookmarks=true: BOOKMARK events advance the resourceVersion
     std::stop_token stop;
     const std::atomic<bool>* stop_flag = nullptr;  // polled every 50 ms
   };

@@ -19,34 +19,6 @@ namespace {
 
 std::string NodePath(const std::string& node) { return absl::StrCat("/api/v1/nodes/", UrlEscape(node)); }
 
-// The Node's labels and the keys its annotation says gpunode set, split into those gpunode may
-// touch and those it must leave alone.
-struct NodeLabels {
-  std::map<std::string, std::string> labels;
-  std::map<std::string, std::string> annotations;
-  std::set<std::string> managed;       // listed and under gpunode's prefixes
-  std::vector<std::string> ignored;    // listed, but not gpunode's to touch
-};
-
-StatusOr<NodeLabels> ReadNodeLabels(const nlohmann::json& node, const std::string& name) {
-  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(node, absl::StrCat("Node ", name)));
-  GPUNODE_ASSIGN_OR_RETURN(Fields meta, root.Object("metadata"));
-  NodeLabels out;
-  GPUNODE_ASSIGN_OR_RETURN(out.labels, meta.StringMap("labels"));
-  GPUNODE_ASSIGN_OR_RETURN(out.annotations, meta.StringMap("annotations"));
-  auto it = out.annotations.find(kManagedLabelsAnnotation);
-  if (it == out.annotations.end()) return out;
-  for (absl::string_view k : absl::StrSplit(it->second, ',', absl::SkipWhitespace())) {
-    std::string key(absl::StripAsciiWhitespace(k));
-    if (IsGpunodeLabelKey(key)) {
-      out.managed.insert(std::move(key));
-    } else {
-      out.ignored.push_back(TerminalSafe(key));
-    }
-  }
-  return out;
-}
-
 // Pauses of WatchNode: uniformly in [b, 2b), b doubling up to the maximum.
 class Backoff {
  public:
@@ -72,10 +44,6 @@ class Backoff {
 
 }  // namespace
 
-bool IsGpunodeLabelKey(const std::string& key) {
-  return absl::StartsWith(key, "nvidia.com/") || absl::StartsWith(key, "gpunode.io/");
-}
-
 Status SplitNamespaced(const std::string& text, const char* what, std::string* ns, std::string* name) {
   std::vector<std::string> parts = absl::StrSplit(text, '/');
   if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
@@ -84,68 +52,6 @@ Status SplitNamespaced(const std::string& text, const char* what, std::string* n
   *ns = parts[0];
   *name = parts[1];
   return absl::OkStatus();
-}
-
-StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
-                                          const std::map<std::string, std::string>& labels) {
-  GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
-  GPUNODE_ASSIGN_OR_RETURN(NodeLabels now, ReadNodeLabels(current, node));
-  const std::map<std::string, std::string>& have = now.labels;
-  std::set<std::string> managed;
-  NodeLabelChange change;
-  change.ignored = now.ignored;
-  nlohmann::json patch_labels = nlohmann::json::object();
-  for (const auto& [k, v] : labels) {
-    if (!IsGpunodeLabelKey(k)) {
-      change.ignored.push_back(TerminalSafe(k));
-      continue;
-    }
-    auto it = have.find(k);
-    if (it == have.end() || it->second != v) {
-      patch_labels[k] = v;
-      change.set.push_back(k);
-      managed.insert(k);
-    } else if (now.managed.count(k)) {
-      managed.insert(k);
-    }
-  }
-  for (const std::string& k : now.managed) {
-    if (!labels.count(k) && have.count(k)) {
-      patch_labels[k] = nullptr;
-      change.removed.push_back(k);
-    }
-  }
-  const std::string annotation = absl::StrJoin(managed, ",");
-  auto listed = now.annotations.find(kManagedLabelsAnnotation);
-  const bool annotation_changed = managed.empty() ? listed != now.annotations.end() && !listed->second.empty()
-                                                  : listed == now.annotations.end() || listed->second != annotation;
-  if (change.set.empty() && change.removed.empty() && !annotation_changed) return change;
-  nlohmann::json patch = {{"metadata", {{"labels", patch_labels}}}};
-  patch["metadata"]["annotations"][kManagedLabelsAnnotation] =
-      managed.empty() ? nlohmann::json(nullptr) : nlohmann::json(annotation);
-  GPUNODE_RETURN_IF_ERROR(client.MergePatch(NodePath(node), patch).status());
-  change.patched = true;
-  return change;
-}
-
-StatusOr<NodeLabelChange> RemoveNodeLabels(Client& client, const std::string& node) {
-  GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
-  GPUNODE_ASSIGN_OR_RETURN(NodeLabels now, ReadNodeLabels(current, node));
-  NodeLabelChange change;
-  change.ignored = now.ignored;
-  if (now.managed.empty() && !now.annotations.count(kManagedLabelsAnnotation)) return change;
-  nlohmann::json patch_labels = nlohmann::json::object();
-  for (const std::string& k : now.managed) {
-    if (now.labels.count(k)) {
-      patch_labels[k] = nullptr;
-      change.removed.push_back(k);
-    }
-  }
-  nlohmann::json patch = {{"metadata", {{"labels", patch_labels}}}};
-  patch["metadata"]["annotations"][kManagedLabelsAnnotation] = nullptr;
-  GPUNODE_RETURN_IF_ERROR(client.MergePatch(NodePath(node), patch).status());
-  change.patched = true;
-  return change;
 }
 
 StatusOr<bool> DaemonSetDeleting(Client& client, const std::string& ns, const std::string& name) {
@@ -193,8 +99,14 @@ StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const N
   nlohmann::json cond = {{"type", c.type},           {"status", c.status},           {"reason", c.reason},
                          {"message", c.message},     {"lastHeartbeatTime", now},
                          {"lastTransitionTime", changed || transition.empty() ? now : transition}};
-  GPUNODE_RETURN_IF_ERROR(
-      client.StrategicPatch(NodePath(node) + "/status", {{"status", {{"conditions", {cond}}}}}).status());
+  // Server-side apply on the status subresource: conditions are a list keyed by type, so only
+  // this entry is gpunode's; forced, because the condition type is gpunode's own and earlier
+  // agents wrote it by strategic merge (field manager "gpunode", operation Update).
+  nlohmann::json config = {{"apiVersion", "v1"},
+                           {"kind", "Node"},
+                           {"metadata", {{"name", node}}},
+                           {"status", {{"conditions", {cond}}}}};
+  GPUNODE_RETURN_IF_ERROR(client.Apply(NodePath(node) + "/status", config, kFieldManager, /*force=*/true).status());
   return changed;
 }
 

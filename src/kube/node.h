@@ -1,6 +1,9 @@
-// What gpunode keeps on its Node object: labels put straight onto the Node (NFD optional), with
-// the keys gpunode owns listed in one annotation so that stale ones, and all of them at uninstall,
-// are removed without touching labels someone else set.
+// What gpunode keeps on its Node object: labels put straight onto the Node (NFD optional) and the
+// GpuStackReady condition, both by server-side apply with field manager "gpunode": the API server
+// records which labels are gpunode's, so a key gpunode stops applying is removed, keys someone
+// else also set stay, and two writers never lose each other's keys (no read-modify-write).
+// Earlier agents listed their keys in the gpunode.io/managed-labels annotation and wrote them by
+// merge patch; the first write of this version migrates such a Node (below).
 #ifndef GPUNODE_KUBE_NODE_H_
 #define GPUNODE_KUBE_NODE_H_
 
@@ -16,7 +19,11 @@
 
 namespace gpunode::kube {
 
-// Comma-separated label keys gpunode set on this Node.
+// gpunode's field manager for server-side apply.
+inline constexpr char kFieldManager[] = "gpunode";
+
+// Comma-separated label keys earlier agents set on this Node by merge patch (read for the
+// migration, then removed; no longer written).
 inline constexpr char kManagedLabelsAnnotation[] = "gpunode.io/managed-labels";
 
 // Whether gpunode may ever set or remove the label `key`: only under its own prefixes, nvidia.com/
@@ -32,19 +39,35 @@ struct NodeLabelChange {
   // Keys outside gpunode's prefixes, listed in the annotation or asked for: left alone (and
   // dropped from the annotation). Callers log them.
   std::vector<std::string> ignored;
+  // Keys another field manager owns with a different value (NVIDIA's gpu-feature-discovery through
+  // NFD, an admin's kubectl label): gpunode yields and does not apply them ("key (owned by m)").
+  std::vector<std::string> conflicts;
   bool patched = false;              // false: the Node already matched
 };
 
-// Makes the Node carry `labels`: sets what differs, removes keys gpunode set before and no longer
-// wants. A label that was already there with the same value is not claimed (it stays at uninstall).
-// Only keys IsGpunodeLabelKey accepts are set or removed. One GET and at most one merge patch.
-// A Node with a field of the wrong type is InvalidArgument naming it ("Node n1: metadata.labels:
-// expected an object, got string").
+// Makes the Node carry `labels` by server-side apply (field manager "gpunode", not forced):
+// `set` lists what differed, `removed` the keys gpunode applied before, no longer wants and nobody
+// else owns (the API server removes them). A label that was already there with the same value is
+// shared with its other owner, so it stays at uninstall. Only keys IsGpunodeLabelKey accepts are
+// applied. A key another manager owns with another value is left to it (`conflicts`): gpunode
+// does not fight NVIDIA's gpu-feature-discovery or an admin for a label (docs/kubernetes.md).
+// Migration: keys listed in gpunode.io/managed-labels (an earlier agent's merge patches) that are
+// no longer wanted are removed, gpunode's old merge-patch ownership of its labels is dropped from
+// managedFields and the annotation is removed, in one JSON patch conditional on the
+// resourceVersion; the apply that follows then owns the wanted ones alone.
+// One GET and no write when the Node already matches; a conflicting write in between is read
+// again (at most 5 times). A Node with a field of the wrong type is InvalidArgument naming it
+// ("Node n1: metadata.labels: expected an object, got string").
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
                                           const std::map<std::string, std::string>& labels);
 
-// Removes every label gpunode set on the Node, and the annotation. NotFound when there is no Node.
+// Removes every label gpunode applied on the Node that nobody else owns (an apply without labels),
+// and an earlier agent's annotated ones and the annotation. NotFound when there is no Node.
 StatusOr<NodeLabelChange> RemoveNodeLabels(Client& client, const std::string& node);
+
+// Whether a Node (as listed) carries labels gpunode applied or an earlier agent's annotation:
+// the Nodes `gpunode k8s uninstall` cleans. `what` names it in errors.
+StatusOr<bool> CarriesGpunodeLabels(const nlohmann::json& node, const std::string& what);
 
 // Whether the DaemonSet is going away (deleted, or has a deletionTimestamp): the pod's stop is an
 // uninstall, not a restart or an upgrade.
@@ -58,7 +81,8 @@ struct NodeCondition {
   std::string message;
 };
 
-// Sets the condition on the Node's status (strategic merge on status.conditions by type):
+// Sets the condition on the Node's status (server-side apply of that one entry of
+// status.conditions, keyed by type, forced: the type is gpunode's own):
 // lastHeartbeatTime now, lastTransitionTime only when the status changes. Returns whether the
 // status changed (a transition).
 StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c);

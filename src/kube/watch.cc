@@ -107,7 +107,8 @@ Status Client::Watch(const std::string& path, const WatchOptions& options, const
   const std::string what = absl::StrCat("WATCH ", path);
   if (!impl_->init_error.ok()) return impl_->init_error;
   std::string url = absl::StrCat(path, path.find('?') == std::string::npos ? "?" : "&",
-                                 "watch=1&allowWatchBookmarks=true&timeoutSeconds=", options.timeout_seconds);
+                                 "watch=1", options.bookmarks ? "&allowWatchBookmarks=true" : "",
+                                 "&timeoutSeconds=", options.timeout_seconds);
   if (!options.resource_version.empty()) absl::StrAppend(&url, "&resourceVersion=", UrlEscape(options.resource_version));
   // The server ends the watch at timeoutSeconds; one that does not is cut off 30 s later.
   const auto limit = std::chrono::seconds(std::max(1, options.timeout_seconds) + 30);
@@ -118,8 +119,8 @@ Status Client::Watch(const std::string& path, const WatchOptions& options, const
     return st;
   }
   internal::Conn conn(impl_->endpoint);  // a watch holds its connection: one of its own
-  call.Use(&conn);
-  conn.Arm();
+  conn.Arm();       // before Use: Arm clears a cancel, and a stop that came already must stay
+  call.Use(&conn);  // cancels at once when the call was stopped meanwhile
   SetTimeoutsForWatch(conn.http(), std::min(options_.connect_timeout, call.Remaining()),
                       std::chrono::seconds(std::max(1, options.timeout_seconds) + 15));
 

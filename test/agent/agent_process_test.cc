@@ -23,7 +23,7 @@
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/free_port.h"
-#include "test/agent/fake_api_server.h"
+#include "test/testing/fake_api_server.h"
 
 namespace gpunode {
 namespace {
@@ -312,17 +312,27 @@ TEST_F(AgentProcessTest, BadConfigIsRefusedBeforeAnythingStarts) {
   EXPECT_THAT(printed.out, HasSubstr("\"kind\": \"AgentConfig\""));
 }
 
-// --- With the Kubernetes API (the stand-in in fake_api_server.h) ---------------------------------
+// --- With the Kubernetes API (the stand-in in test/testing/fake_api_server.h) ------------------
+
+// The API server stand-in holding Node n1 and the DaemonSet gpunode/gpunode.
+struct AgentApi : testing::FakeApiServer {
+  AgentApi() {
+    AddNode("n1");
+    AddDaemonSet("gpunode", "gpunode");
+  }
+};
 
 // The uninstall does not race the kubelet's SIGKILL: a component stuck in a request (the API server
 // does not answer its label write) neither delays the removal of the CDI spec and the labels nor
 // keeps the process past stopTimeout: the client's Stop ends the request in flight.
 TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuckComponentDoesNotHoldTheExit) {
-  testing::FakeApiServer api("n1");
-  api.forbid_daemonset_watch = true;  // only the check at SIGTERM sees the uninstall
-  api.SetLabel("gpunode.io/agent.version", "old");  // set by an earlier agent
-  api.SetAnnotation("gpunode.io/managed-labels", "gpunode.io/agent.version");
-  api.SetLabel("nvidia.com/gpu.present", "true");   // not ours
+  AgentApi api;
+  // RBAC without `watch` on DaemonSets: only the check at SIGTERM sees the uninstall.
+  api.On("GET", "/apis/apps/v1/namespaces/gpunode/daemonsets",
+         {testing::FakeApiServer::ApiStatus(403, "Forbidden", "daemonsets.apps is forbidden: cannot watch")});
+  api.SetLabel("n1", "gpunode.io/agent.version", "old", "gpunode");  // an earlier agent's merge patch
+  api.SetAnnotation("n1", "gpunode.io/managed-labels", "gpunode.io/agent.version", "gpunode");
+  api.SetLabel("n1", "nvidia.com/gpu.present", "true");   // not ours
   api.hang_label_writes = true;
   std::ofstream(Path("nvidia.yaml")) << "cdiVersion: 0.6.0\n";
   WriteProfile();
@@ -334,7 +344,7 @@ TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuck
   ASSERT_TRUE(Eventually([&] { return api.hung() > 0; }, seconds(20))) << "the labels component never wrote\n" << Log();
   ASSERT_TRUE(Eventually([&] { return Log().find("the uninstall is not watched") != std::string::npos; }, seconds(10)))
       << Log();
-  api.MarkDaemonSetDeleting();
+  api.MarkDeleting(testing::FakeApiServer::DaemonSetPath("gpunode", "gpunode"));
   const auto sigterm = std::chrono::steady_clock::now();
   ::kill(pid_, SIGTERM);
   auto since_sigterm = [&] {
@@ -352,7 +362,7 @@ TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuck
   EXPECT_GE(exited_ms, 0) << Log();
   EXPECT_LT(exited_ms, 8000) << "the agent exited " << exited_ms << " ms after SIGTERM\n" << Log();
   EXPECT_EQ(code, 0);
-  const auto labels = api.Labels();
+  const auto labels = api.Labels("n1");
   EXPECT_FALSE(labels.count("gpunode.io/agent.version")) << Log();
   EXPECT_EQ(labels.count("nvidia.com/gpu.present"), 1u);
   EXPECT_THAT(Log(), HasSubstr("is being deleted (seen at Terminated): removing what gpunode put on the node"));
@@ -369,7 +379,7 @@ TEST_F(AgentProcessTest, UninstallAtSigtermRemovesTheSpecAndLabelsFirstAndAStuck
 // Better still: the uninstall is seen when the DaemonSet gets its deletionTimestamp, before any
 // SIGTERM; cdi and labels are switched off first, so nothing writes the spec or the labels again.
 TEST_F(AgentProcessTest, TheDaemonSetsDeletionIsSeenAtOnceAndCleanedUpBeforeSigterm) {
-  testing::FakeApiServer api("n1");
+  AgentApi api;
   std::ofstream(Path("nvidia.yaml")) << "cdiVersion: 0.6.0\n";
   WriteProfile();
   WriteKubeConfig(api, "validator: {enabled: false}\n",
@@ -377,18 +387,18 @@ TEST_F(AgentProcessTest, TheDaemonSetsDeletionIsSeenAtOnceAndCleanedUpBeforeSigt
   StartKubelet();
   Start();
   ASSERT_TRUE(kubelet_->WaitForRegistrations(1, seconds(30))) << Log();
-  ASSERT_TRUE(Eventually([&] { return api.Labels().count("gpunode.io/agent.version") > 0; }, seconds(20))) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels("n1").count("gpunode.io/agent.version") > 0; }, seconds(20))) << Log();
   std::this_thread::sleep_for(milliseconds(300));  // the DaemonSet watch is in place
-  api.MarkDaemonSetDeleting();
+  api.MarkDeleting(testing::FakeApiServer::DaemonSetPath("gpunode", "gpunode"));
   const int64_t removed_ms = MsUntil([&] { return !fs::exists(Path("nvidia.yaml")); }, seconds(10));
   EXPECT_GE(removed_ms, 0) << "no cleanup before SIGTERM\n" << Log();
-  ASSERT_TRUE(Eventually([&] { return api.Labels().count("gpunode.io/agent.version") == 0; }, seconds(5))) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels("n1").count("gpunode.io/agent.version") == 0; }, seconds(5))) << Log();
   EXPECT_THAT(Log(), HasSubstr("DaemonSet gpunode/gpunode is being deleted: removing what gpunode put on the node"));
   // Off, and staying off: the labels do not come back.
   ASSERT_TRUE(Eventually([&] { return Get("/healthz/labels").second.find("disabled") != std::string::npos; }, seconds(5)))
       << Get("/healthz/labels").second;
   std::this_thread::sleep_for(milliseconds(500));
-  EXPECT_EQ(api.Labels().count("gpunode.io/agent.version"), 0u);
+  EXPECT_EQ(api.Labels("n1").count("gpunode.io/agent.version"), 0u);
   EXPECT_EQ(Stop(), 0);
   EXPECT_EQ(Log().find("seen at Terminated"), std::string::npos) << "cleaned up twice\n" << Log();
   std::cerr << "deletionTimestamp -> CDI spec removed: " << removed_ms << " ms (no SIGTERM)\n";
@@ -397,8 +407,8 @@ TEST_F(AgentProcessTest, TheDaemonSetsDeletionIsSeenAtOnceAndCleanedUpBeforeSigt
 // A Node label's veto and the config's switch are two reasons; a reload of the config never undoes
 // the label's (before, the plugin briefly registered).
 TEST_F(AgentProcessTest, AReloadDoesNotUndoANodeLabelsVeto) {
-  testing::FakeApiServer api("n1");
-  api.SetLabel("nvidia.com/gpu.deploy.device-plugin", "false");
+  AgentApi api;
+  api.SetLabel("n1", "nvidia.com/gpu.deploy.device-plugin", "false");
   WriteProfile();
   WriteKubeConfig(api, "validator: {enabled: false}\n");
   StartKubelet();
@@ -414,11 +424,13 @@ TEST_F(AgentProcessTest, AReloadDoesNotUndoANodeLabelsVeto) {
   EXPECT_EQ(kubelet_->registrations(), 0) << "the reload switched on a plugin a Node label switched off\n" << Log();
   EXPECT_THAT(Get("/readyz/plugin").second, HasSubstr("plugin disabled"));
   // The label goes: the plugin starts.
-  api.SetLabel("nvidia.com/gpu.deploy.device-plugin", "true");
+  api.SetLabel("n1", "nvidia.com/gpu.deploy.device-plugin", "true");
   EXPECT_TRUE(kubelet_->WaitForRegistrations(1, seconds(20))) << Log();
   // Each reload left an Event on the Node.
   bool reloaded = false;
-  for (const auto& e : api.Events()) reloaded = reloaded || e.value("reason", "") == "AgentConfigReloaded";
+  for (const auto& e : api.Items(testing::FakeApiServer::kEvents)) {
+    reloaded = reloaded || e.value("reason", "") == "AgentConfigReloaded";
+  }
   EXPECT_TRUE(reloaded);
   EXPECT_EQ(Stop(), 0);
 }
@@ -426,7 +438,7 @@ TEST_F(AgentProcessTest, AReloadDoesNotUndoANodeLabelsVeto) {
 // Reload safety: a reloaded config cannot load a library into the privileged steps, nor run another
 // command; the running configuration stays, and the Node gets a Warning Event saying why.
 TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWithAnEvent) {
-  testing::FakeApiServer api("n1");
+  AgentApi api;
   WriteProfile();
   const std::string sim_cdi = "cdi: {enabled: false, globalArgs: [--nvml-library, " + SimLibrary() + "]}\n";
   WriteKubeConfig(api, "validator: {enabled: false}\nlabels: {enabled: false}\n" + sim_cdi, "", ", enabled: false");
@@ -434,7 +446,7 @@ TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWit
   ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Log();
   auto warnings = [&] {
     std::vector<std::string> out;
-    for (const auto& e : api.Events()) {
+    for (const auto& e : api.Items(testing::FakeApiServer::kEvents)) {
       if (e.value("reason", "") == "AgentConfigRefused") out.push_back(e.value("message", ""));
     }
     return out;
@@ -462,9 +474,9 @@ TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWit
 // the label's config, then again for the MIG layout). A second start over the same layout changes
 // nothing and restarts nothing.
 TEST_F(AgentProcessTest, ANodeWithPluginConfigAndMigLabelsRegistersOnceAtStart) {
-  testing::FakeApiServer api("n1");
-  api.SetLabel("nvidia.com/device-plugin.config", "shared");
-  api.SetLabel("nvidia.com/mig.config", "all-1g.18gb");
+  AgentApi api;
+  api.SetLabel("n1", "nvidia.com/device-plugin.config", "shared");
+  api.SetLabel("n1", "nvidia.com/mig.config", "all-1g.18gb");
   fs::create_directories(Path("configs"));
   std::ofstream(Path("configs/shared")) << "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
                                         << "    - name: nvidia.com/gpu\n      replicas: 2\n";
@@ -483,7 +495,7 @@ TEST_F(AgentProcessTest, ANodeWithPluginConfigAndMigLabelsRegistersOnceAtStart) 
   const auto lists = kubelet_->Lists("nvidia.com/gpu");
   ASSERT_FALSE(lists.empty());
   EXPECT_EQ(lists.front().devices_size(), 112) << Log();
-  ASSERT_TRUE(Eventually([&] { return api.Labels()["nvidia.com/mig.config.state"] == "success"; }, seconds(20))) << Log();
+  ASSERT_TRUE(Eventually([&] { return api.Labels("n1")["nvidia.com/mig.config.state"] == "success"; }, seconds(20))) << Log();
   ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(30))) << Get("/readyz").second << Log();
   std::this_thread::sleep_for(milliseconds(1500));
   EXPECT_EQ(kubelet_->registrations(), 1) << "the plugin registered more than once at start\n" << Log();

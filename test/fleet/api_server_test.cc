@@ -18,7 +18,7 @@
 #include "src/fleet/fleet.h"
 #include "src/fleet/render.h"
 #include "src/kube/client.h"
-#include "test/testing/hostile_api_server.h"
+#include "test/testing/fake_api_server.h"
 #include "test/testing/run_gpunode.h"
 #include "test/testing/temp_dir_test.h"
 #include "test/testing/status_matchers.h"
@@ -37,12 +37,12 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-// The Node list endpoint of an API server over a fixed NodeList, on the shared stand-in
-// (test/testing/hostile_api_server.h). Pages hold at most `page_cap` items whatever the limit (the
+// The Node list endpoint of an API server over a fixed NodeList, a route of the shared stand-in
+// (test/testing/fake_api_server.h). Pages hold at most `page_cap` items whatever the limit (the
 // API server may return fewer than asked), so the 200 nodes come in two.
-class FakeApiServer {
+class NodeListApi {
  public:
-  explicit FakeApiServer(const std::string& nodelist_path, size_t page_cap = 100) : page_cap_(page_cap) {
+  explicit NodeListApi(const std::string& nodelist_path, size_t page_cap = 100) : page_cap_(page_cap) {
     list_ = nlohmann::json::parse(ReadAll(nodelist_path));
     api_.On("GET", "/api/v1/nodes", {[this](const httplib::Request& req, httplib::Response& res, const std::atomic<bool>&) {
               Serve(req, res);
@@ -54,7 +54,7 @@ class FakeApiServer {
     for (const std::string& r : api_.Requests()) out.push_back(r.substr(r.find(' ') + 1));
     return out;
   }
-  ::gpunode::testing::HostileApiServer& api() { return api_; }
+  ::gpunode::testing::FakeApiServer& api() { return api_; }
   std::atomic<bool> repeat_token{false};
   std::atomic<bool> forbid{false};
 
@@ -105,7 +105,7 @@ class FakeApiServer {
 
   nlohmann::json list_;
   size_t page_cap_;
-  ::gpunode::testing::HostileApiServer api_;
+  ::gpunode::testing::FakeApiServer api_;
 };
 
 class FleetApiTest : public ::gpunode::testing::TempDirTest {
@@ -120,7 +120,7 @@ class FleetApiTest : public ::gpunode::testing::TempDirTest {
 };
 
 TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
-  FakeApiServer api(Fixture("nodes-200.json"));
+  NodeListApi api(Fixture("nodes-200.json"));
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
   ASSERT_OK(conn) << conn.status();
   kube::Client client(*conn);
@@ -146,7 +146,7 @@ TEST_F(FleetApiTest, ListsTwoHundredNodesInTwoPagesThroughTheRealClient) {
 }
 
 TEST_F(FleetApiTest, SmallPagesAndAServerThatRepeatsItsToken) {
-  FakeApiServer api(Fixture("nodes-200.json"), 30);
+  NodeListApi api(Fixture("nodes-200.json"), 30);
   auto conn = kube::ResolveConnection(Kubeconfig(api.port()));
   ASSERT_OK(conn);
   kube::Client client(*conn);
@@ -165,7 +165,7 @@ TEST_F(FleetApiTest, SmallPagesAndAServerThatRepeatsItsToken) {
 }
 
 TEST_F(FleetApiTest, RefusalsNameTheRequestAndTheReason) {
-  FakeApiServer api(Fixture("nodes-200.json"));
+  NodeListApi api(Fixture("nodes-200.json"));
   {
     auto conn = kube::ResolveConnection(Kubeconfig(api.port(), "wrong"));
     ASSERT_OK(conn);
@@ -194,7 +194,7 @@ using ::gpunode::testing::RunShell;
 std::string Bin() { return std::string(GPUNODE_BIN_DIR) + "/gpunode"; }
 
 TEST_F(FleetApiTest, CliAgainstTheLiveEndpointPrintsTheFleet) {
-  FakeApiServer api(Fixture("nodes-200.json"));
+  NodeListApi api(Fixture("nodes-200.json"));
   Result r = RunShell(Bin() + " fleet --kubeconfig " + Kubeconfig(api.port()) + " -o json > " + Path("out.json"));
   EXPECT_EQ(r.exit_code, 1) << r.out;  // the fixture has nodes below capacity
   auto doc = nlohmann::json::parse(Read("out.json"), nullptr, false);

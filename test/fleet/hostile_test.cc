@@ -1,5 +1,5 @@
 // `gpunode fleet` and `gpunode k8s uninstall` (the cluster-wide commands) against a hostile or
-// broken API server (test/testing/hostile_api_server.h) and hostile Node contents: terminal escape
+// broken API server (test/testing/fake_api_server.h) and hostile Node contents: terminal escape
 // sequences in condition messages and labels, wrong-typed fields, an answer over the body cap, a
 // managed-labels annotation that lists labels gpunode must not touch. In-process and through the
 // real binary.
@@ -15,7 +15,7 @@
 #include "src/fleet/render.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
-#include "test/testing/hostile_api_server.h"
+#include "test/testing/fake_api_server.h"
 #include "test/testing/run_gpunode.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir_test.h"
@@ -23,7 +23,7 @@
 namespace gpunode::fleet {
 namespace {
 
-using ::gpunode::testing::HostileApiServer;
+using ::gpunode::testing::FakeApiServer;
 using ::gpunode::testing::Result;
 using ::gpunode::testing::RunGpunode;
 using ::testing::HasSubstr;
@@ -74,16 +74,16 @@ TEST(FleetHostile, WrongTypedNodesAreErrorsNamingTheField) {
   EXPECT_THAT(bad_kind.status().message(), HasSubstr("f.json: kind: expected a string, got number"));
 }
 
-kube::Connection To(const HostileApiServer& api) {
+kube::Connection To(const FakeApiServer& api) {
   kube::Connection c;
   EXPECT_TRUE(kube::ParseServer(api.url(), &c).ok());
   return c;
 }
 
 TEST(FleetHostile, ListNodesNamesAWrongTypedItem) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.On("GET", "/api/v1/nodes",
-         {HostileApiServer::Json(200, {{"items", {{{"metadata", {{"name", "a"}}}}, {{"metadata", "b"}}}}})});
+         {FakeApiServer::Json(200, {{"items", {{{"metadata", {{"name", "a"}}}}, {{"metadata", "b"}}}}})});
   kube::Client client(To(api));
   auto nodes = ListNodes(client);
   ASSERT_FALSE(nodes.ok());
@@ -91,11 +91,11 @@ TEST(FleetHostile, ListNodesNamesAWrongTypedItem) {
 }
 
 TEST(FleetHostile, AnAnswerFromTheCacheOverTheCapIsPagedThroughInstead) {
-  HostileApiServer api;
+  FakeApiServer api;
   nlohmann::json page = {{"kind", "NodeList"}, {"metadata", {{"resourceVersion", "9"}}},
                          {"items", {{{"metadata", {{"name", "a"}}}}, {{"metadata", {{"name", "b"}}}}}}};
   // An API server before 1.33 ignores limit with resourceVersion=0: everything at once.
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::HugeBody(2 << 20), HostileApiServer::Json(200, page)});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::HugeBody(2 << 20), FakeApiServer::Json(200, page)});
   kube::ClientOptions o;
   o.max_body_bytes = 1 << 20;
   kube::Client client(To(api), o);
@@ -108,7 +108,7 @@ TEST(FleetHostile, AnAnswerFromTheCacheOverTheCapIsPagedThroughInstead) {
 
 class FleetHostileCli : public ::gpunode::testing::TempDirTest {
  protected:
-  std::string Kubeconfig(const HostileApiServer& api) {
+  std::string Kubeconfig(const FakeApiServer& api) {
     const std::string path = Path("kubeconfig");
     std::ofstream(path) << "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters:\n- name: c\n"
                         << "  cluster: {server: \"" << api.url() << "\"}\ncontexts:\n- name: x\n"
@@ -118,16 +118,16 @@ class FleetHostileCli : public ::gpunode::testing::TempDirTest {
 };
 
 TEST_F(FleetHostileCli, FleetRefusesAnAnswerOverTheBodyCap) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::HugeBody(size_t{70} << 20)});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::HugeBody(size_t{70} << 20)});
   Result r = RunGpunode("fleet --kubeconfig " + Kubeconfig(api));
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("list nodes: GET /api/v1/nodes?limit=500: the answer is larger than 64 MiB"));
 }
 
 TEST_F(FleetHostileCli, AnErrorMessageFromTheServerIsPrintedSafely) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::ApiStatus(403, "Forbidden\x1b[2J", "nodes is forbidden\x1b]0;pwned\x07")});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::ApiStatus(403, "Forbidden\x1b[2J", "nodes is forbidden\x1b]0;pwned\x07")});
   Result r = RunGpunode("fleet --kubeconfig " + Kubeconfig(api));
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
@@ -143,7 +143,7 @@ TEST_F(FleetHostileCli, FleetPrintsEscapesOfASavedNodeListSafely) {
 }
 
 TEST_F(FleetHostileCli, UninstallSurvivesMalformedNodesAndRemovesOnlyGpunodesLabels) {
-  HostileApiServer api;
+  FakeApiServer api;
   const nlohmann::json n1 = {
       {"metadata",
        {{"name", "n1"},
@@ -151,7 +151,7 @@ TEST_F(FleetHostileCli, UninstallSurvivesMalformedNodesAndRemovesOnlyGpunodesLab
         {"annotations", {{kube::kManagedLabelsAnnotation, "node-restriction.kubernetes.io/isolated,nvidia.com/gpu.present"}}}}}};
   api.PutObject("/api/v1/nodes/n1", n1);
   api.On("GET", "/api/v1/nodes",
-         {HostileApiServer::Json(200, {{"kind", "NodeList"},
+         {FakeApiServer::Json(200, {{"kind", "NodeList"},
                                        {"items", {{{"kind", "Node"}}, {{"metadata", "broken"}}, n1}}})});
   Result r = RunGpunode("k8s uninstall --daemonset gpunode/gpunode --kubeconfig " + Kubeconfig(api));
   EXPECT_EQ(r.exit_code, 2) << r.out;

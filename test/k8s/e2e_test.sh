@@ -152,9 +152,19 @@ done
 product=$(node_label nvidia.com/gpu.product)
 [ -n "$product" ] || fail "no nvidia.com/gpu.product label"
 nlabels=$(kubectl get node "$node" -o go-template='{{range $k, $v := .metadata.labels}}{{$k}}{{"\n"}}{{end}}' | grep -cE '^(nvidia\.com|gpunode\.io)/' || true)
-managed=$(kubectl get node "$node" -o jsonpath='{.metadata.annotations.gpunode\.io/managed-labels}')
-case ",$managed," in *,nvidia.com/gpu.present,*) fail "gpunode claimed nvidia.com/gpu.present, which was there before it" ;; esac
-ok "Node labels: nvidia.com/gpu.product=$product nvidia.com/gpu.count=8, $nlabels nvidia.com/ and gpunode.io/ labels; $(printf '%s' "$managed" | tr ',' '\n' | grep -c .) claimed in gpunode.io/managed-labels"
+# gpunode's labels are its server-side apply's (field manager gpunode): nvidia.com/gpu.present, set
+# before with the same value, is shared with its owner (so it stays at uninstall), not gpunode's alone.
+managed=$(kubectl get node "$node" -o json | python3 -c '
+import json, sys
+n = json.load(sys.stdin)
+owned = {}
+for e in n["metadata"].get("managedFields", []):
+    for k in e.get("fieldsV1", {}).get("f:metadata", {}).get("f:labels", {}):
+        if k.startswith("f:"):
+            owned.setdefault(k[2:], set()).add(e.get("manager", "") + "/" + e.get("operation", ""))
+print(",".join(sorted(k for k, m in owned.items() if m == {"gpunode/Apply"})))')
+case ",$managed," in *,nvidia.com/gpu.present,*) fail "gpunode owns nvidia.com/gpu.present alone, which was there before it" ;; esac
+ok "Node labels: nvidia.com/gpu.product=$product nvidia.com/gpu.count=8, $nlabels nvidia.com/ and gpunode.io/ labels; $(printf '%s' "$managed" | tr ',' '\n' | grep -c .) owned by gpunode's apply alone"
 fleet_json() { "$build/bin/gpunode" fleet --kubeconfig "$KUBECONFIG" -o json; }
 rc=0; fleet=$(fleet_json) || rc=$?
 [ "$rc" = 0 ] || fail "gpunode fleet against the live cluster exited $rc: $(printf '%s' "$fleet" | head -c 400)"

@@ -17,62 +17,20 @@
 #include "gtest/gtest.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
+#include "test/kube/api_server_fixture.h"
 #include "test/testing/status_matchers.h"
 
 namespace gpunode::kube {
 namespace {
 
-class ApiServer : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* kc = std::getenv("GPUNODE_TEST_KUBECONFIG");
-    if (kc == nullptr || *kc == '\0') GTEST_SKIP() << "GPUNODE_TEST_KUBECONFIG is not set (test/k8s/kube_api_test.sh sets it)";
-    auto c = LoadKubeconfig(kc);
-    ASSERT_OK(c) << c.status();
-    admin_conn_ = *c;
-    ClientOptions o;  // a test makes calls back to back: kubectl's rate, not the agent's
-    o.qps = 50;
-    o.burst = 100;
-    admin_ = std::make_unique<Client>(admin_conn_, o);
-    auto nodes = admin_->Get("/api/v1/nodes");
-    ASSERT_OK(nodes) << nodes.status();
-    ASSERT_FALSE((*nodes)["items"].empty());
-    node_ = (*nodes)["items"][0]["metadata"]["name"].get<std::string>();
-  }
-
-  nlohmann::json Labels() {
-    auto n = admin_->Get("/api/v1/nodes/" + node_);
-    EXPECT_OK(n) << n.status();
-    return (*n)["metadata"].value("labels", nlohmann::json::object());
-  }
-  std::string Annotation() {
-    auto n = admin_->Get("/api/v1/nodes/" + node_);
-    EXPECT_OK(n) << n.status();
-    return (*n)["metadata"].value("annotations", nlohmann::json::object()).value(kManagedLabelsAnnotation, "");
-  }
-
-  // A service account with no roles, and a token for it (TokenRequest API).
-  std::string NobodyToken() {
-    const std::string base = "/api/v1/namespaces/default/serviceaccounts";
-    auto made = admin_->Post(base, {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "gpunode-test-nobody"}}}});
-    EXPECT_TRUE(made.ok() || absl::IsAborted(made.status())) << made.status();
-    auto tr = admin_->Post(base + "/gpunode-test-nobody/token", {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", nlohmann::json::object()}});
-    EXPECT_OK(tr) << tr.status();
-    return tr.ok() ? (*tr)["status"]["token"].get<std::string>() : "";
-  }
-
-  Connection admin_conn_;
-  std::unique_ptr<Client> admin_;
-  std::string node_;
-};
-
-TEST_F(ApiServer, NodeLabelsClaimOnlyWhatGpunodeSetAndRemoveOnlyThat) {
+TEST_F(ApiServer, NodeLabelsAppliedByFieldManagerGpunodeRemoveOnlyWhatNobodyElseOwns) {
   ASSERT_OK(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", "1"}}}}}}));
   auto first = ApplyNodeLabels(*admin_, node_, {{"example.com/pre", "1"}, {"gpunode.io/test-a", "x"}, {"gpunode.io/test-b", "y"}});
   ASSERT_OK(first) << first.status();
   EXPECT_TRUE(first->patched);
   EXPECT_EQ(first->set, (std::vector<std::string>{"gpunode.io/test-a", "gpunode.io/test-b"}));
-  EXPECT_EQ(Annotation(), "gpunode.io/test-a,gpunode.io/test-b");  // example.com/pre was there: not claimed
+  EXPECT_EQ(first->ignored, (std::vector<std::string>{"example.com/pre"}));
+  EXPECT_EQ(Annotation(), "") << "the API server's managedFields record what is gpunode's";
   EXPECT_EQ(Labels()["gpunode.io/test-b"], "y");
 
   auto again = ApplyNodeLabels(*admin_, node_, {{"example.com/pre", "1"}, {"gpunode.io/test-a", "x"}, {"gpunode.io/test-b", "y"}});
@@ -83,7 +41,7 @@ TEST_F(ApiServer, NodeLabelsClaimOnlyWhatGpunodeSetAndRemoveOnlyThat) {
   ASSERT_OK(changed) << changed.status();
   EXPECT_EQ(changed->set, (std::vector<std::string>{"gpunode.io/test-a"}));
   EXPECT_EQ(changed->removed, (std::vector<std::string>{"gpunode.io/test-b"}));
-  EXPECT_FALSE(Labels().contains("gpunode.io/test-b"));
+  EXPECT_FALSE(Labels().contains("gpunode.io/test-b")) << "no longer applied, owned by nobody else: gone";
   EXPECT_EQ(Labels()["example.com/pre"], "1") << "a label gpunode never set is not removed";
 
   auto removed = RemoveNodeLabels(*admin_, node_);
@@ -91,11 +49,39 @@ TEST_F(ApiServer, NodeLabelsClaimOnlyWhatGpunodeSetAndRemoveOnlyThat) {
   EXPECT_EQ(removed->removed, (std::vector<std::string>{"gpunode.io/test-a"}));
   EXPECT_FALSE(Labels().contains("gpunode.io/test-a"));
   EXPECT_EQ(Labels()["example.com/pre"], "1");
-  EXPECT_EQ(Annotation(), "");
   auto nothing = RemoveNodeLabels(*admin_, node_);
   ASSERT_OK(nothing);
   EXPECT_FALSE(nothing->patched);
   ASSERT_OK(admin_->MergePatch("/api/v1/nodes/" + node_, {{"metadata", {{"labels", {{"example.com/pre", nullptr}}}}}}));
+}
+
+// A Node an earlier agent labelled (merge patch with the User-Agent gpunode/..., so the field
+// manager "gpunode" with operation Update, and the annotation): the JSON patch of the migration
+// (managedFields rewritten, conditional on the resourceVersion) is accepted by the API server,
+// the kept key is gpunode's Apply alone (dropping it removes it), the stale one and the annotation go.
+TEST_F(ApiServer, AnEarlierAgentsMergePatchLabelsAreMigratedToServerSideApply) {
+  const std::string path = "/api/v1/nodes/" + node_;
+  ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/mig-keep", "1"}, {"gpunode.io/mig-stale", "1"}}},
+                                                    {"annotations", {{kManagedLabelsAnnotation, "gpunode.io/mig-keep,gpunode.io/mig-stale"}}}}}}));
+  auto r = ApplyNodeLabels(*admin_, node_, {{"gpunode.io/mig-keep", "2"}});
+  ASSERT_OK(r) << r.status();
+  EXPECT_TRUE(r->conflicts.empty()) << "no conflict with the old merge patches' manager";
+  EXPECT_EQ(r->removed, (std::vector<std::string>{"gpunode.io/mig-stale"}));
+  EXPECT_EQ(Labels()["gpunode.io/mig-keep"], "2");
+  EXPECT_FALSE(Labels().contains("gpunode.io/mig-stale"));
+  EXPECT_EQ(Annotation(), "");
+  auto n = admin_->Get(path);
+  ASSERT_OK(n);
+  bool update_owns = false;
+  for (const auto& e : (*n)["metadata"]["managedFields"]) {
+    if (e.value("manager", "") == "gpunode" && e.value("operation", "") == "Update") {
+      update_owns = update_owns || e["fieldsV1"]["f:metadata"].value("f:labels", nlohmann::json::object()).contains("f:gpunode.io/mig-keep");
+    }
+  }
+  EXPECT_FALSE(update_owns) << (*n)["metadata"]["managedFields"].dump();
+  auto gone = RemoveNodeLabels(*admin_, node_);
+  ASSERT_OK(gone) << gone.status();
+  EXPECT_FALSE(Labels().contains("gpunode.io/mig-keep"));
 }
 
 TEST_F(ApiServer, ErrorsNameTheRequestAndTheReason) {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "httplib.h"
+#include "test/testing/fake_api_server.h"
 #include "test/testing/status_matchers.h"
 
 namespace gpunode::kube {
@@ -215,20 +215,11 @@ namespace {
 // the agent's stop (a pod's SIGTERM, 30 s grace) waited past its grace period and was killed
 // before it could clean up at uninstall.
 TEST(Client, WatchWithoutEventsReturnsPromptlyWhenStopped) {
-  httplib::Server server;
-  std::atomic<bool> serving{true};
-  server.Get("/api/v1/nodes", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_chunked_content_provider("application/json", [&](size_t, httplib::DataSink& sink) {
-      // Never an event: only keep the connection open (as a quiet watch does).
-      while (serving.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      sink.done();
-      return true;
-    });
-  });
-  const int port = server.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { server.listen_after_bind(); });
+  // Never an event: the connection only stays open (as a quiet watch does).
+  testing::FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {testing::FakeApiServer::WatchEvents({}, /*hold_open=*/true)});
   Connection c;
-  ASSERT_OK(ParseServer("http://127.0.0.1:" + std::to_string(port), &c));
+  ASSERT_OK(ParseServer(api.url(), &c));
   Client client(c);
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
@@ -242,9 +233,6 @@ TEST(Client, WatchWithoutEventsReturnsPromptlyWhenStopped) {
   stopper.join();
   EXPECT_OK(st) << st;
   EXPECT_LT(took, std::chrono::seconds(3));
-  serving = false;
-  server.stop();
-  t.join();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Regressions of the security review of the Kubernetes client (issue: the client survives a
 // hostile or broken API server), each against the in-process stand-in
-// (test/testing/hostile_api_server.h) over a real loopback socket, with the real client. Every
+// (test/testing/fake_api_server.h) over a real loopback socket, with the real client. Every
 // test here uses only the client's API as it was before the fix, and failed (or crashed) on that
 // code: typed reads, bounds (body, watch line, deadline), backoff of a watch that ends at once, the
 // cluster's CA alone, Retry-After, concurrent calls, the managed-labels annotation.
@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
-#include "test/testing/hostile_api_server.h"
+#include "test/testing/fake_api_server.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir_test.h"
 #include "test/testing/test_certs.h"
@@ -25,11 +25,11 @@
 namespace gpunode::kube {
 namespace {
 
-using ::gpunode::testing::HostileApiServer;
+using ::gpunode::testing::FakeApiServer;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-Connection To(const HostileApiServer& api) {
+Connection To(const FakeApiServer& api) {
   Connection c;
   EXPECT_TRUE(ParseServer(api.url(), &c).ok());
   c.source = "test";
@@ -41,8 +41,8 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // ---- 1. typed reads: a wrong type is an error naming the field, never an abort ----
 
 TEST(HostileServer, NodeWhoseMetadataIsAStringIsAnErrorNotAnAbort) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes/n1", {HostileApiServer::Json(200, {{"kind", "Node"}, {"metadata", "n1"}})});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes/n1", {FakeApiServer::Json(200, {{"kind", "Node"}, {"metadata", "n1"}})});
   Client client(To(api));
   auto applied = ApplyNodeLabels(client, "n1", {{"nvidia.com/gpu.present", "true"}});
   ASSERT_FALSE(applied.ok());
@@ -55,15 +55,15 @@ TEST(HostileServer, NodeWhoseMetadataIsAStringIsAnErrorNotAnAbort) {
 }
 
 TEST(HostileServer, NodeWhoseLabelsAreAStringNamesThePath) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.On("GET", "/api/v1/nodes/n1",
-         {HostileApiServer::Json(200, {{"metadata", {{"name", "n1"}, {"labels", "nvidia.com/gpu.present=true"}}}})});
+         {FakeApiServer::Json(200, {{"metadata", {{"name", "n1"}, {"labels", "nvidia.com/gpu.present=true"}}}})});
   Client client(To(api));
   auto applied = ApplyNodeLabels(client, "n1", {{"nvidia.com/gpu.present", "true"}});
   ASSERT_FALSE(applied.ok());
   EXPECT_THAT(applied.status().message(), HasSubstr("Node n1: metadata.labels: expected an object, got string"));
   api.On("GET", "/api/v1/nodes/n1",
-         {HostileApiServer::Json(200, {{"metadata", {{"name", "n1"}, {"annotations", {{kManagedLabelsAnnotation, 7}}}}}})});
+         {FakeApiServer::Json(200, {{"metadata", {{"name", "n1"}, {"annotations", {{kManagedLabelsAnnotation, 7}}}}}})});
   auto number = ApplyNodeLabels(client, "n1", {});
   ASSERT_FALSE(number.ok());
   EXPECT_THAT(number.status().message(),
@@ -71,7 +71,7 @@ TEST(HostileServer, NodeWhoseLabelsAreAStringNamesThePath) {
 }
 
 TEST(HostileServer, NodeWithoutStatusOrWithBadConditionsIsReadSafely) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});  // no status at all
   Client client(To(api));
   auto set = SetNodeCondition(client, "n1", {"GpuStackReady", "True", "Validated", "ok"});
@@ -80,15 +80,15 @@ TEST(HostileServer, NodeWithoutStatusOrWithBadConditionsIsReadSafely) {
   EXPECT_EQ(api.Object("/api/v1/nodes/n1")["status"]["conditions"][0]["type"], "GpuStackReady");
 
   api.On("GET", "/api/v1/nodes/n2",
-         {HostileApiServer::Json(200, {{"metadata", {{"name", "n2"}}}, {"status", {{"conditions", {{{"type", 5}}}}}}})});
+         {FakeApiServer::Json(200, {{"metadata", {{"name", "n2"}}}, {"status", {{"conditions", {{{"type", 5}}}}}}})});
   auto bad = SetNodeCondition(client, "n2", {"GpuStackReady", "True", "Validated", "ok"});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("Node n2: status.conditions[0].type: expected a string, got number"));
 }
 
 TEST(HostileServer, WatchEventWithANumericTypeIsAnErrorNotAnAbort) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEvents({R"({"type":1,"object":{"metadata":{}}})"})});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEvents({R"({"type":1,"object":{"metadata":{}}})"})});
   Client client(To(api));
   int events = 0;
   Status st = client.Watch("/api/v1/nodes", "", 10, [&](const std::string&, const nlohmann::json&) {
@@ -100,7 +100,7 @@ TEST(HostileServer, WatchEventWithANumericTypeIsAnErrorNotAnAbort) {
   EXPECT_THAT(st.message(), HasSubstr("event 1: type: expected a string, got number"));
   EXPECT_EQ(events, 0);
 
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEvents({R"({"type":"ERROR","object":{"code":"410"}})"})});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEvents({R"({"type":"ERROR","object":{"code":"410"}})"})});
   Status code = client.Watch("/api/v1/nodes", "", 10, [](const std::string&, const nlohmann::json&) { return true; });
   EXPECT_THAT(code.message(), HasSubstr("event 1: object.code: expected a whole number, got string")) << code;
 }
@@ -108,9 +108,9 @@ TEST(HostileServer, WatchEventWithANumericTypeIsAnErrorNotAnAbort) {
 // ---- 2. bounds: body, watch line, deadline, backoff ----
 
 TEST(HostileServer, AnAnswerOverTheBodyCapIsRefusedNamingTheRequestAndTheCap) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::HugeBody((size_t{64} << 20) + (1 << 20))});
-  api.On("GET", "/api/v1/nodes/announced", {HostileApiServer::HugeBody(size_t{600} << 20, /*content_length=*/true)});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::HugeBody((size_t{64} << 20) + (1 << 20))});
+  api.On("GET", "/api/v1/nodes/announced", {FakeApiServer::HugeBody(size_t{600} << 20, /*content_length=*/true)});
   Client client(To(api));
   client.set_timeout(std::chrono::seconds(20));
   auto chunked = client.Get("/api/v1/nodes");
@@ -126,8 +126,8 @@ TEST(HostileServer, AnAnswerOverTheBodyCapIsRefusedNamingTheRequestAndTheCap) {
 }
 
 TEST(HostileServer, AWatchLineWithoutANewlineEndsAtTheLineCap) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::EndlessLine((size_t{16} << 20) + (1 << 20))});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::EndlessLine((size_t{16} << 20) + (1 << 20))});
   Client client(To(api));
   const auto start = Clock::now();
   Status st = client.Watch("/api/v1/nodes", "", 30, [](const std::string&, const nlohmann::json&) { return true; });
@@ -140,8 +140,8 @@ TEST(HostileServer, AWatchLineWithoutANewlineEndsAtTheLineCap) {
 // pieces is searched once, in linear time. The old code searched the whole buffer again for every
 // piece: quadratic, about 120 GB of memchr here, seconds of CPU at 80 %.
 TEST(HostileServer, ALongLineInSmallPiecesIsSearchedOnce) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::EndlessLine(size_t{15} << 20, 1024)});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::EndlessLine(size_t{15} << 20, 1024)});
   Client client(To(api));
   const auto start = Clock::now();
   Status st = client.Watch("/api/v1/nodes", "", 30, [](const std::string&, const nlohmann::json&) { return true; });
@@ -151,10 +151,10 @@ TEST(HostileServer, ALongLineInSmallPiecesIsSearchedOnce) {
 }
 
 TEST(HostileServer, ALongEventInSmallPiecesIsDeliveredWhole) {
-  HostileApiServer api;
+  FakeApiServer api;
   const std::string big(1 << 20, 'a');
   const std::string event = nlohmann::json({{"type", "MODIFIED"}, {"object", {{"metadata", {{"name", "n1"}}}, {"data", big}}}}).dump();
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEvents({event, event}, false, 4096)});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEvents({event, event}, false, 4096)});
   Client client(To(api));
   std::vector<size_t> got;
   Status st = client.Watch("/api/v1/nodes", "", 30, [&](const std::string& type, const nlohmann::json& obj) {
@@ -167,9 +167,9 @@ TEST(HostileServer, ALongEventInSmallPiecesIsDeliveredWhole) {
 }
 
 TEST(HostileServer, AServerTricklingItsAnswerIsCutOffAtTheCallsDeadline) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.On("GET", "/api/v1/nodes/n1",
-         {HostileApiServer::Trickle(R"({"metadata":{}})", std::chrono::milliseconds(50), std::chrono::seconds(4))});
+         {FakeApiServer::Trickle(R"({"metadata":{}})", std::chrono::milliseconds(50), std::chrono::seconds(4))});
   Client client(To(api));
   client.set_timeout(std::chrono::milliseconds(500));
   const auto start = Clock::now();
@@ -184,9 +184,9 @@ TEST(HostileServer, AServerTricklingItsAnswerIsCutOffAtTheCallsDeadline) {
 
 // A watch that the server ends at once was opened again at once: 212 requests in 10 s.
 TEST(HostileServer, AWatchThatEndsAtOnceIsOpenedAgainWithBackoff) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEndsAtOnce()});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEndsAtOnce()});
   Client client(To(api));
   std::atomic<bool> stop{false};
   std::thread stopper([&] {
@@ -233,9 +233,9 @@ TEST_F(HostileTls, ACertificateFromAnotherCaIsRefusedEvenWhenTheSystemTrustsIt) 
   setenv("SSL_CERT_FILE", ca2.cert.c_str(), 1);
   setenv("SSL_CERT_DIR", (dir_ / "certs").string().c_str(), 1);
 
-  HostileApiServer api(HostileApiServer::Tls{server.cert, server.key});
+  FakeApiServer api(FakeApiServer::Tls{server.cert, server.key});
   ASSERT_TRUE(api.valid());
-  api.On("GET", "/api", {HostileApiServer::Json(200, {{"kind", "APIVersions"}})});
+  api.On("GET", "/api", {FakeApiServer::Json(200, {{"kind", "APIVersions"}})});
   Connection c = To(api);
   c.token = "secret-token";
   c.ca_pem = ca1.pem;  // the kubeconfig's certificate-authority-data: the cluster's CA
@@ -256,7 +256,7 @@ TEST_F(HostileTls, ACertificateFromAnotherCaIsRefusedEvenWhenTheSystemTrustsIt) 
 // ---- 4. the managed-labels annotation is not trusted ----
 
 TEST(HostileServer, LabelsOutsideGpunodesPrefixesAreNeverRemovedWhateverTheAnnotationSays) {
-  HostileApiServer api;
+  FakeApiServer api;
   const nlohmann::json node = {
       {"metadata",
        {{"name", "n1"},
@@ -272,8 +272,8 @@ TEST(HostileServer, LabelsOutsideGpunodesPrefixesAreNeverRemovedWhateverTheAnnot
   EXPECT_EQ(labels.value("node-restriction.kubernetes.io/isolated", ""), "true");
   EXPECT_EQ(labels.value("kubernetes.io/hostname", ""), "n1");
   EXPECT_FALSE(labels.contains("nvidia.com/gpu.present")) << "ours, and no longer wanted";
-  EXPECT_EQ(api.Object("/api/v1/nodes/n1")["metadata"]["annotations"][kManagedLabelsAnnotation],
-            "gpunode.io/agent.version");
+  EXPECT_FALSE(api.Object("/api/v1/nodes/n1")["metadata"]["annotations"].contains(kManagedLabelsAnnotation))
+      << "migrated to server-side apply: the annotation goes";
 
   api.PutObject("/api/v1/nodes/n1", node);
   auto removed = RemoveNodeLabels(client, "n1");
@@ -287,10 +287,10 @@ TEST(HostileServer, LabelsOutsideGpunodesPrefixesAreNeverRemovedWhateverTheAnnot
 // ---- Retry-After, concurrency ----
 
 TEST(HostileServer, TooManyRequestsIsSentAgainAfterRetryAfter) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.On("GET", "/api/v1/nodes/n1",
-         {HostileApiServer::ApiStatus(429, "TooManyRequests", "the server is busy", 1),
-          HostileApiServer::Json(200, {{"metadata", {{"name", "n1"}}}})});
+         {FakeApiServer::ApiStatus(429, "TooManyRequests", "the server is busy", 1),
+          FakeApiServer::Json(200, {{"metadata", {{"name", "n1"}}}})});
   Client client(To(api));
   const auto start = Clock::now();
   auto r = client.Get("/api/v1/nodes/n1");
@@ -300,8 +300,8 @@ TEST(HostileServer, TooManyRequestsIsSentAgainAfterRetryAfter) {
 }
 
 TEST(HostileServer, ARetryAfterPastTheDeadlineIsNotWaitedFor) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes/n1", {HostileApiServer::ApiStatus(503, "ServiceUnavailable", "come back later", 3600)});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes/n1", {FakeApiServer::ApiStatus(503, "ServiceUnavailable", "come back later", 3600)});
   Client client(To(api));
   client.set_timeout(std::chrono::milliseconds(800));
   const auto start = Clock::now();
@@ -313,9 +313,9 @@ TEST(HostileServer, ARetryAfterPastTheDeadlineIsNotWaitedFor) {
 }
 
 TEST(HostileServer, ASlowCallDoesNotHoldUpTheOthers) {
-  HostileApiServer api;
-  api.On("GET", "/slow", {HostileApiServer::Slow(std::chrono::milliseconds(1500), HostileApiServer::Json(200, {}))});
-  api.On("GET", "/fast", {HostileApiServer::Json(200, {{"fast", true}})});
+  FakeApiServer api;
+  api.On("GET", "/slow", {FakeApiServer::Slow(std::chrono::milliseconds(1500), FakeApiServer::Json(200, {}))});
+  api.On("GET", "/fast", {FakeApiServer::Json(200, {{"fast", true}})});
   Client client(To(api));
   std::thread slow([&] { EXPECT_OK(client.Get("/slow")); });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));

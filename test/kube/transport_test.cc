@@ -1,7 +1,7 @@
 // The client as a transport a controller can use: limits set per client and per call, a stop that
 // ends any call at once (even one stuck in a TLS handshake), the API server's reason kept,
 // Retry-After, the rate limit, many calls at once, lists page by page, randomised watch timeouts,
-// the private CA file. Against the in-process stand-in (test/testing/hostile_api_server.h).
+// the private CA file. Against the in-process stand-in (test/testing/fake_api_server.h).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -23,7 +23,7 @@
 #include "src/kube/client.h"
 #include "src/kube/node.h"
 #include "src/kube/transport.h"
-#include "test/testing/hostile_api_server.h"
+#include "test/testing/fake_api_server.h"
 #include "test/testing/status_matchers.h"
 #include "test/testing/temp_dir_test.h"
 #include "test/testing/test_certs.h"
@@ -31,11 +31,11 @@
 namespace gpunode::kube {
 namespace {
 
-using ::gpunode::testing::HostileApiServer;
+using ::gpunode::testing::FakeApiServer;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-Connection To(const HostileApiServer& api) {
+Connection To(const FakeApiServer& api) {
   Connection c;
   EXPECT_TRUE(ParseServer(api.url(), &c).ok());
   c.source = "test";
@@ -45,9 +45,9 @@ Connection To(const HostileApiServer& api) {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 TEST(Transport, BodyAndLineCapsAreSettable) {
-  HostileApiServer api;
-  api.On("GET", "/big", {HostileApiServer::HugeBody(2 << 20)});
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::EndlessLine(3 << 20)});
+  FakeApiServer api;
+  api.On("GET", "/big", {FakeApiServer::HugeBody(2 << 20)});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::EndlessLine(3 << 20)});
   ClientOptions o;
   o.max_body_bytes = 1 << 20;
   o.max_watch_line_bytes = 256 << 10;
@@ -59,13 +59,13 @@ TEST(Transport, BodyAndLineCapsAreSettable) {
   EXPECT_EQ(line.code(), absl::StatusCode::kResourceExhausted) << line;
   EXPECT_THAT(line.message(), HasSubstr("longer than 256 KiB"));
   // The connection pool recovers: the next call works.
-  api.On("GET", "/big", {HostileApiServer::Json(200, {{"ok", true}})});
+  api.On("GET", "/big", {FakeApiServer::Json(200, {{"ok", true}})});
   EXPECT_OK(client.Get("/big"));
 }
 
 TEST(Transport, ADeadlineOfItsOwnPerCall) {
-  HostileApiServer api;
-  api.On("GET", "/slow", {HostileApiServer::Slow(std::chrono::seconds(3), HostileApiServer::Json(200, {}))});
+  FakeApiServer api;
+  api.On("GET", "/slow", {FakeApiServer::Slow(std::chrono::seconds(3), FakeApiServer::Json(200, {}))});
   Client client(To(api));  // 10 s by default
   CallOptions call;
   call.timeout = std::chrono::milliseconds(300);
@@ -76,8 +76,8 @@ TEST(Transport, ADeadlineOfItsOwnPerCall) {
 }
 
 TEST(Transport, AStopTokenEndsAnInFlightCallAtOnce) {
-  HostileApiServer api;
-  api.On("GET", "/trickle", {HostileApiServer::Trickle("x", std::chrono::milliseconds(20), std::chrono::seconds(5))});
+  FakeApiServer api;
+  api.On("GET", "/trickle", {FakeApiServer::Trickle("x", std::chrono::milliseconds(20), std::chrono::seconds(5))});
   Client client(To(api));
   std::stop_source stop;
   CallOptions call;
@@ -141,8 +141,8 @@ TEST(Transport, AStopEndsACallStuckInTheTlsHandshake) {
 }
 
 TEST(Transport, StopEndsAQuietWatchAtOnce) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEvents({}, /*hold_open=*/true)});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEvents({}, /*hold_open=*/true)});
   Client client(To(api));
   std::stop_source stop;
   Client::WatchOptions w;
@@ -162,11 +162,11 @@ TEST(Transport, StopEndsAQuietWatchAtOnce) {
 }
 
 TEST(Transport, TheServersReasonIsKept) {
-  HostileApiServer api;
-  api.On("POST", "/api/v1/namespaces/default/events", {HostileApiServer::ApiStatus(409, "AlreadyExists", "exists")});
-  api.On("PUT", "/api/v1/nodes/n1", {HostileApiServer::ApiStatus(409, "Conflict", "modified")});
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::ApiStatus(410, "Expired", "too old resource version")});
-  api.On("GET", "/api/v1/pods", {HostileApiServer::WatchEvents(
+  FakeApiServer api;
+  api.On("POST", "/api/v1/namespaces/default/events", {FakeApiServer::ApiStatus(409, "AlreadyExists", "exists")});
+  api.On("PUT", "/api/v1/nodes/n1", {FakeApiServer::ApiStatus(409, "Conflict", "modified")});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::ApiStatus(410, "Expired", "too old resource version")});
+  api.On("GET", "/api/v1/pods", {FakeApiServer::WatchEvents(
                                     {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Gone","message":"too old"}})"})});
   Client client(To(api));
   auto exists = client.Post("/api/v1/namespaces/default/events", {{"kind", "Event"}});
@@ -187,10 +187,10 @@ TEST(Transport, TheServersReasonIsKept) {
 }
 
 TEST(Transport, UpdateWithRetryRetriesAConflictButNotAlreadyExists) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
-  api.On("PUT", "/api/v1/nodes/n1", {HostileApiServer::ApiStatus(409, "Conflict", "modified"),
-                                     HostileApiServer::Json(200, {{"metadata", {{"name", "n1"}}}})});
+  api.On("PUT", "/api/v1/nodes/n1", {FakeApiServer::ApiStatus(409, "Conflict", "modified"),
+                                     FakeApiServer::Json(200, {{"metadata", {{"name", "n1"}}}})});
   Client client(To(api));
   auto attempts = UpdateWithRetry(client, "/api/v1/nodes/n1", [](nlohmann::json& o, int) {
     o["metadata"]["labels"]["gpunode.io/x"] = "1";
@@ -198,7 +198,7 @@ TEST(Transport, UpdateWithRetryRetriesAConflictButNotAlreadyExists) {
   });
   ASSERT_OK(attempts) << attempts.status();
   EXPECT_EQ(*attempts, 2);
-  api.On("PUT", "/api/v1/nodes/n1", {HostileApiServer::ApiStatus(409, "AlreadyExists", "exists")});
+  api.On("PUT", "/api/v1/nodes/n1", {FakeApiServer::ApiStatus(409, "AlreadyExists", "exists")});
   auto other = UpdateWithRetry(client, "/api/v1/nodes/n1", [](nlohmann::json&, int) { return true; });
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(ReasonOf(other.status()), "AlreadyExists");
@@ -206,13 +206,13 @@ TEST(Transport, UpdateWithRetryRetriesAConflictButNotAlreadyExists) {
 }
 
 TEST(Transport, RetryAfterIsBoundedAndPostIsRetriedOnlyOn429) {
-  HostileApiServer api;
-  api.On("POST", "/busy", {HostileApiServer::ApiStatus(503, "ServiceUnavailable", "later", 0),
-                           HostileApiServer::Json(201, {})});
-  api.On("POST", "/throttled", {HostileApiServer::ApiStatus(429, "TooManyRequests", "later", 0),
-                                HostileApiServer::Json(201, {})});
-  api.On("GET", "/always", {HostileApiServer::ApiStatus(429, "TooManyRequests", "later", 0)});
-  api.On("GET", "/long", {HostileApiServer::ApiStatus(429, "TooManyRequests", "later", 100), HostileApiServer::Json(200, {})});
+  FakeApiServer api;
+  api.On("POST", "/busy", {FakeApiServer::ApiStatus(503, "ServiceUnavailable", "later", 0),
+                           FakeApiServer::Json(201, {})});
+  api.On("POST", "/throttled", {FakeApiServer::ApiStatus(429, "TooManyRequests", "later", 0),
+                                FakeApiServer::Json(201, {})});
+  api.On("GET", "/always", {FakeApiServer::ApiStatus(429, "TooManyRequests", "later", 0)});
+  api.On("GET", "/long", {FakeApiServer::ApiStatus(429, "TooManyRequests", "later", 100), FakeApiServer::Json(200, {})});
   ClientOptions o;
   o.max_retries = 2;
   o.max_retry_after = std::chrono::milliseconds(200);
@@ -234,8 +234,8 @@ TEST(Transport, RetryAfterIsBoundedAndPostIsRetriedOnlyOn429) {
 }
 
 TEST(Transport, TheRateLimitSpacesCallsAndNeverWaitsPastTheDeadline) {
-  HostileApiServer api;
-  api.On("GET", "/x", {HostileApiServer::Json(200, {})});
+  FakeApiServer api;
+  api.On("GET", "/x", {FakeApiServer::Json(200, {})});
   ClientOptions o;
   o.qps = 10;
   o.burst = 2;
@@ -260,10 +260,10 @@ TEST(Transport, TheRateLimitSpacesCallsAndNeverWaitsPastTheDeadline) {
 }
 
 TEST(Transport, ManyCallsAtOnceEachGetTheirAnswer) {
-  HostileApiServer api;
+  FakeApiServer api;
   for (int i = 0; i < 8; ++i) {
     api.On("GET", "/n/" + std::to_string(i),
-           {HostileApiServer::Slow(std::chrono::milliseconds(100), HostileApiServer::Json(200, {{"i", i}}))});
+           {FakeApiServer::Slow(std::chrono::milliseconds(100), FakeApiServer::Json(200, {{"i", i}}))});
   }
   ClientOptions o;
   o.qps = 0;
@@ -295,9 +295,9 @@ nlohmann::json Page(const std::vector<std::string>& names, const std::string& ne
 }
 
 TEST(Transport, ListsPageByPageFromTheWatchCache) {
-  HostileApiServer api;
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::Json(200, Page({"a", "b"}, "t1")),
-                                  HostileApiServer::Json(200, Page({"c"}, ""))});
+  FakeApiServer api;
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::Json(200, Page({"a", "b"}, "t1")),
+                                  FakeApiServer::Json(200, Page({"c"}, ""))});
   Client client(To(api));
   std::vector<std::string> names;
   ListOptions lo;
@@ -317,11 +317,11 @@ TEST(Transport, ListsPageByPageFromTheWatchCache) {
 }
 
 TEST(Transport, ListRefusesLoopsAndWrongTypes) {
-  HostileApiServer api;
-  api.On("GET", "/loop", {HostileApiServer::Json(200, Page({"a"}, "same"))});
-  api.On("GET", "/typed", {HostileApiServer::Json(200, {{"metadata", {{"continue", 5}}}, {"items", nlohmann::json::array()}})});
-  api.On("GET", "/items", {HostileApiServer::Json(200, {{"items", "none"}})});
-  api.On("GET", "/array", {HostileApiServer::Json(200, nlohmann::json::array())});
+  FakeApiServer api;
+  api.On("GET", "/loop", {FakeApiServer::Json(200, Page({"a"}, "same"))});
+  api.On("GET", "/typed", {FakeApiServer::Json(200, {{"metadata", {{"continue", 5}}}, {"items", nlohmann::json::array()}})});
+  api.On("GET", "/items", {FakeApiServer::Json(200, {{"items", "none"}})});
+  api.On("GET", "/array", {FakeApiServer::Json(200, nlohmann::json::array())});
   Client client(To(api));
   auto count = [](nlohmann::json&) { return absl::OkStatus(); };
   auto loop = client.List("/loop", {}, count);
@@ -336,9 +336,9 @@ TEST(Transport, ListRefusesLoopsAndWrongTypes) {
 }
 
 TEST(Transport, WatchTimeoutsAreSpreadOverMinToTwiceMin) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
-  api.On("GET", "/api/v1/nodes", {HostileApiServer::WatchEndsAtOnce()});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEndsAtOnce()});
   Client client(To(api));
   std::atomic<bool> stop{false};
   WatchNodeOptions o;
@@ -365,7 +365,7 @@ TEST(Transport, WatchTimeoutsAreSpreadOverMinToTwiceMin) {
 }
 
 TEST(Transport, TheAnnotationsForeignKeysAreReported) {
-  HostileApiServer api;
+  FakeApiServer api;
   api.PutObject("/api/v1/nodes/n1",
                 {{"metadata",
                   {{"name", "n1"},
