@@ -23,7 +23,7 @@ class LabelsComponent final : public Component {
 
   Status Run(std::stop_token stop) override {
     labelled_ = false;
-    GPUNODE_ASSIGN_OR_RETURN(plugin::PluginConfig config,
+    GPUNODE_ASSIGN_OR_RETURN(devices::PluginConfig config,
                              ResolvePluginConfig(plugin_, ctx_.plugin_config_name(), ProcessEnvironment()));
     if (!compat_) {
       if (auto data = compat::LoadBuiltin(); data.ok()) compat_ = std::move(*data);
@@ -56,7 +56,7 @@ class LabelsComponent final : public Component {
     if (warned_.insert(w).second) log_.Warn(name(), w);
   }
 
-  Status Round(const plugin::PluginConfig& config, bool refresh) {
+  Status Round(const devices::PluginConfig& config, bool refresh) {
     GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const node::NodeInventory> inv, ctx_.Inventory(refresh));
     labels::LabelOptions options;
     if (!config.gfd_no_timestamp) options.timestamp = static_cast<int64_t>(std::time(nullptr));

@@ -20,11 +20,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "src/agent/config.h"
-#include "src/agent/harness.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
+#include "src/lifecycle/harness.h"
 
 namespace gpunode::agent {
+
+// The harness and its log (src/lifecycle), as the agent's components use them.
+using lifecycle::Component;
+using lifecycle::Harness;
+using lifecycle::Log;
+using lifecycle::OffReason;
 
 // The components switched off before the cleanup: they write what it removes.
 inline constexpr const char* kOffForUninstall[] = {"cdi", "labels"};

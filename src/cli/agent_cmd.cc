@@ -13,13 +13,13 @@
 #include "src/agent/components.h"
 #include "src/agent/config.h"
 #include "src/agent/events.h"
-#include "src/agent/harness.h"
 #include "src/agent/node_context.h"
 #include "src/agent/uninstall.h"
 #include "src/cli/common.h"
 #include "src/exporter/http_server.h"
 #include "src/exporter/publish.h"
 #include "src/kube/node.h"
+#include "src/lifecycle/harness.h"
 
 namespace gpunode::cli {
 namespace {
@@ -32,13 +32,13 @@ struct AgentFlags {
   bool print_config = false;
 };
 
-std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std::string_view path) {
+std::optional<exporter::RouteResponse> HealthRoutes(const lifecycle::Harness& h, std::string_view path) {
   auto one = [&](const std::string& name, bool ready) -> std::optional<exporter::RouteResponse> {
-    for (const agent::ComponentInfo& i : h.Components()) {
+    for (const lifecycle::ComponentInfo& i : h.Components()) {
       if (i.name != name) continue;
-      const bool ok = !i.enabled || (ready ? i.up : i.state != agent::ComponentState::kBackoff);
+      const bool ok = !i.enabled || (ready ? i.up : i.state != lifecycle::ComponentState::kBackoff);
       return exporter::RouteResponse{ok ? 200 : 503, "text/plain; charset=utf-8",
-                                     absl::StrCat(name, " ", i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                                     absl::StrCat(name, " ", i.enabled ? lifecycle::ComponentStateName(i.state) : "disabled",
                                                   i.off_why.empty() ? "" : absl::StrCat(": ", i.off_why),
                                                   i.last_error.empty() ? "" : absl::StrCat(" (", i.last_error, ")"), "\n")};
     }
@@ -52,11 +52,11 @@ std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std
       // itself); each component's state is listed, and /healthz/<component> fails in its backoff.
       bool ok = true;
       std::string body;
-      for (const agent::ComponentInfo& i : h.Components()) {
-        const bool good = !i.enabled || (ready ? i.up : i.state != agent::ComponentState::kBackoff);
+      for (const lifecycle::ComponentInfo& i : h.Components()) {
+        const bool good = !i.enabled || (ready ? i.up : i.state != lifecycle::ComponentState::kBackoff);
         if (ready) ok = ok && good;
         absl::StrAppend(&body, good ? "[+] " : "[-] ", i.name, " ",
-                        i.enabled ? agent::ComponentStateName(i.state) : "disabled",
+                        i.enabled ? lifecycle::ComponentStateName(i.state) : "disabled",
                         i.off_why.empty() ? "" : absl::StrCat(" (", i.off_why, ")"),
                         i.last_error.empty() || good ? "" : absl::StrCat(": ", i.last_error), "\n");
       }
@@ -73,11 +73,11 @@ std::optional<exporter::RouteResponse> HealthRoutes(const agent::Harness& h, std
 }
 
 // The components by name, built over `c` (which must outlive them).
-std::map<std::string, std::unique_ptr<agent::Component>> BuildComponents(
-    agent::NodeContext& ctx, const agent::AgentConfig& c, agent::Log& log, agent::Harness& harness,
+std::map<std::string, std::unique_ptr<lifecycle::Component>> BuildComponents(
+    agent::NodeContext& ctx, const agent::AgentConfig& c, lifecycle::Log& log, lifecycle::Harness& harness,
     const std::function<std::string()>& metrics,
     const std::function<std::optional<exporter::RouteResponse>(std::string_view)>& exporter_routes) {
-  std::map<std::string, std::unique_ptr<agent::Component>> m;
+  std::map<std::string, std::unique_ptr<lifecycle::Component>> m;
   m["cdi"] = agent::MakeOneShot("cdi", ctx, c.cdi, log);
   m["runtime"] = agent::MakeOneShot("runtime", ctx, c.runtime, log);
   m["validator"] = agent::MakeValidator(ctx, c, log, [&harness, &c] {
@@ -92,7 +92,7 @@ std::map<std::string, std::unique_ptr<agent::Component>> BuildComponents(
 // The running configuration and what a reload does with a new one.
 class Reloader {
  public:
-  Reloader(agent::AgentConfig config, agent::NodeContext& ctx, agent::Log& log, agent::Harness& harness,
+  Reloader(agent::AgentConfig config, agent::NodeContext& ctx, lifecycle::Log& log, lifecycle::Harness& harness,
            agent::NodeWatcher* watcher, agent::EventPoster* events, std::function<std::string()> metrics,
            std::function<std::optional<exporter::RouteResponse>(std::string_view)> exporter_routes)
       : current_(std::make_unique<agent::AgentConfig>(std::move(config))),
@@ -166,8 +166,8 @@ class Reloader {
   std::unique_ptr<agent::AgentConfig> current_;
   std::vector<std::unique_ptr<agent::AgentConfig>> keep_;
   agent::NodeContext& ctx_;
-  agent::Log& log_;
-  agent::Harness& harness_;
+  lifecycle::Log& log_;
+  lifecycle::Harness& harness_;
   agent::NodeWatcher* watcher_;
   agent::EventPoster* events_;
   std::function<std::string()> metrics_;
@@ -176,12 +176,12 @@ class Reloader {
 
 // publishDir: the health port's answers (HealthRoutes for every component) written into the folder
 // every second for the unprivileged front (`gpunode exporter --from-dir`); Start() it after the harness.
-StatusOr<std::unique_ptr<exporter::RoutesPublisher>> PublishHealth(const std::string& dir, const agent::Harness& h,
-                                                                   agent::Log& log) {
+StatusOr<std::unique_ptr<exporter::RoutesPublisher>> PublishHealth(const std::string& dir, const lifecycle::Harness& h,
+                                                                   lifecycle::Log& log) {
   GPUNODE_ASSIGN_OR_RETURN(exporter::PublishDir folder, exporter::PublishDir::Open(dir));
   auto paths = [&h] {
     std::vector<std::string> names;
-    for (const agent::ComponentInfo& i : h.Components()) names.push_back(i.name);
+    for (const lifecycle::ComponentInfo& i : h.Components()) names.push_back(i.name);
     return exporter::AgentHealthPaths(names);
   };
   auto routes = [&h](std::string_view path) { return HealthRoutes(h, path); };
@@ -219,7 +219,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     return kExitOk;
   }
 
-  agent::Log log(config->log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+  lifecycle::Log log(config->log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
   // Signals are taken by sigwait on this thread: blocked before any thread starts (threads
   // inherit the mask; children get a clean one, see RunChild and MpsManager).
   sigset_t signals;
@@ -267,10 +267,10 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
   }
   agent::NodeContext ctx(std::move(o));
 
-  agent::RealClock clock;
-  agent::HarnessOptions ho;
+  RealClock clock;
+  lifecycle::HarnessOptions ho;
   ho.stop_timeout = config->stop_timeout;
-  agent::Harness harness(clock, log, ho);
+  lifecycle::Harness harness(clock, log, ho);
   auto metrics = [&harness] { return harness.MetricsText(); };
   auto routes = [&harness](std::string_view path) { return HealthRoutes(harness, path); };
   // On the exporter's port: /healthz and /readyz; its /metrics stays the exporter's page (which
@@ -349,7 +349,7 @@ int RunAgent(const GlobalOptions& global, const AgentFlags& flags) {
     ::pthread_setname_np(::pthread_self(), "gn:timing");
     bool plugin_logged = !config->plugin.enabled, all_logged = false;
     while (!timing_stop && !(plugin_logged && all_logged) && ctx.MsSinceStart() < 60000) {
-      for (const agent::ComponentInfo& i : harness.Components()) {
+      for (const lifecycle::ComponentInfo& i : harness.Components()) {
         if (!plugin_logged && i.name == "plugin" && i.up && ctx.gate().open) {
           log.Info("agent", absl::StrCat("allocatable advertised (plugin registered, validation passed) ",
                                          ctx.MsSinceStart(), " ms after start"));

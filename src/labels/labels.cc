@@ -12,9 +12,9 @@
 #include "absl/strings/str_split.h"
 #include "src/compat/engine.h"
 #include "src/compat/image_ref.h"
+#include "src/devices/devices.h"
 #include "src/doctor/doctor.h"
 #include "src/gpu/nvml.h"
-#include "src/plugin/devices.h"
 
 namespace gpunode::labels {
 namespace {
@@ -42,7 +42,7 @@ std::string ProductName(const std::vector<std::string>& parts, bool shared_suffi
 // replicas, sharing-strategy. `sharing` null: sharing does not apply (GFD labels MIG-enabled GPUs
 // so, with 0 replicas).
 void ResourceLabels(const std::string& resource, const std::vector<std::string>& product_parts,
-                    int count, const plugin::Sharing* sharing, Labels* out) {
+                    int count, const devices::Sharing* sharing, Labels* out) {
   int replicas = 0;
   std::string strategy = "none";
   bool shared = false;
@@ -50,7 +50,7 @@ void ResourceLabels(const std::string& resource, const std::vector<std::string>&
     replicas = std::max(1, sharing->ReplicasOf(resource));
     if (replicas > 1) {
       shared = true;
-      strategy = plugin::SharingStrategyName(sharing->strategy);
+      strategy = devices::SharingStrategyName(sharing->strategy);
     }
   }
   const std::string product =
@@ -95,7 +95,7 @@ bool MigEnabled(const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); }
 // (Go map order); gpunode picks deterministically: the model of the first GPU not in MIG mode,
 // else of the first MIG-enabled GPU (labelled without sharing). The count is every GPU of that
 // model.
-void FullGpuLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
+void FullGpuLabels(const std::vector<gpu::GpuInfo>& gpus, const devices::PluginConfig& config, LabelSet* set) {
   std::map<std::string, int> counts;
   std::vector<std::string> models;
   for (const gpu::GpuInfo& g : gpus) {
@@ -133,7 +133,7 @@ std::vector<MigGroup> GroupMigDevices(const std::vector<gpu::GpuInfo>& gpus) {
   for (const gpu::GpuInfo& g : gpus) {
     if (!MigEnabled(g)) continue;
     for (const gpu::MigDevice& m : g.mig_devices) {
-      const std::string profile = plugin::MigProfileName(m, g.memory_total_bytes);
+      const std::string profile = devices::MigProfileName(m, g.memory_total_bytes);
       auto it = std::find_if(groups.begin(), groups.end(),
                              [&](const MigGroup& x) { return x.profile == profile; });
       if (it == groups.end()) {
@@ -157,9 +157,9 @@ void InvalidSingleLabels(const gpu::GpuInfo& first_mig, const std::string& reaso
   l["nvidia.com/gpu.memory"] = "0";
 }
 
-void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
-  if (config.mig_strategy == plugin::MigStrategy::kNone) return;
-  set->labels["nvidia.com/mig.strategy"] = plugin::MigStrategyName(config.mig_strategy);
+void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const devices::PluginConfig& config, LabelSet* set) {
+  if (config.mig_strategy == devices::MigStrategy::kNone) return;
+  set->labels["nvidia.com/mig.strategy"] = devices::MigStrategyName(config.mig_strategy);
   const gpu::GpuInfo* first_mig = nullptr;
   bool any_full = false;
   bool any_empty = false;
@@ -172,7 +172,7 @@ void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig
     }
   }
   const std::vector<MigGroup> groups = GroupMigDevices(gpus);
-  if (config.mig_strategy == plugin::MigStrategy::kSingle) {
+  if (config.mig_strategy == devices::MigStrategy::kSingle) {
     if (first_mig == nullptr) return;  // no GPU in MIG mode: the same as `none`
     if (any_empty)
       return InvalidSingleLabels(*first_mig, "at least one MIG device is enabled but empty", set);
@@ -317,7 +317,7 @@ void GpunodeLabels(const node::NodeInventory& inv, const LabelOptions& options, 
 
 }  // namespace
 
-LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig& config,
+LabelSet BuildLabels(const node::NodeInventory& inv, const devices::PluginConfig& config,
                      const LabelOptions& options) {
   LabelSet set;
   Labels& l = set.labels;
@@ -337,7 +337,7 @@ LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig&
     });
     l["nvidia.com/mig.capable"] = capable ? "true" : "false";
     const bool any_mig = std::any_of(gpus.begin(), gpus.end(), MigEnabled);
-    bool mps = config.sharing.strategy == plugin::SharingStrategy::kMps;
+    bool mps = config.sharing.strategy == devices::SharingStrategy::kMps;
     if (mps && any_mig) {
       set.warnings.push_back(
           "MPS sharing is not supported for MIG devices: nvidia.com/mps.capable=false");

@@ -2,7 +2,7 @@
 // Registration on <dir>/kubelet.sock; on Register checks the version and resource name, dials the
 // plugin back at <dir>/<endpoint>, calls GetDevicePluginOptions and keeps a ListAndWatch stream
 // open, recording every list. Restart() does what a kubelet restart does: stop, delete every
-// socket in the directory, serve a new kubelet.sock. Used by test/plugin and by
+// socket in the directory, serve a new kubelet.sock. Used by test/deviceplugin and by
 // `kubelet_emulator` (test/tools) on the GPU machine, which has no kubelet.
 #ifndef GPUNODE_TEST_TESTING_KUBELET_EMULATOR_H_
 #define GPUNODE_TEST_TESTING_KUBELET_EMULATOR_H_
