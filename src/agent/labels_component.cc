@@ -42,10 +42,10 @@ class LabelsComponent final : public Component {
       }
       seen_generation = generation;
       // Relabel every interval, or within a second of an inventory change.
-      const auto until = std::chrono::steady_clock::now() + s_.interval;
-      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until &&
-             ctx_.generation() == seen_generation) {
-        RealClock().WaitFor(std::chrono::milliseconds(500), stop);
+      Clock& clock = ctx_.clock();
+      const auto until = clock.Now() + s_.interval;
+      while (!stop.stop_requested() && clock.Now() < until && ctx_.generation() == seen_generation) {
+        clock.WaitFor(std::chrono::milliseconds(500), stop);
       }
     }
     return absl::OkStatus();

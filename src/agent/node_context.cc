@@ -48,7 +48,7 @@ gpu::NvmlEventPump* NodeContext::Pump() {
   auto inv = Inventory();
   absl::MutexLock lock(&mu_);
   if (!pump_) {
-    pump_ = std::make_unique<gpu::NvmlEventPump>(*nvml);
+    pump_ = std::make_unique<gpu::NvmlEventPump>(*nvml, clock());
     std::vector<std::pair<unsigned, std::string>> gpus;
     if (inv.ok()) {
       for (const gpu::GpuInfo& g : (*inv)->driver.gpus) gpus.emplace_back(g.index, g.uuid);

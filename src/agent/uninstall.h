@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/clock.h"
 #include "src/agent/config.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
@@ -41,6 +42,7 @@ struct UninstallOptions {
   std::string node_name;
   std::chrono::milliseconds api_timeout{3000};   // each API request of the cleanup and the check
   std::chrono::milliseconds switch_off_wait{1000};  // for cdi and labels to stop before removing
+  Clock* clock = &SystemClock();  // the DaemonSet watch's reconnect backoff (0.5 s doubling to 8 s)
 };
 
 class Uninstaller {

@@ -104,10 +104,10 @@ class Validator final : public Component {
         if (stop.stop_requested()) break;
         log_.Warn(name(), absl::StrCat("check not run: ", st.message()));
       }
-      const auto wait = ctx_.gate().open ? s_.interval : s_.retry;
-      const auto until = std::chrono::steady_clock::now() + wait;
-      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
-        RealClock().WaitFor(std::chrono::milliseconds(1000), stop);
+      Clock& clock = ctx_.clock();
+      const auto until = clock.Now() + (ctx_.gate().open ? s_.interval : s_.retry);
+      while (!stop.stop_requested() && clock.Now() < until) {
+        clock.WaitFor(std::chrono::milliseconds(1000), stop);
         if (xid.exchange(false)) {
           log_.Info(name(), "critical XID or lost GPU: checking again");
           Refresh();

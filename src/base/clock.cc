@@ -2,8 +2,14 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 namespace gpunode {
+
+Clock& SystemClock() {
+  static RealClock clock;
+  return clock;
+}
 
 bool RealClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
   // A plain sleep that a stop ends: std::condition_variable_any is the one wait that takes a
@@ -36,6 +42,16 @@ bool FakeClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
 void FakeClock::Advance(std::chrono::milliseconds d) {
   absl::MutexLock lock(&mu_);
   now_ += d;
+}
+
+bool FakeClock::AwaitWaiters(int n, std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (waiters() < n) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // Real time: the loop under test runs on its own thread; its clock is this fake one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 int FakeClock::waiters() const {

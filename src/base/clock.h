@@ -1,6 +1,7 @@
 // Time, injectable: the one clock of the project (steady time and a wait that a stop_token ends).
-// Loops that wait — a restart backoff, a reconnect, a re-check — take a Clock&, so tests move time
-// with FakeClock::Advance instead of sleeping. RealClock is the steady clock.
+// Loops that wait — a restart backoff, a reconnect, a re-check — take a Clock& (SystemClock() by
+// default), so tests move time with FakeClock::Advance instead of sleeping. RealClock is the
+// steady clock. Retry pauses come from Backoff (src/base/backoff.h).
 #ifndef GPUNODE_BASE_CLOCK_H_
 #define GPUNODE_BASE_CLOCK_H_
 
@@ -28,6 +29,9 @@ class RealClock final : public Clock {
   bool WaitUntil(TimePoint deadline, std::stop_token stop) override;
 };
 
+// The process's RealClock: the default of every Clock& option.
+Clock& SystemClock();
+
 // Time moves only by Advance. WaitUntil returns when Advance passes the deadline.
 class FakeClock final : public Clock {
  public:
@@ -36,6 +40,9 @@ class FakeClock final : public Clock {
   void Advance(std::chrono::milliseconds d);
   // Number of threads inside WaitUntil now (tests wait for the harness to be in its backoff).
   int waiters() const;
+  // Waits (real time, at most `timeout`) until at least `n` threads are inside WaitUntil: a test
+  // advances time only once the loop under test is waiting. false at the timeout.
+  bool AwaitWaiters(int n, std::chrono::milliseconds timeout) const;
 
  private:
   mutable absl::Mutex mu_;

@@ -37,11 +37,10 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   o.self_args = {SelfPath(), "--host-root", session.fs().root()};
   if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
   agent::NodeContext ctx(std::move(o));
-  RealClock clock;
   lifecycle::HarnessOptions ho;
   ho.fail_fast = true;
   ho.on_failure = [] { ::kill(::getpid(), SIGUSR1); };
-  lifecycle::Harness harness(clock, log, ho);
+  lifecycle::Harness harness(ctx.clock(), log, ho);
   if (component == "plugin") {
     harness.Add(agent::MakePlugin(ctx, config, log));
   } else {

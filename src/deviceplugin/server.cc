@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/backoff.h"
+#include "src/base/clock.h"
 #include "src/base/held_mutex.h"
 #include "src/deviceplugin/allocate.h"
 
@@ -302,10 +304,10 @@ void PluginManager::SetHealth(const std::string& uuid, bool healthy, const std::
 }
 
 Status PluginManager::Run(const std::atomic<bool>& stop) {
-  using Clock = std::chrono::steady_clock;
+  Clock& clock = options_.clock != nullptr ? *options_.clock : SystemClock();
   bool registered = false;
-  std::chrono::milliseconds backoff(1000);
-  Clock::time_point next_attempt = Clock::now();
+  Backoff backoff({.initial = std::chrono::milliseconds(1000), .max = options_.max_backoff});
+  Clock::TimePoint next_attempt = clock.Now();
   std::pair<ino_t, bool> kubelet_seen{0, false};
   bool said_absent = false;
   bool quick_retry_done = false;  // one immediate retry after the kubelet emptied our folder
@@ -325,7 +327,7 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
     if (!registered && waiting_for_kubelet && kubelet_now.second) {
       // The kubelet's socket appeared (inotify woke us): register now, not after the backoff.
       waiting_for_kubelet = false;
-      next_attempt = Clock::now();
+      next_attempt = clock.Now();
     }
     if (registered) {
       // A kubelet restart deletes our sockets and makes a new kubelet.sock.
@@ -336,15 +338,15 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
                                                    : "kubelet.sock was re-created (kubelet restart)";
         log_(absl::StrCat(why, ": serving again and re-registering"));
         registered = false;
-        backoff = std::chrono::milliseconds(1000);
-        next_attempt = Clock::now();
+        backoff.Reset();
+        next_attempt = clock.Now();
         if (Status st = ServeAll(); !st.ok()) {
           log_(absl::StrCat("serve again: ", st.message()));
-          next_attempt = Clock::now() + backoff;
+          next_attempt = clock.Now() + backoff.current();
         }
       }
     }
-    if (!registered && Clock::now() >= next_attempt) {
+    if (!registered && clock.Now() >= next_attempt) {
       if (!SocketsIntact()) {
         if (Status st = ServeAll(); !st.ok()) log_(absl::StrCat("serve: ", st.message()));
       }
@@ -376,25 +378,27 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
         // again and register at once, not after the backoff (pods admitted meanwhile would be
         // refused for lack of devices).
         log_(absl::StrCat(st.message(), "; our socket was removed meanwhile (kubelet start): serving again"));
-        next_attempt = Clock::now();
+        next_attempt = clock.Now();
       } else {
-        if (!said_absent || backoff >= options_.max_backoff) {
-          log_(absl::StrCat(st.message(), "; retrying in ", backoff.count() / 1000.0, " s"));
+        const bool at_max = backoff.at_max();
+        const std::chrono::milliseconds pause = backoff.Next();
+        if (!said_absent || at_max) {
+          log_(absl::StrCat(st.message(), "; retrying in ", pause.count() / 1000.0, " s"));
           said_absent = true;
         }
-        next_attempt = Clock::now() + backoff;
-        backoff = std::min(backoff * 2, options_.max_backoff);
+        next_attempt = clock.Now() + pause;
       }
+      ++attempts_;  // after next_attempt is set: a test advancing the clock then sees its effect
     }
     if (stop) break;
     auto wait = options_.watch_interval;
     if (!registered) {
       wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::max(Clock::duration::zero(), next_attempt - Clock::now())) +
+                                std::max(Clock::TimePoint::duration::zero(), next_attempt - clock.Now())) +
                                 std::chrono::milliseconds(1));
     }
     if (watch < 0 && wake_fd_ < 0) {
-      std::this_thread::sleep_for(wait);
+      clock.WaitFor(wait, std::stop_token());
       continue;
     }
     pollfd fds[2] = {{watch, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
@@ -408,11 +412,11 @@ Status PluginManager::Run(const std::atomic<bool>& stop) {
         // The folder changed: let it settle first (a starting kubelet deletes every socket in it,
         // one after the other, then makes kubelet.sock), so that a socket we serve again is not
         // deleted by the same sweep. Until 100 ms pass without a change, at most a second.
-        const auto settle_until = Clock::now() + std::chrono::seconds(1);
+        const auto settle_until = clock.Now() + std::chrono::seconds(1);
         do {
           while (::read(watch, buf, sizeof buf) > 0) {
           }
-        } while (!stop && Clock::now() < settle_until && ::poll(&fds[0], 1, 100) > 0);
+        } while (!stop && clock.Now() < settle_until && ::poll(&fds[0], 1, 100) > 0);
       }
     }
   }

@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "src/base/clock.h"
 #include "src/base/status.h"
 #include "src/devices/config.h"
 #include "src/devices/devices.h"
@@ -97,7 +98,9 @@ struct ManagerOptions {
   // The folder is watched with inotify (a kubelet restart deletes our sockets and makes a new
   // kubelet.sock: seen at once); this is the longest wait between two looks without an event.
   std::chrono::milliseconds watch_interval{1000};
+  // Registration retries: 1 s doubling up to max_backoff (src/base/backoff.h), on `clock`.
   std::chrono::milliseconds max_backoff{std::chrono::seconds(30)};
+  Clock* clock = &SystemClock();  // tests: a FakeClock
   // Called (on Run's thread) after each successful registration.
   std::function<void()> on_registered;
 };
@@ -115,6 +118,8 @@ class PluginManager {
   void SetHealth(const std::string& uuid, bool healthy, const std::string& reason);
   // Number of successful registrations so far (tests, logs).
   int registrations() const { return registrations_; }
+  // Number of registration attempts so far, failed ones included (tests).
+  int attempts() const { return attempts_; }
   // Wakes Run at once (after setting its `stop`, so it need not wait for the watch interval).
   void Interrupt();
 
@@ -128,6 +133,7 @@ class PluginManager {
   ManagerOptions options_;
   Logger log_;
   std::atomic<int> registrations_{0};
+  std::atomic<int> attempts_{0};
   const int wake_fd_;  // eventfd for Interrupt (-1 if none could be made)
 };
 

@@ -21,12 +21,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/devices/mps_exec.h"
+#include "src/base/backoff.h"
 #include "src/node/probe.h"
 
 namespace gpunode::devices {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;  // waits for the real process (start, quit)
 using std::chrono::milliseconds;
 using mps_exec::ExecResult;
 using mps_exec::RunProgram;
@@ -103,7 +104,10 @@ StatusOr<std::vector<MpsDaemonSpec>> PlanMpsDaemons(const PluginConfig& config,
 // ---------------------------------------------------------------------------------------------
 
 MpsManager::MpsManager(HostFs host, MpsOptions options, Logger log)
-    : host_(std::move(host)), options_(std::move(options)), log_(std::move(log)) {
+    : host_(std::move(host)),
+      options_(std::move(options)),
+      log_(std::move(log)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock()) {
   if (!log_) log_ = [](const std::string&) {};
 }
 
@@ -112,31 +116,28 @@ MpsManager::~MpsManager() { Stop(); }
 void MpsManager::Start() {
   std::lock_guard<std::mutex> l(monitor_mu_);
   if (monitor_.joinable()) return;
-  monitor_stop_ = false;
-  monitor_ = std::thread([this] { Monitor(); });
+  monitor_ = std::jthread([this](std::stop_token stop) { Monitor(stop); });
 }
 
 void MpsManager::Stop() {
+  std::jthread monitor;
   {
     std::lock_guard<std::mutex> l(monitor_mu_);
-    monitor_stop_ = true;
+    monitor = std::move(monitor_);
   }
-  monitor_cv_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
+  if (monitor.joinable()) {
+    monitor.request_stop();  // ends its wait on the clock at once
+    monitor.join();
+  }
   absl::MutexLock l(&mu_);
   for (auto& [name, d] : daemons_) StopDaemon(&d, "shutdown");
   daemons_.clear();
 }
 
-void MpsManager::Monitor() {
-  std::unique_lock<std::mutex> l(monitor_mu_);
-  while (!monitor_stop_) {
-    monitor_cv_.wait_for(l, options_.health_interval, [this] { return monitor_stop_; });
-    if (monitor_stop_) break;
-    l.unlock();
+void MpsManager::Monitor(std::stop_token stop) {
+  while (clock_.WaitFor(options_.health_interval, stop)) {
     Status ignored = CheckNow();  // logs what it finds
     (void)ignored;
-    l.lock();
   }
 }
 
@@ -328,7 +329,7 @@ Status MpsManager::StartDaemon(Daemon* d) {
     return st;
   };
   // Ready when its control pipe answers; gone when it exits first (it says why in its output).
-  const auto deadline = Clock::now() + options_.start_timeout;
+  const auto deadline = Steady::now() + options_.start_timeout;
   Status answer = absl::UnavailableError("no answer yet");
   while (true) {
     if (!Alive(d)) {
@@ -341,7 +342,7 @@ Status MpsManager::StartDaemon(Daemon* d) {
       answer = RunControl(*d, "get_default_active_thread_percentage").status();
       if (answer.ok()) break;
     }
-    if (Clock::now() >= deadline) {
+    if (Steady::now() >= deadline) {
       return fail(absl::DeadlineExceededError(absl::StrCat(
           "start ", d->program, " -f: its control pipe did not answer within ",
           std::chrono::duration_cast<milliseconds>(options_.start_timeout).count(), " ms (", answer.message(), ")")));
@@ -387,8 +388,8 @@ void MpsManager::StopDaemon(Daemon* d, absl::string_view why, bool try_quit) {
   if (alive && try_quit) quit = RunControl(*d, "quit").status();
   // Signals go to our own child only: it is not reaped until it ended, so its pid is still its own.
   auto wait_gone = [&](milliseconds limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const auto deadline = Clock::now() + limit;
-    while (!Reap(d, false) && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
+    const auto deadline = Steady::now() + limit;
+    while (!Reap(d, false) && Steady::now() < deadline) std::this_thread::sleep_for(milliseconds(20));
     return Reap(d, false);
   };
   std::string how = quit.ok() ? "quit" : absl::StrCat("quit failed: ", quit.message());
@@ -427,13 +428,13 @@ Status MpsManager::CheckDaemon(Daemon* d, bool* answers) {
 Status MpsManager::CheckNow() {
   absl::MutexLock l(&mu_);
   std::vector<std::string> bad;
-  const auto now = Clock::now();
+  const auto now = clock_.Now();
   for (auto& [name, d] : daemons_) {
     bool answers = false;
     Status st = CheckDaemon(&d, &answers);
     if (st.ok()) {
       d.status.healthy = true;
-      d.backoff = milliseconds(0);  // a start that stayed healthy resets the backoff
+      d.backoff.Reset();  // a start that stayed healthy resets the backoff
       continue;
     }
     if (d.status.healthy || d.running) {
@@ -441,21 +442,21 @@ Status MpsManager::CheckNow() {
       if (d.running) StopDaemon(&d, "unhealthy", answers);
       d.status.healthy = false;
       d.status.last_error = std::string(st.message());
-      d.backoff = d.backoff.count() == 0 ? options_.min_backoff : std::min(options_.max_backoff, d.backoff * 2);
-      d.next_attempt = now + d.backoff;
-      log_(absl::StrCat("MPS: restarting the control daemon for ", name, " in ", d.backoff.count(), " ms"));
+      const milliseconds pause = d.backoff.Next();
+      d.next_attempt = now + pause;
+      log_(absl::StrCat("MPS: restarting the control daemon for ", name, " in ", pause.count(), " ms"));
     }
-    if (Clock::now() >= d.next_attempt) {
+    if (clock_.Now() >= d.next_attempt) {
       Status started = StartDaemon(&d);
       if (started.ok()) {
         log_(absl::StrCat("MPS: restarted the control daemon for ", name, " (start #", d.status.starts, ")"));
         continue;
       }
       d.status.last_error = std::string(started.message());
-      d.backoff = d.backoff.count() == 0 ? options_.min_backoff : std::min(options_.max_backoff, d.backoff * 2);
-      d.next_attempt = Clock::now() + d.backoff;
+      const milliseconds pause = d.backoff.Next();
+      d.next_attempt = clock_.Now() + pause;
       log_(absl::StrCat("MPS: restart of the control daemon for ", name, " failed: ", started.message(),
-                        "; next attempt in ", d.backoff.count(), " ms"));
+                        "; next attempt in ", pause.count(), " ms"));
     }
     bad.push_back(absl::StrCat(name, ": ", d.status.last_error));
   }
@@ -487,12 +488,12 @@ Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>
   for (const MpsDaemonSpec& s : plan) {
     if (daemons_.count(s.resource)) continue;
     Daemon& d = daemons_[s.resource];
+    d.backoff = Backoff({.initial = options_.min_backoff, .max = options_.max_backoff});
     d.status.spec = s;
     d.program = program;
     if (Status st = StartDaemon(&d); !st.ok()) {
       d.status.last_error = std::string(st.message());
-      d.backoff = options_.min_backoff;
-      d.next_attempt = Clock::now() + d.backoff;
+      d.next_attempt = clock_.Now() + d.backoff.Next();
       errors.push_back(absl::StrCat(s.resource, ": ", st.message()));
       log_(absl::StrCat("MPS: cannot start the control daemon for ", s.resource, ": ", st.message()));
     }

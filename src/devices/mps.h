@@ -52,11 +52,11 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +64,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/backoff.h"
+#include "src/base/clock.h"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/devices/config.h"
@@ -135,6 +137,9 @@ struct MpsOptions {
   std::chrono::milliseconds health_interval{std::chrono::seconds(5)};
   std::chrono::milliseconds min_backoff{std::chrono::seconds(1)};
   std::chrono::milliseconds max_backoff{std::chrono::minutes(2)};
+  // The health checks' interval and the restart backoff run on it (tests: a FakeClock); the
+  // waits for the daemon's own process (start_timeout, quit_timeout) stay on the steady clock.
+  Clock* clock = &SystemClock();
 };
 
 struct MpsDaemonStatus {
@@ -182,8 +187,8 @@ class MpsManager {
   struct Daemon {
     MpsDaemonStatus status;
     std::string program;  // host path
-    std::chrono::steady_clock::time_point next_attempt{};
-    std::chrono::milliseconds backoff{0};
+    Clock::TimePoint next_attempt{};
+    Backoff backoff;  // min_backoff doubling to max_backoff (set by Apply)
     bool running = false;
     bool reaped = false;     // status.pid has been waited for (it is no longer ours to signal)
     std::string exit_text;   // how it ended ("exited 1", "killed by signal 9")
@@ -206,7 +211,7 @@ class MpsManager {
   StatusOr<std::string> FindControlProgram(const PluginConfig& config) const;
   void PrepareShm(const std::string& shm_dir);
   void CleanPipeDir(const std::string& pipe_dir);
-  void Monitor();
+  void Monitor(std::stop_token stop);
 
   HostFs host_;
   MpsOptions options_;
@@ -216,13 +221,11 @@ class MpsManager {
   std::string driver_root_ ABSL_GUARDED_BY(mu_) = "/";
   std::map<std::string, Daemon> daemons_ ABSL_GUARDED_BY(mu_);  // by resource
 
-  // Only for the monitor's timed wait (and its start), which Stop ends at once. A std::mutex:
-  // this abseil (20220623) times Mutex and CondVar waits on the wall clock, the standard wait on
-  // the steady clock.
+  Clock& clock_;
+  // Guards monitor_ (its start and its stop). The monitor waits on clock_ with the thread's
+  // stop_token, so Stop ends its wait at once.
   std::mutex monitor_mu_;
-  std::condition_variable monitor_cv_;
-  bool monitor_stop_ = false;
-  std::thread monitor_;
+  std::jthread monitor_;
 };
 
 }  // namespace gpunode::devices

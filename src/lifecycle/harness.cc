@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/backoff.h"
 #include "src/base/held_mutex.h"
 
 namespace gpunode::lifecycle {
@@ -154,7 +155,7 @@ void Harness::Loop(Slot* slot) {
   // "gn:plugin" in top -H and /proc/PID/task/*/comm (15 characters at most).
   ::pthread_setname_np(::pthread_self(), ("gn:" + slot->name).substr(0, 15).c_str());
   const std::stop_token harness_stop = stop_.get_token();
-  auto backoff = options_.initial_backoff;
+  Backoff backoff({.initial = options_.initial_backoff, .max = options_.max_backoff, .jitter = options_.jitter});
   while (!harness_stop.stop_requested()) {
     std::shared_ptr<Component> c;
     std::stop_source run;
@@ -191,13 +192,13 @@ void Harness::Loop(Slot* slot) {
       } else {
         log_.Info(slot->name, slot->restart_requested ? "restarting with new settings" : "running again");
       }
-      backoff = options_.initial_backoff;
+      backoff.Reset();
       continue;
     }
     if (st.ok() && c->one_shot()) {
       slot->state = ComponentState::kDone;
       slot->last_error.clear();
-      backoff = options_.initial_backoff;
+      backoff.Reset();
       auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return slot->restart_requested || !slot->off.empty() || harness_stop.stop_requested();
       };
@@ -221,17 +222,17 @@ void Harness::Loop(Slot* slot) {
     }
     ++slot->restarts;
     slot->state = ComponentState::kBackoff;
-    if (clock_.Now() - started >= options_.stable_after) backoff = options_.initial_backoff;
+    if (clock_.Now() - started >= options_.stable_after) backoff.Reset();
+    const std::chrono::milliseconds pause = backoff.Next();
     log_.Error(slot->name, absl::StrCat(slot->last_error, "; running it again in ",
-                                        std::chrono::duration<double>(backoff).count(), " s"));
+                                        std::chrono::duration<double>(pause).count(), " s"));
     slot->run_stop = std::stop_source();
     std::stop_source wait = slot->run_stop;
     lock.Release();
     {
       std::stop_callback forward(harness_stop, [wait]() mutable { wait.request_stop(); });
-      clock_.WaitFor(backoff, wait.get_token());
+      clock_.WaitFor(pause, wait.get_token());
     }
-    backoff = std::min(backoff * 2, options_.max_backoff);
   }
   absl::MutexLock lock(&mu_);
   slot->state = ComponentState::kStopped;

@@ -53,6 +53,8 @@ class Component {
 struct HarnessOptions {
   std::chrono::milliseconds initial_backoff{1000};
   std::chrono::milliseconds max_backoff{60000};
+  // Each pause drawn from [d, d * (1 + jitter)) (src/base/backoff.h); 0: exactly 1 s, 2 s, 4 s...
+  double jitter = 0.0;
   // A run at least this long resets the backoff to initial_backoff.
   std::chrono::milliseconds stable_after{std::chrono::minutes(5)};
   // How long Stop() waits for the components to return from Run (steady clock). One that does not

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
+#include "src/base/clock.h"
 #include "src/deviceplugin/allocate.h"
 #include "src/devices/devices.h"
 #include "src/devices/health.h"
@@ -86,7 +87,8 @@ class PluginTest : public ::testing::Test {
     ManagerOptions mo;
     mo.plugin_dir = (dir_ / "dp").string();
     mo.watch_interval = 50ms;
-    mo.max_backoff = 400ms;
+    mo.max_backoff = max_backoff_;
+    if (clock_ != nullptr) mo.clock = clock_;
     manager_ = std::make_unique<PluginManager>(*std::move(resources), config, std::vector<std::string>{"/dev/nvidiactl"},
                                                links, mo, [this](const std::string& m) {
                                                  std::lock_guard<std::mutex> l(log_mu_);
@@ -127,6 +129,9 @@ class PluginTest : public ::testing::Test {
   }
   std::string Uuid(unsigned i) const { return inv_.driver.gpus[i].uuid; }
 
+  FakeClock fake_clock_;    // outlives the manager's thread (joined in TearDown)
+  Clock* clock_ = nullptr;  // the manager's clock; nullptr: the real one
+  std::chrono::milliseconds max_backoff_ = 400ms;
   fs::path dir_;
   std::string profile_text_, profile_path_;
   node::NodeInventory inv_;
@@ -250,6 +255,43 @@ TEST_F(PluginTest, AnAbsentKubeletIsRetriedWithBackoffAndJoinedWhenItAppears) {
   kubelet_ = std::make_unique<gpunode::testing::KubeletEmulator>((dir_ / "dp").string());
   ASSERT_TRUE(kubelet_->Start());
   ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return r.devices_size() == 4; }, 5s)) << Log();
+}
+
+// The registration retry waits on the manager's clock (src/base/backoff.h, 1 s doubling): a refused
+// registration is tried again exactly when a fake clock passes the pause, never on real time.
+TEST_F(PluginTest, ARefusedRegistrationIsRetriedWhenTheFakeClockPassesTheBackoff) {
+  Open("pcie-l40s-4");
+  kubelet_ = std::make_unique<gpunode::testing::KubeletEmulator>((dir_ / "dp").string());
+  ASSERT_TRUE(kubelet_->Start());
+  kubelet_->RefuseRegistrations(true);
+  FakeClock& clock = fake_clock_;
+  clock_ = &clock;
+  max_backoff_ = 8s;
+  StartPlugin();
+  auto attempts_reach = [&](int n) {
+    for (int i = 0; i < 500 && manager_->attempts() < n; ++i) std::this_thread::sleep_for(10ms);
+    return manager_->attempts() >= n;
+  };
+  ASSERT_TRUE(attempts_reach(1)) << Log();
+  EXPECT_THAT(Log(), HasSubstr("retrying in 1 s"));
+  std::this_thread::sleep_for(300ms);  // real time: the loop looks every 50 ms, the pause is not over
+  EXPECT_EQ(manager_->attempts(), 1);
+  clock.Advance(999ms);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(manager_->attempts(), 1);
+  clock.Advance(1ms);
+  ASSERT_TRUE(attempts_reach(2)) << Log();
+  clock.Advance(1999ms);  // the second pause is 2 s
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(manager_->attempts(), 2);
+  clock.Advance(1ms);
+  ASSERT_TRUE(attempts_reach(3)) << Log();
+  EXPECT_EQ(kubelet_->refused(), 3);
+  EXPECT_EQ(manager_->registrations(), 0);
+  kubelet_->RefuseRegistrations(false);
+  clock.Advance(4s);
+  ASSERT_TRUE(kubelet_->WaitFor(kGpuResource, [](const auto& r) { return r.devices_size() == 4; }, 5s)) << Log();
+  EXPECT_EQ(manager_->registrations(), 1);
 }
 
 TEST_F(PluginTest, ALostGpuTurnsUnhealthyWithinASecondAndComesBackAfterTheQuietPeriod) {

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
+#include "src/base/clock.h"
 #include "src/base/host_fs.h"
 #include "src/devices/config.h"
 #include "src/devices/devices.h"
@@ -171,6 +172,7 @@ class MpsManagerTest : public ::testing::Test {
 
   fs::path dir_;
   node::NodeInventory inv_;
+  FakeClock fake_clock_;  // for managers on a fake clock: outlives manager_ (its monitor thread)
   std::unique_ptr<MpsManager> manager_;
   std::mutex log_mu_;
   std::string log_;

@@ -150,6 +150,55 @@ TEST_F(MpsManagerTest, AKilledDaemonIsRestartedByTheMonitor) {
   EXPECT_FALSE(Running(second));
 }
 
+// The health checks and the restart backoff run on the manager's clock: with a fake one, a killed
+// daemon is restarted only when the clock passes the pause (min_backoff 1 s, then 2 s), and the
+// monitor looks only when the clock passes health_interval — no sleeping for either.
+TEST_F(MpsManagerTest, TheRestartBackoffAndTheMonitorRunOnTheFakeClock) {
+  FakeClock& clock = fake_clock_;
+  MpsOptions o = Options();
+  o.clock = &clock;
+  o.min_backoff = 1s;
+  o.max_backoff = 8s;
+  o.health_interval = 5s;
+  MakeManager(o);
+  const PluginConfig config = MpsConfig(2);
+  ASSERT_OK(manager_->Apply(config, Resources(config))) << Log();
+  const pid_t first = Pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  for (int i = 0; i < 200 && Running(first); ++i) std::this_thread::sleep_for(10ms);
+
+  EXPECT_FALSE(manager_->CheckNow().ok());  // seen gone: the restart waits 1 s of the clock
+  EXPECT_THAT(Log(), HasSubstr("restarting the control daemon for nvidia.com/gpu in 1000 ms"));
+  clock.Advance(999ms);
+  EXPECT_FALSE(manager_->CheckNow().ok());
+  EXPECT_EQ(manager_->Daemons()[0].starts, 1);
+  clock.Advance(1ms);
+  EXPECT_OK(manager_->CheckNow()) << Log();
+  const pid_t second = Pid();
+  EXPECT_EQ(manager_->Daemons()[0].starts, 2);
+  ASSERT_GT(second, 0);
+  EXPECT_NE(second, first);
+
+  // Killed again before a check found it healthy: the pause has doubled.
+  ASSERT_EQ(::kill(second, SIGKILL), 0);
+  for (int i = 0; i < 200 && Running(second); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(manager_->CheckNow().ok());
+  EXPECT_THAT(Log(), HasSubstr("restarting the control daemon for nvidia.com/gpu in 2000 ms"));
+  clock.Advance(1999ms);
+  EXPECT_FALSE(manager_->CheckNow().ok());
+  EXPECT_EQ(manager_->Daemons()[0].starts, 2);
+
+  // The monitor: it waits health_interval on the clock, then checks (and restarts: 2 s passed).
+  manager_->Start();
+  ASSERT_TRUE(clock.AwaitWaiters(1, 5s));
+  clock.Advance(5s);
+  for (int i = 0; i < 500 && manager_->Daemons()[0].starts < 3; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(manager_->Daemons()[0].starts, 3) << Log();
+  EXPECT_TRUE(Running(Pid()));
+  manager_->Stop();  // ends the monitor's wait on the fake clock at once
+}
+
 TEST_F(MpsManagerTest, AHungDaemonIsKilledAndRestarted) {
   MpsOptions o = Options();
   o.command_timeout = 1s;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -72,7 +73,15 @@ class KubeletEmulator final : public v1beta1::Registration::Service {
     return Start();
   }
 
+  // While set, every Register is refused (as a kubelet that is not ready yet) and counted.
+  void RefuseRegistrations(bool refuse) { refuse_ = refuse; }
+  int refused() const { return refused_; }
+
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override {
+    if (refuse_) {
+      ++refused_;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the kubelet's device manager is not ready");
+    }
     if (req->version() != "v1beta1") {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "requested API version \"" + req->version() + "\" is not supported by kubelet");
@@ -201,6 +210,8 @@ class KubeletEmulator final : public v1beta1::Registration::Service {
   }
 
   std::string dir_;
+  std::atomic<bool> refuse_{false};
+  std::atomic<int> refused_{0};
   std::unique_ptr<grpc::Server> server_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
