@@ -1,8 +1,8 @@
-// How MpsManager (mps.h) starts the driver's nvidia-cuda-mps-control: fork, then in the child only
-// async-signal-safe calls until execve: every signal at its default and none blocked, optionally a
-// session of its own, a private mount namespace with the MPS shm folder over /dev/shm, a chroot
-// into the host root, stdio, no other descriptor. A step that fails in the child comes back as an
-// error naming it (a close-on-exec pipe carries the step and errno).
+// How MpsManager (mps.h) starts the driver's nvidia-cuda-mps-control, on src/base/subprocess.h
+// (every signal at its default and none blocked, a process group or session of its own, stdio, no
+// other descriptor) with MPS's own steps in the child: a private mount namespace with the MPS shm
+// folder over /dev/shm, a chroot into the host root. A step that fails in the child comes back as
+// an error naming it.
 #ifndef GPUNODE_DEVICES_MPS_EXEC_H_
 #define GPUNODE_DEVICES_MPS_EXEC_H_
 
