@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
+#include "src/base/well_known.h"
 #include "src/compat/dataset.h"
 #include "src/kube/node.h"
 #include "src/labels/labels.h"
@@ -67,7 +68,7 @@ class LabelsComponent final : public Component {
     options.compat = compat_ ? &*compat_ : nullptr;
     labels::LabelSet set = labels::BuildLabels(*inv, config, options);
     for (const std::string& w : set.warnings) Warn(w);
-    set.labels["gpunode.io/agent.version"] = GPUNODE_VERSION;
+    set.labels[wellknown::kLabelAgentVersion] = GPUNODE_VERSION;
     if (!s_.features_file.empty()) {
       WriteOptions w;
       w.mode = 0644;

@@ -13,6 +13,7 @@
 #include "src/agent/components.h"
 #include "src/agent/step_args.h"
 #include "src/base/json.h"
+#include "src/base/well_known.h"
 #include "src/kube/node.h"
 
 namespace gpunode::agent {
@@ -33,7 +34,7 @@ std::string CamelCaseReason(const std::string& finding_id) {
 
 namespace {
 
-constexpr char kConditionType[] = "GpuStackReady";
+constexpr const auto& kConditionType = wellknown::kConditionGpuStackReady;
 
 struct Verdict {
   bool pass = false;
@@ -172,7 +173,7 @@ class Validator final : public Component {
                                          ctx_.MsSinceStart(), " ms after the agent started"));
         }
         Status ev = kube::CreateNodeEvent(*ctx_.kube(), ctx_.node_name(), g.open ? "Normal" : "Warning",
-                                          g.open ? "GpuStackReady" : g.reason,
+                                          g.open ? kConditionType : g.reason,
                                           g.open ? g.message : absl::StrCat("GPUs advertised Unhealthy: ", g.message));
         if (!ev.ok()) log_.Warn(name(), absl::StrCat("Event not created: ", ev.message()));
       }

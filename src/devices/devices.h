@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "src/base/status.h"
+#include "src/base/well_known.h"
 #include "src/devices/config.h"
 #include "src/gpu/gpu.h"
 #include "src/node/inventory.h"
 
 namespace gpunode::devices {
 
-inline constexpr char kGpuResource[] = "nvidia.com/gpu";
+inline constexpr const auto& kGpuResource = wellknown::kResourceGpu;
 
 struct PluginDevice {
   std::string id;     // the kubelet's ID: "GPU-...", "MIG-...", "GPU-...::3"

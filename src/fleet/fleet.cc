@@ -18,7 +18,7 @@ namespace gpunode::fleet {
 namespace {
 
 bool Keep(const std::string& key) {
-  return absl::StartsWith(key, "nvidia.com/") || absl::StartsWith(key, "gpunode.io/") ||
+  return absl::StartsWith(key, kNvidiaPrefix) || absl::StartsWith(key, kGpunodePrefix) ||
          key == kLabelNfdNvidiaPci;
 }
 
@@ -86,7 +86,7 @@ void DerivePhysical(FleetNode& n) {
 
 void Derive(FleetNode& n) {
   for (const auto& [key, value] : n.labels) {
-    if (absl::StartsWith(key, "gpunode.io/")) n.has_agent_labels = true;
+    if (absl::StartsWith(key, kGpunodePrefix)) n.has_agent_labels = true;
   }
   n.product = Label(n, kLabelGpuProduct);
   n.model = n.product;
