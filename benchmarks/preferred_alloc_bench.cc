@@ -1,4 +1,4 @@
-// Times the topology-aware preferred allocation (src/plugin/topology.h):
+// Times the topology-aware preferred allocation (src/devices/topology.h):
 //   * BuildLinkMatrix on the simulated dgx-h200 (probed once through the simulated NVML);
 //   * PreferredGpus on it (8 GPUs, NVSwitch: every pair ties but for PCIe/NUMA), sizes 1..8;
 //   * PreferredGpus on a 16-GPU node of four NVLink islands, sizes 1..16, all available and
@@ -26,15 +26,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/support/profile.h"
+#include "src/devices/topology.h"
 #include "src/gpu/nvml_abi.h"
 #include "src/node/probe.h"
-#include "src/plugin/topology.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gpunode::node::NodeInventory;
-using gpunode::plugin::LinkMatrix;
+using gpunode::devices::LinkMatrix;
 
 struct Stats {
   double median_us = 0, p99_us = 0, max_us = 0;
@@ -131,7 +131,7 @@ void TimeSizes(const std::string& what, const LinkMatrix& m, const std::vector<s
     Stats s = Measure(
         runs, [] {},
         [&] {
-          auto got = gpunode::plugin::PreferredGpus(m, ids, {}, size);
+          auto got = gpunode::devices::PreferredGpus(m, ids, {}, size);
           if (!got.ok()) std::abort();
         });
     PrintRow(what, static_cast<int>(ids.size()), size, s);
@@ -165,11 +165,11 @@ int main(int argc, char** argv) {
   LinkMatrix dgx_matrix;
   PrintRow("BuildLinkMatrix dgx-h200", 8, 0,
            Measure(
-               runs, [] {}, [&] { dgx_matrix = gpunode::plugin::BuildLinkMatrix(*dgx); }));
+               runs, [] {}, [&] { dgx_matrix = gpunode::devices::BuildLinkMatrix(*dgx); }));
   TimeSizes("PreferredGpus dgx-h200", dgx_matrix, dgx_matrix.uuids, runs);
 
   const gpunode::node::NodeInventory sixteen = SixteenGpus();
-  const LinkMatrix islands = gpunode::plugin::BuildLinkMatrix(sixteen);
+  const LinkMatrix islands = gpunode::devices::BuildLinkMatrix(sixteen);
   TimeSizes("PreferredGpus 16 islands", islands, islands.uuids, runs);
   std::vector<std::string> partial;
   for (size_t i = 0; i < islands.size(); ++i) {
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
           }
         },
         [&] {
-          auto got = gpunode::plugin::PreferredGpus(random, random.uuids, {}, size);
+          auto got = gpunode::devices::PreferredGpus(random, random.uuids, {}, size);
           if (!got.ok()) std::abort();
         });
     PrintRow("PreferredGpus 16 random scores", 16, size, s);

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <string>
 
-#include "src/plugin/config.h"
+#include "src/devices/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto config = gpunode::plugin::ParseConfig(text, "fuzz.yaml");
+  auto config = gpunode::devices::ParseConfig(text, "fuzz.yaml");
   if (config.ok()) {
-    (void)gpunode::plugin::ValidateConfig(*config);
+    (void)gpunode::devices::ValidateConfig(*config);
     (void)config->sharing.ReplicasOf("nvidia.com/gpu");
   }
   return 0;

@@ -7,7 +7,13 @@ sim/ this checks:
      table allows (cli: "everything");
   2. build: src/CMakeLists.txt's `gpunode_library(<f> ...)` names as gpunode_* dependencies exactly
      the src folders the table allows (the ldcache library counts as container);
-  3. no stale rows: every folder the table allows is included by at least one file.
+  3. no stale rows: every folder the table allows is included by at least one file;
+  4. sides: the "Node side and cluster side" table puts every src/ folder on one side; a
+     cluster-side folder may depend only on shared and cluster-side folders, a shared folder only
+     on shared folders (node side: anything but cluster side).
+A row whose description starts with "*to come*" names a folder that has no code yet (src/dra,
+src/upgrade: a README says what goes there): its row and side are checked, its includes and its
+library once it has a .cc or .h file.
 Exit 0 when all agree, 1 listing each disagreement, 2 when the inputs cannot be read.
   scripts/check-layers.py [REPO]
 """
@@ -15,26 +21,65 @@ import os
 import re
 import sys
 
-ROW = re.compile(r"^\| `((?:src|sim)/[a-z_]+)/` \|.*\|\s*([^|]*?)\s*\|\s*$")
+ROW = re.compile(r"^\| `((?:src|sim)/[a-z_]+)/` \|(.*)\|\s*([^|]*?)\s*\|\s*$")
+SIDE = re.compile(r"^\| (node side|cluster side|shared|front end) \|(.*)\|\s*$")
+SIDE_FOLDER = re.compile(r"`(src/[a-z_]+)/`")
+# What each side may depend on.
+SIDE_ALLOWS = {"node side": {"node side", "shared"}, "cluster side": {"cluster side", "shared"},
+               "shared": {"shared"}, "front end": {"node side", "cluster side", "shared", "front end"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:src|sim)/[a-z_]+)/', re.M)
 LIBRARY = re.compile(r"gpunode_library\((\w+)((?:[^()]|\([^()]*\))*)\)", re.S)
 
 
 def table(repo):
-    rows = {}
+    """(rows: folder -> allowed, future: folders marked *to come*, sides: folder -> side)"""
+    rows, future, sides = {}, set(), {}
     with open(os.path.join(repo, "docs/ARCHITECTURE.md"), encoding="utf-8") as f:
         for line in f:
+            s = SIDE.match(line)
+            if s:
+                for folder in SIDE_FOLDER.findall(s.group(2)):
+                    sides[folder] = s.group(1)
+                continue
             m = ROW.match(line)
             if not m:
                 continue
+            if m.group(2).strip().startswith("*to come*"):
+                future.add(m.group(1))
             allowed = set()
-            for item in m.group(2).split(","):
+            for item in m.group(3).split(","):
                 word = item.strip().split(" ")[0]
                 if not word:
                     continue
                 allowed.add(word)
             rows[m.group(1)] = allowed
-    return rows
+    return rows, future, sides
+
+
+def has_code(path):
+    return os.path.isdir(path) and any(n.endswith((".cc", ".h", ".inc")) for n in os.listdir(path))
+
+
+def side_problems(rows, sides):
+    problems = []
+    for folder, allowed in sorted(rows.items()):
+        if not folder.startswith("src/"):
+            continue
+        side = sides.get(folder)
+        if side is None:
+            problems.append(f"{folder}/: on no side in docs/ARCHITECTURE.md's \"Node side and cluster side\" table")
+            continue
+        for a in sorted(allowed):
+            target = a if "/" in a else f"src/{a}"
+            if target not in rows or target == folder:
+                continue
+            other = sides.get(target)
+            if other is not None and other not in SIDE_ALLOWS[side]:
+                problems.append(f"{folder}/ is {side} but may depend on {target}/ ({other}): "
+                                f"{side} folders may use only {' and '.join(sorted(SIDE_ALLOWS[side]))} folders")
+    for folder in sorted(set(sides) - set(rows)):
+        problems.append(f"{folder}/: on a side but has no row in the folder map")
+    return problems
 
 
 def folder_of(dep, folders):
@@ -46,7 +91,7 @@ def folder_of(dep, folders):
 def main():
     repo = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     try:
-        rows = table(repo)
+        rows, future, sides = table(repo)
         cmake = open(os.path.join(repo, "src/CMakeLists.txt"), encoding="utf-8").read()
     except OSError as e:
         print(f"check-layers: {e}", file=sys.stderr)
@@ -54,7 +99,7 @@ def main():
     if not rows:
         print("check-layers: no folder rows in docs/ARCHITECTURE.md's folder map", file=sys.stderr)
         return 2
-    problems = []
+    problems = side_problems(rows, sides)
     folders = sorted(f"{t}/{d}" for t in ("src", "sim") for d in os.listdir(os.path.join(repo, t))
                      if os.path.isdir(os.path.join(repo, t, d)))
     folders = set(folders)
@@ -64,6 +109,8 @@ def main():
     used = {}
     for folder, allowed in rows.items():
         path = os.path.join(repo, folder)
+        if folder in future and not has_code(path):
+            continue
         if not os.path.isdir(path):
             problems.append(f"{folder}/: in docs/ARCHITECTURE.md's folder map but not in the tree")
             continue
@@ -93,6 +140,8 @@ def main():
         if not folder.startswith("src/"):
             continue
         name = folder.split("/")[1]
+        if folder in future and not has_code(os.path.join(repo, folder)):
+            continue
         if name not in libs:
             if name != "cli":
                 problems.append(f"src/CMakeLists.txt: no gpunode_library({name} ...) for {folder}/")
@@ -112,7 +161,8 @@ def main():
         print(f"check-layers: {len(problems)} disagreement(s) between docs/ARCHITECTURE.md, "
               "src/CMakeLists.txt and the #include lines", file=sys.stderr)
         return 1
-    print(f"check-layers: {len(rows)} folders: the folder map, the build and the includes agree")
+    print(f"check-layers: {len(rows)} folders ({len(future)} to come): the folder map, the sides, the build and "
+          "the includes agree")
     return 0
 
 

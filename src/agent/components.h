@@ -1,10 +1,10 @@
-// The agent's components (src/agent/harness.h): each wraps the library that its stand-alone command
+// The agent's components (src/lifecycle/harness.h): each wraps the library that its stand-alone command
 // uses, reading the shared NodeContext instead of opening the node itself.
 //   cdi, runtime  one-shot child steps (`gpunode cdi generate ...`, `gpunode runtime configure ...`),
 //                 run again when the driver changes
 //   validator     doctor's checks (in a child process, so libcuda never enters the agent), the
 //                 validation gate, the Node condition GpuStackReady and its Events
-//   plugin        the device plugin (src/plugin), health from the shared event pump, every device
+//   plugin        the device plugin (src/deviceplugin, src/devices), health from the shared event pump, every device
 //                 Unhealthy while the gate is closed
 //   labels        GFD's and gpunode's labels onto the Node (and NFD's features file)
 //   exporter      the Prometheus exporter (src/exporter), XIDs from the shared event pump
@@ -26,12 +26,18 @@
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "src/agent/config.h"
-#include "src/agent/harness.h"
 #include "src/agent/node_context.h"
+#include "src/devices/config.h"
 #include "src/exporter/http_server.h"
-#include "src/plugin/config.h"
+#include "src/lifecycle/harness.h"
 
 namespace gpunode::agent {
+
+// The harness and its log (src/lifecycle), as the agent's components use them.
+using lifecycle::Component;
+using lifecycle::Harness;
+using lifecycle::Log;
+using lifecycle::OffReason;
 
 std::unique_ptr<Component> MakeOneShot(const std::string& name, NodeContext& ctx, const OneShotSection& s, Log& log);
 // `on_driver_change` runs when the running driver's version changed (the cdi step runs again).
@@ -102,7 +108,7 @@ std::unique_ptr<NodeWatcher> MakeNodeWatcher(NodeContext& ctx, const AgentConfig
 // The device-plugin configuration the plugin and labels components use: NVIDIA's file (configFile,
 // or configDir/<name> for the node's nvidia.com/device-plugin.config=<name>, else defaultConfig),
 // then the environment, then the plugin section's settings.
-StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
+StatusOr<devices::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
                                                    const std::map<std::string, std::string>& env);
 std::map<std::string, std::string> ProcessEnvironment();
 

@@ -12,10 +12,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "src/agent/harness.h"
 #include "src/kube/client.h"
+#include "src/lifecycle/log.h"
 
 namespace gpunode::agent {
+
+using lifecycle::Log;
 
 class EventPoster {
  public:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
+#include "src/base/well_known.h"
 #include "src/compat/dataset.h"
 #include "src/kube/node.h"
 #include "src/labels/labels.h"
@@ -23,7 +24,7 @@ class LabelsComponent final : public Component {
 
   Status Run(std::stop_token stop) override {
     labelled_ = false;
-    GPUNODE_ASSIGN_OR_RETURN(plugin::PluginConfig config,
+    GPUNODE_ASSIGN_OR_RETURN(devices::PluginConfig config,
                              ResolvePluginConfig(plugin_, ctx_.plugin_config_name(), ProcessEnvironment()));
     if (!compat_) {
       if (auto data = compat::LoadBuiltin(); data.ok()) compat_ = std::move(*data);
@@ -42,10 +43,10 @@ class LabelsComponent final : public Component {
       }
       seen_generation = generation;
       // Relabel every interval, or within a second of an inventory change.
-      const auto until = std::chrono::steady_clock::now() + s_.interval;
-      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until &&
-             ctx_.generation() == seen_generation) {
-        RealClock().WaitFor(std::chrono::milliseconds(500), stop);
+      Clock& clock = ctx_.clock();
+      const auto until = clock.Now() + s_.interval;
+      while (!stop.stop_requested() && clock.Now() < until && ctx_.generation() == seen_generation) {
+        clock.WaitFor(std::chrono::milliseconds(500), stop);
       }
     }
     return absl::OkStatus();
@@ -56,7 +57,7 @@ class LabelsComponent final : public Component {
     if (warned_.insert(w).second) log_.Warn(name(), w);
   }
 
-  Status Round(const plugin::PluginConfig& config, bool refresh) {
+  Status Round(const devices::PluginConfig& config, bool refresh) {
     GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const node::NodeInventory> inv, ctx_.Inventory(refresh));
     labels::LabelOptions options;
     if (!config.gfd_no_timestamp) options.timestamp = static_cast<int64_t>(std::time(nullptr));
@@ -67,7 +68,7 @@ class LabelsComponent final : public Component {
     options.compat = compat_ ? &*compat_ : nullptr;
     labels::LabelSet set = labels::BuildLabels(*inv, config, options);
     for (const std::string& w : set.warnings) Warn(w);
-    set.labels["gpunode.io/agent.version"] = GPUNODE_VERSION;
+    set.labels[wellknown::kLabelAgentVersion] = GPUNODE_VERSION;
     if (!s_.features_file.empty()) {
       WriteOptions w;
       w.mode = 0644;

@@ -1,9 +1,7 @@
 #include "src/agent/node_context.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/base/held_mutex.h"
+#include "src/base/subprocess.h"
 
-extern char** environ;
 
 namespace gpunode::agent {
 
@@ -48,7 +46,7 @@ gpu::NvmlEventPump* NodeContext::Pump() {
   auto inv = Inventory();
   absl::MutexLock lock(&mu_);
   if (!pump_) {
-    pump_ = std::make_unique<gpu::NvmlEventPump>(*nvml);
+    pump_ = std::make_unique<gpu::NvmlEventPump>(*nvml, clock());
     std::vector<std::pair<unsigned, std::string>> gpus;
     if (inv.ok()) {
       for (const gpu::GpuInfo& g : (*inv)->driver.gpus) gpus.emplace_back(g.index, g.uuid);
@@ -150,103 +148,20 @@ void NodeContext::set_plugin_config_name(const std::string& name) {
 StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
                                std::stop_token stop) {
   if (args.empty()) return absl::InvalidArgumentError("run: no program");
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return ErrnoToStatus(errno, "pipe for", args[0]);
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    const int e = errno;
-    ::close(out[0]);
-    ::close(out[1]);
-    return ErrnoToStatus(e, "pipe for", args[0]);
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  // The child starts with the default signal dispositions and an empty mask (the agent blocks
-  // SIGTERM/SIGHUP to take them with sigwait), in a process group of its own, so that a timeout
-  // or a stop kills what it started too.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, args[0].c_str(), &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  ::close(out[1]);
-  ::close(err[1]);
-  if (rc != 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    return ErrnoToStatus(rc, "start", args[0]);
-  }
-  using Clock = std::chrono::steady_clock;
-  ChildResult result;
-  const auto deadline = Clock::now() + timeout;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  bool killed = false, reaped = false;
-  int status = 0;
-  // Once the child is gone, what it left running (a daemon it started, a grandchild that escaped
-  // its process group) may hold the pipes open for ever: read what is there for a short while,
-  // then stop.
-  std::optional<Clock::time_point> stop_reading;
-  while (open_fds > 0) {
-    if (!killed && !reaped && (Clock::now() >= deadline || stop.stop_requested())) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      killed = true;
-    }
-    if (!reaped) {
-      pid_t w;
-      while ((w = ::waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {
-      }
-      if (w == pid) {
-        reaped = true;
-        stop_reading = Clock::now() + kChildOutputGrace;
-      }
-    }
-    if (stop_reading && Clock::now() >= *stop_reading) break;
-    const int n = ::poll(fds, 2, reaped ? 10 : 50);
-    if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2 && n > 0; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      char buf[4096];
-      const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        std::string& sink = i == 0 ? result.out : result.err;
-        if (sink.size() < (16u << 20)) sink.append(buf, static_cast<size_t>(got));
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (pollfd& p : fds) {
-    if (p.fd >= 0) ::close(p.fd);
-  }
-  if (!reaped) {
-    // The pipes closed before the child was seen to exit: it exits now (or is being killed).
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
-  result.exit_code = !killed && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (killed && stop.stop_requested()) return absl::CancelledError(absl::StrCat(args[0], ": stopped"));
-  if (killed) {
+  // src/base/subprocess.h: signals reset, a process group of its own (a timeout or a stop kills
+  // what it started too), what it left holding the pipes read for kChildOutputGrace at most.
+  SubprocessOptions o;
+  o.argv = args;
+  o.timeout = timeout;
+  o.stop = std::move(stop);
+  o.output_grace = kChildOutputGrace;
+  GPUNODE_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
+  if (r.stopped) return absl::CancelledError(absl::StrCat(args[0], ": stopped"));
+  if (r.timed_out) {
     return absl::DeadlineExceededError(absl::StrCat(args[0], ": still running after ",
                                                     std::chrono::duration<double>(timeout).count(), " s, killed"));
   }
-  return result;
+  return ChildResult{r.exit_code, std::move(r.out), std::move(r.err)};
 }
 
 }  // namespace gpunode::agent

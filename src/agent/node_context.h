@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/clock.h"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
 #include "src/gpu/event_pump.h"
@@ -43,6 +44,9 @@ struct NodeContextOptions {
   std::vector<std::string> self_args;
   std::unique_ptr<kube::Client> kube;  // nullptr: no Kubernetes API
   bool gate_pending = true;            // start closed until the first validation (validator on)
+  // The components' waits between rounds (validator re-checks, labels refreshes) and the event
+  // pump's pauses run on it (tests: a FakeClock).
+  Clock* clock = &SystemClock();
 };
 
 class NodeContext {
@@ -61,6 +65,7 @@ class NodeContext {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count();
   }
   kube::Client* kube() const { return options_.kube.get(); }
+  Clock& clock() const { return *options_.clock; }
 
   // The one NVML session (opened on first use, again after it failed); nullptr with the reason.
   const gpu::NvmlLibrary* Nvml(Status* why = nullptr);

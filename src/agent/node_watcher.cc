@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
+#include "src/base/well_known.h"
 #include "src/kube/node.h"
 #include "src/mig/apply.h"
 #include "src/mig/config.h"
@@ -40,10 +41,10 @@ std::vector<std::string> ComponentsOfDeployLabel(const std::string& key) {
 
 namespace {
 
-constexpr char kDeployPrefix[] = "nvidia.com/gpu.deploy.";
-constexpr char kPluginConfigLabel[] = "nvidia.com/device-plugin.config";
-constexpr char kMigConfigLabel[] = "nvidia.com/mig.config";
-constexpr char kMigStateLabel[] = "nvidia.com/mig.config.state";
+constexpr const auto& kDeployPrefix = wellknown::kDeployLabelPrefix;
+constexpr const auto& kPluginConfigLabel = wellknown::kLabelDevicePluginConfig;
+constexpr const auto& kMigConfigLabel = wellknown::kLabelMigConfig;
+constexpr const auto& kMigStateLabel = wellknown::kLabelMigConfigState;
 
 std::map<std::string, std::string> LabelsOf(const nlohmann::json& node) {
   std::map<std::string, std::string> labels;

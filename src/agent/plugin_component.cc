@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "src/agent/components.h"
 #include "src/base/go_bool.h"
-#include "src/plugin/devices.h"
-#include "src/plugin/health.h"
-#include "src/plugin/mps.h"
-#include "src/plugin/server.h"
-#include "src/plugin/topology.h"
+#include "src/deviceplugin/server.h"
+#include "src/devices/devices.h"
+#include "src/devices/health.h"
+#include "src/devices/mps.h"
+#include "src/devices/topology.h"
 
 extern char** environ;
 
@@ -29,9 +29,9 @@ std::map<std::string, std::string> ProcessEnvironment() {
 }
 
 
-StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
+StatusOr<devices::PluginConfig> ResolvePluginConfig(const PluginSection& s, const std::string& config_name,
                                                    const std::map<std::string, std::string>& env) {
-  plugin::PluginConfig config;
+  devices::PluginConfig config;
   std::string file = s.config_file;
   if (file.empty() && !s.config_dir.empty()) {
     const std::string name = config_name.empty() ? s.default_config : config_name;
@@ -52,17 +52,17 @@ StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const
     }
     std::stringstream text;
     text << in.rdbuf();
-    GPUNODE_ASSIGN_OR_RETURN(config, plugin::ParseConfig(text.str(), file));
+    GPUNODE_ASSIGN_OR_RETURN(config, devices::ParseConfig(text.str(), file));
   }
-  GPUNODE_RETURN_IF_ERROR(plugin::ApplyEnvironment(env, &config));
+  GPUNODE_RETURN_IF_ERROR(devices::ApplyEnvironment(env, &config));
   if (!s.mig_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.mig_strategy, plugin::ParseMigStrategy(s.mig_strategy));
+    GPUNODE_ASSIGN_OR_RETURN(config.mig_strategy, devices::ParseMigStrategy(s.mig_strategy));
   }
   if (!s.device_list_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.device_list, plugin::ParseDeviceListStrategy(s.device_list_strategy));
+    GPUNODE_ASSIGN_OR_RETURN(config.device_list, devices::ParseDeviceListStrategy(s.device_list_strategy));
   }
   if (!s.device_id_strategy.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(config.device_id, plugin::ParseDeviceIdStrategy(s.device_id_strategy));
+    GPUNODE_ASSIGN_OR_RETURN(config.device_id, devices::ParseDeviceIdStrategy(s.device_id_strategy));
   }
   if (!s.pass_device_specs.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(config.pass_device_specs, ParseGoBool("plugin.passDeviceSpecs", s.pass_device_specs));
@@ -70,7 +70,7 @@ StatusOr<plugin::PluginConfig> ResolvePluginConfig(const PluginSection& s, const
   if (!s.fail_on_init_error.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(config.fail_on_init_error, ParseGoBool("plugin.failOnInitError", s.fail_on_init_error));
   }
-  GPUNODE_RETURN_IF_ERROR(plugin::ValidateConfig(config));
+  GPUNODE_RETURN_IF_ERROR(devices::ValidateConfig(config));
   return config;
 }
 
@@ -87,9 +87,9 @@ class PluginComponent final : public Component {
     registered_ = false;
     const std::map<std::string, std::string> env = ProcessEnvironment();
     const std::string config_name = ctx_.plugin_config_name();
-    GPUNODE_ASSIGN_OR_RETURN(plugin::PluginConfig config, ResolvePluginConfig(s_, config_name, env));
+    GPUNODE_ASSIGN_OR_RETURN(devices::PluginConfig config, ResolvePluginConfig(s_, config_name, env));
     for (const std::string& w : config.warnings) log_.Warn(name(), absl::StrCat("config: ", w));
-    GPUNODE_ASSIGN_OR_RETURN(plugin::HealthOptions health, plugin::HealthOptionsFromEnvironment(env));
+    GPUNODE_ASSIGN_OR_RETURN(devices::HealthOptions health, devices::HealthOptionsFromEnvironment(env));
     health.recovery_quiet = s_.health_recovery;
 
     // Register once the first check has decided (as the Operator starts its plugin after the
@@ -108,28 +108,28 @@ class PluginComponent final : public Component {
       if (config.fail_on_init_error) return absl::FailedPreconditionError(msg);
       log_.Warn(name(), msg + "; failOnInitError is false: serving without devices");
     }
-    GPUNODE_ASSIGN_OR_RETURN(std::vector<plugin::Resource> resources, plugin::BuildResources(*inv, config));
+    GPUNODE_ASSIGN_OR_RETURN(std::vector<devices::Resource> resources, devices::BuildResources(*inv, config));
     std::vector<std::string> control;
     for (const node::DeviceNode& n : inv->kernel.device_nodes) {
       const bool per_gpu = n.path.size() > 11 && std::isdigit(static_cast<unsigned char>(n.path[11]));
       if (n.present && !per_gpu) control.push_back(n.path);
     }
-    auto links = std::make_shared<plugin::LinkMatrix>(plugin::BuildLinkMatrix(*inv));
+    auto links = std::make_shared<devices::LinkMatrix>(devices::BuildLinkMatrix(*inv));
     std::vector<std::pair<unsigned, std::string>> watched;
     for (const gpu::GpuInfo& g : inv->driver.gpus) watched.emplace_back(g.index, g.uuid);
     size_t count = 0;
-    for (const plugin::Resource& r : resources) count += r.devices.size();
+    for (const devices::Resource& r : resources) count += r.devices.size();
 
     // MPS sharing: one control daemon per shared resource, started before the resource is served.
-    plugin::MpsManager mps(ctx_.fs(), {}, log_.For(name()));
+    devices::MpsManager mps(ctx_.fs(), {}, log_.For(name()));
     mps.Start();
     GPUNODE_RETURN_IF_ERROR(mps.Apply(config, resources));
 
-    plugin::ManagerOptions mo;
+    deviceplugin::ManagerOptions mo;
     mo.plugin_dir = s_.kubelet_dir;
     mo.kubelet_socket = s_.kubelet_socket;
     mo.on_registered = [this] { registered_ = true; };
-    plugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
+    deviceplugin::PluginManager manager(std::move(resources), config, control, links, mo, log_.For(name()));
 
     // A device is advertised Healthy when its GPU is healthy (monitor) and the gate is open.
     // (A local std::mutex: locals cannot carry ABSL_GUARDED_BY, so absl::Mutex would add nothing.)
@@ -151,11 +151,11 @@ class PluginComponent final : public Component {
       apply(g);
     });
 
-    std::unique_ptr<plugin::HealthMonitor> health_monitor;
+    std::unique_ptr<devices::HealthMonitor> health_monitor;
     if (const gpu::NvmlLibrary* nvml = ctx_.Nvml(); nvml != nullptr && !watched.empty()) {
-      health_monitor = std::make_unique<plugin::HealthMonitor>(
+      health_monitor = std::make_unique<devices::HealthMonitor>(
           *nvml, watched, health,
-          [&](const plugin::HealthEvent& e) {
+          [&](const devices::HealthEvent& e) {
             {
               std::lock_guard<std::mutex> lock(mu);
               monitor[e.uuid] = {e.healthy, e.reason};
@@ -166,8 +166,8 @@ class PluginComponent final : public Component {
       health_monitor->Start();
     }
     log_.Info(name(), absl::StrCat("starting: ", count, " devices, MIG strategy ",
-                                   plugin::MigStrategyName(config.mig_strategy), ", sharing ",
-                                   plugin::SharingStrategyName(config.sharing.strategy),
+                                   devices::MigStrategyName(config.mig_strategy), ", sharing ",
+                                   devices::SharingStrategyName(config.sharing.strategy),
                                    config_name.empty() ? "" : absl::StrCat(", config \"", config_name, "\""),
                                    ", kubelet dir ", s_.kubelet_dir));
     std::atomic<bool> stop_flag{false};

@@ -1,11 +1,9 @@
 #include "src/agent/uninstall.h"
 
-#include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/backoff.h"
 #include "src/base/host_fs.h"
 #include "src/kube/node.h"
 
@@ -17,18 +15,10 @@ bool Deleting(const nlohmann::json& ds) {
          ds["metadata"].contains("deletionTimestamp") && !ds["metadata"]["deletionTimestamp"].is_null();
 }
 
-// Returns when `stop` is requested or `d` has passed (steady clock).
-void Sleep(std::stop_token stop, std::chrono::milliseconds d) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::unique_lock<std::mutex> lock(m);
-  cv.wait_for(lock, stop, d, [] { return false; });
-}
-
 class UninstallWatcher final : public Component {
  public:
-  UninstallWatcher(Uninstaller& u, kube::Connection conn, std::string ns, std::string name, Log& log)
-      : u_(u), conn_(std::move(conn)), ns_(std::move(ns)), name_(std::move(name)), log_(log) {}
+  UninstallWatcher(Uninstaller& u, kube::Connection conn, std::string ns, std::string name, Log& log, Clock& clock)
+      : u_(u), conn_(std::move(conn)), ns_(std::move(ns)), name_(std::move(name)), log_(log), clock_(clock) {}
   std::string name() const override { return "uninstall"; }
 
   Status Run(std::stop_token stop) override {
@@ -40,11 +30,16 @@ class UninstallWatcher final : public Component {
     const std::string ds = absl::StrCat("DaemonSet ", ns_, "/", name_);
     std::atomic<bool> stop_flag{false};
     std::stop_callback on_stop(stop, [&] { stop_flag = true; });
-    auto backoff = std::chrono::milliseconds(500);
+    Backoff backoff({.initial = std::chrono::milliseconds(500), .max = std::chrono::milliseconds(8000)});
     auto idle = [&](const std::string& why) {
       if (!why.empty()) log_.Warn(name(), why);
-      Sleep(stop, std::chrono::hours(24 * 365));
+      clock_.WaitFor(std::chrono::hours(24 * 365), stop);
       return absl::OkStatus();
+    };
+    auto pause = [&](const std::string& why, const char* then) {
+      const std::chrono::milliseconds d = backoff.Next();
+      log_.Warn(name(), absl::StrCat(why, "; ", then, " in ", d.count(), " ms"));
+      clock_.WaitFor(d, stop);
     };
     while (!stop.stop_requested()) {
       bool deleting = false;
@@ -55,9 +50,7 @@ class UninstallWatcher final : public Component {
         } else if (absl::IsPermissionDenied(got.status()) || absl::IsUnauthenticated(got.status())) {
           return idle(absl::StrCat(got.status().message(), ": the uninstall is not watched (noticed at SIGTERM only)"));
         } else {
-          log_.Warn(name(), absl::StrCat(got.status().message(), "; again in ", backoff.count(), " ms"));
-          Sleep(stop, backoff);
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(8000));
+          pause(std::string(got.status().message()), "again");
           continue;
         }
       }
@@ -79,12 +72,10 @@ class UninstallWatcher final : public Component {
           return idle(absl::StrCat(st.message(), ": the uninstall is not watched (noticed at SIGTERM only)"));
         }
         if (!deleting && !st.ok() && !absl::IsAborted(st)) {
-          log_.Warn(name(), absl::StrCat(st.message(), "; watching again in ", backoff.count(), " ms"));
-          Sleep(stop, backoff);
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(8000));
+          pause(std::string(st.message()), "watching again");
           continue;
         }
-        if (st.ok()) backoff = std::chrono::milliseconds(500);
+        if (st.ok()) backoff.Reset();
       }
       if (deleting) {
         u_.CleanUp(absl::StrCat(ds, " is being deleted"));
@@ -99,6 +90,7 @@ class UninstallWatcher final : public Component {
   kube::Connection conn_;
   std::string ns_, name_;
   Log& log_;
+  Clock& clock_;
 };
 
 }  // namespace
@@ -153,7 +145,7 @@ void Uninstaller::CleanUp(const std::string& why) {
 }
 
 std::unique_ptr<Component> Uninstaller::MakeWatcher() {
-  return std::make_unique<UninstallWatcher>(*this, conn_, ns_, name_, log_);
+  return std::make_unique<UninstallWatcher>(*this, conn_, ns_, name_, log_, *options_.clock);
 }
 
 }  // namespace gpunode::agent

@@ -19,12 +19,19 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/clock.h"
 #include "src/agent/config.h"
-#include "src/agent/harness.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
+#include "src/lifecycle/harness.h"
 
 namespace gpunode::agent {
+
+// The harness and its log (src/lifecycle), as the agent's components use them.
+using lifecycle::Component;
+using lifecycle::Harness;
+using lifecycle::Log;
+using lifecycle::OffReason;
 
 // The components switched off before the cleanup: they write what it removes.
 inline constexpr const char* kOffForUninstall[] = {"cdi", "labels"};
@@ -35,6 +42,7 @@ struct UninstallOptions {
   std::string node_name;
   std::chrono::milliseconds api_timeout{3000};   // each API request of the cleanup and the check
   std::chrono::milliseconds switch_off_wait{1000};  // for cdi and labels to stop before removing
+  Clock* clock = &SystemClock();  // the DaemonSet watch's reconnect backoff (0.5 s doubling to 8 s)
 };
 
 class Uninstaller {

@@ -13,6 +13,7 @@
 #include "src/agent/components.h"
 #include "src/agent/step_args.h"
 #include "src/base/json.h"
+#include "src/base/well_known.h"
 #include "src/kube/node.h"
 
 namespace gpunode::agent {
@@ -33,7 +34,7 @@ std::string CamelCaseReason(const std::string& finding_id) {
 
 namespace {
 
-constexpr char kConditionType[] = "GpuStackReady";
+constexpr const auto& kConditionType = wellknown::kConditionGpuStackReady;
 
 struct Verdict {
   bool pass = false;
@@ -104,10 +105,10 @@ class Validator final : public Component {
         if (stop.stop_requested()) break;
         log_.Warn(name(), absl::StrCat("check not run: ", st.message()));
       }
-      const auto wait = ctx_.gate().open ? s_.interval : s_.retry;
-      const auto until = std::chrono::steady_clock::now() + wait;
-      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
-        RealClock().WaitFor(std::chrono::milliseconds(1000), stop);
+      Clock& clock = ctx_.clock();
+      const auto until = clock.Now() + (ctx_.gate().open ? s_.interval : s_.retry);
+      while (!stop.stop_requested() && clock.Now() < until) {
+        clock.WaitFor(std::chrono::milliseconds(1000), stop);
         if (xid.exchange(false)) {
           log_.Info(name(), "critical XID or lost GPU: checking again");
           Refresh();
@@ -172,7 +173,7 @@ class Validator final : public Component {
                                          ctx_.MsSinceStart(), " ms after the agent started"));
         }
         Status ev = kube::CreateNodeEvent(*ctx_.kube(), ctx_.node_name(), g.open ? "Normal" : "Warning",
-                                          g.open ? "GpuStackReady" : g.reason,
+                                          g.open ? kConditionType : g.reason,
                                           g.open ? g.message : absl::StrCat("GPUs advertised Unhealthy: ", g.message));
         if (!ev.ok()) log_.Warn(name(), absl::StrCat("Event not created: ", ev.message()));
       }

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/agent/components.h"
-#include "src/agent/harness.h"
 #include "src/agent/node_context.h"
 #include "src/cli/common.h"
+#include "src/lifecycle/harness.h"
 
 namespace gpunode::cli {
 
@@ -28,7 +28,7 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  agent::Log log(config.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+  lifecycle::Log log(config.log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
   log.set_program("gpunode " + component);
   agent::NodeContextOptions o{.fs = session.fs()};
   o.probe = session.probe_options();
@@ -37,11 +37,10 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   o.self_args = {SelfPath(), "--host-root", session.fs().root()};
   if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
   agent::NodeContext ctx(std::move(o));
-  agent::RealClock clock;
-  agent::HarnessOptions ho;
+  lifecycle::HarnessOptions ho;
   ho.fail_fast = true;
   ho.on_failure = [] { ::kill(::getpid(), SIGUSR1); };
-  agent::Harness harness(clock, log, ho);
+  lifecycle::Harness harness(ctx.clock(), log, ho);
   if (component == "plugin") {
     harness.Add(agent::MakePlugin(ctx, config, log));
   } else {

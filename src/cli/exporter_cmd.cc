@@ -26,7 +26,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/agent/config.h"
-#include "src/agent/harness.h"
 #include "src/cli/common.h"
 #include "src/cli/nvidia_flags.h"
 #include "src/exporter/counters.h"
@@ -35,6 +34,7 @@
 #include "src/exporter/published.h"
 #include "src/exporter/web_config.h"
 #include "src/gpu/nvml.h"
+#include "src/lifecycle/harness.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
 
@@ -250,7 +250,7 @@ int RunFront(const ExporterFlags& flags, const CLI::App& cmd) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  agent::Log log(flags.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+  lifecycle::Log log(flags.log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
   log.set_program("gpunode exporter");
   exporter::PublishedDir dir(flags.from_dir);
   exporter::FilePageSource pages(dir, freshness);
@@ -375,7 +375,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
 
   // Each setting that does not apply: one line at start (a SIGHUP restart does not repeat it).
   {
-    agent::Log log(flags.log_format == "json" ? agent::Log::Format::kJson : agent::Log::Format::kText);
+    lifecycle::Log log(flags.log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
     log.set_program("gpunode exporter");
     for (const std::string& note : *notes) log.Warn("exporter", note);
   }

@@ -12,10 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "src/base/terminal.h"
 #include "src/cli/common.h"
+#include "src/devices/sleep_interval.h"
 #include "src/kube/client.h"
 #include "src/kube/json_fields.h"
 #include "src/kube/node.h"
-#include "src/plugin/sleep_interval.h"
 
 namespace gpunode::cli {
 namespace {
@@ -93,7 +93,7 @@ int RunUninstall(const UninstallFlags& flags) {
     PrintError(st);
     return kExitUsage;
   }
-  auto timeout_s = plugin::ParseSleepInterval(flags.timeout);
+  auto timeout_s = devices::ParseSleepInterval(flags.timeout);
   if (!timeout_s.ok() || *timeout_s <= 0) {
     PrintError(absl::StrCat("--timeout \"", flags.timeout, "\": not a duration such as 90s or 2m"));
     return kExitUsage;

@@ -24,12 +24,12 @@
 #include "src/cli/nvidia_flags.h"
 #include "src/compat/dataset.h"
 #include "src/container/cdi.h"
+#include "src/devices/config.h"
+#include "src/devices/sleep_interval.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
-#include "src/plugin/config.h"
 #include "src/labels/host_facts.h"
 #include "src/labels/labels.h"
-#include "src/plugin/sleep_interval.h"
 
 extern char** environ;
 
@@ -99,7 +99,7 @@ struct Sink {
 
 // The configuration with GFD's precedence: flag, then environment (GFD_* before the plugin's
 // names), then the config file, then the default.
-StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
+StatusOr<devices::PluginConfig> ResolveConfig(const LabelsFlags& flags,
                                              const std::map<std::string, std::string>& env,
                                              std::vector<std::string>* warnings) {
   std::string config_file;
@@ -110,16 +110,16 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
   } else if (const std::string* w = Lookup(env, "CONFIG_FILE")) {
     config_file = *w;
   }
-  plugin::PluginConfig config;
+  devices::PluginConfig config;
   if (!config_file.empty()) {
     GPUNODE_ASSIGN_OR_RETURN(std::string text, ReadExplicitFile(config_file));
-    GPUNODE_ASSIGN_OR_RETURN(config, plugin::ParseConfig(text, config_file));
+    GPUNODE_ASSIGN_OR_RETURN(config, devices::ParseConfig(text, config_file));
     for (const std::string& w : config.warnings)
       warnings->push_back(absl::StrCat(config_file, ": ", w));
   }
-  GPUNODE_RETURN_IF_ERROR(plugin::ApplyEnvironment(env, &config));
+  GPUNODE_RETURN_IF_ERROR(devices::ApplyEnvironment(env, &config));
   if (const std::string* v = Lookup(env, "GFD_MIG_STRATEGY")) {
-    auto s = plugin::ParseMigStrategy(*v);
+    auto s = devices::ParseMigStrategy(*v);
     if (!s.ok())
       return absl::InvalidArgumentError(absl::StrCat("GFD_MIG_STRATEGY: ", s.status().message()));
     config.mig_strategy = *s;
@@ -131,7 +131,7 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
     GPUNODE_ASSIGN_OR_RETURN(config.gfd_no_timestamp, ParseGoBool("GFD_NO_TIMESTAMP", *v));
   }
   if (const std::string* v = Lookup(env, "GFD_SLEEP_INTERVAL")) {
-    auto s = plugin::ParseSleepInterval(*v);
+    auto s = devices::ParseSleepInterval(*v);
     if (!s.ok())
       return absl::InvalidArgumentError(absl::StrCat("GFD_SLEEP_INTERVAL: ", s.status().message()));
     config.gfd_sleep_interval_s = *s;
@@ -140,7 +140,7 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
   if (const std::string* v = Lookup(env, "GFD_MACHINE_TYPE_FILE")) config.machine_type_file = *v;
 
   if (flags.mig_opt->count() > 0) {
-    auto s = plugin::ParseMigStrategy(flags.mig_strategy);
+    auto s = devices::ParseMigStrategy(flags.mig_strategy);
     if (!s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--mig-strategy: ", s.status().message()));
     config.mig_strategy = *s;
@@ -152,7 +152,7 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
     GPUNODE_ASSIGN_OR_RETURN(config.gfd_no_timestamp, ParseGoBool("--no-timestamp", flags.no_timestamp));
   }
   if (flags.sleep_opt->count() > 0) {
-    auto s = plugin::ParseSleepInterval(flags.sleep_interval);
+    auto s = devices::ParseSleepInterval(flags.sleep_interval);
     if (!s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--sleep-interval: ", s.status().message()));
     config.gfd_sleep_interval_s = *s;
@@ -165,7 +165,7 @@ StatusOr<plugin::PluginConfig> ResolveConfig(const LabelsFlags& flags,
 // The file the labels go to. GFD's default path belongs to the host and is resolved below
 // --host-root; a path the user names is used as given. "" or "-" is stdout, as in GFD.
 StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags,
-                           const plugin::PluginConfig& config, bool simulated) {
+                           const devices::PluginConfig& config, bool simulated) {
   Sink sink;
   // With the Node as the destination, a features file only when one is asked for: the flag, the
   // environment, or a config file's flags.gfd.outputFile.
@@ -537,7 +537,7 @@ class Labeller {
   OutputFormat format_;
   const NvidiaFlags& nv_;
   bool fail_on_init_error_ = false;  // GFD's --fail-on-init-error given true
-  std::optional<plugin::PluginConfig> config_;
+  std::optional<devices::PluginConfig> config_;
   std::unique_ptr<NodeSession> session_;
   Sink sink_;
   std::optional<compat::CompatData> compat_;

@@ -1,4 +1,4 @@
-// gpunode plugin: the kubelet device plugin for nvidia.com/gpu (src/plugin, docs/plugin.md).
+// gpunode plugin: the kubelet device plugin for nvidia.com/gpu (src/deviceplugin, src/devices, docs/plugin.md).
 #include <malloc.h>
 #include <signal.h>
 
@@ -12,21 +12,21 @@
 #include <sstream>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
-#include "src/agent/harness.h"
 #include "src/cli/common.h"
 #include "src/cli/nvidia_flags.h"
+#include "src/deviceplugin/server.h"
+#include "src/devices/config.h"
+#include "src/devices/devices.h"
+#include "src/devices/health.h"
+#include "src/devices/mps.h"
+#include "src/devices/topology.h"
 #include "src/gpu/nvml.h"
-#include "src/plugin/config.h"
-#include "src/plugin/devices.h"
-#include "src/plugin/health.h"
-#include "src/plugin/mps.h"
-#include "src/plugin/server.h"
-#include "src/plugin/topology.h"
+#include "src/lifecycle/harness.h"
 
 
 namespace gpunode::cli {
@@ -34,7 +34,7 @@ namespace {
 
 
 struct PluginFlags {
-  std::string kubelet_dir = plugin::kDefaultPluginDir;
+  std::string kubelet_dir = deviceplugin::kDefaultPluginDir;
   std::string kubelet_socket;
   std::string config_file;
   std::string mig_strategy, device_list_strategy, device_id_strategy;
@@ -124,7 +124,7 @@ agent::PluginSection SectionOf(const PluginFlags& f, const std::map<std::string,
 
 // Flag, then environment, then file, then default (NVIDIA's precedence): the agent's resolution,
 // with the boolean flags checked first so that errors name them as typed.
-StatusOr<plugin::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<std::string, std::string>& env) {
+StatusOr<devices::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<std::string, std::string>& env) {
   if (!f.pass_device_specs.empty()) {
     GPUNODE_RETURN_IF_ERROR(ParseGoBool("--pass-device-specs", f.pass_device_specs).status());
   }
@@ -134,7 +134,7 @@ StatusOr<plugin::PluginConfig> LoadConfig(const PluginFlags& f, const std::map<s
   return agent::ResolvePluginConfig(SectionOf(f, env), "", env);
 }
 
-std::string ListStrategyText(const plugin::PluginConfig& c) {
+std::string ListStrategyText(const devices::PluginConfig& c) {
   std::vector<std::string> s;
   if (c.device_list.envvar) s.push_back("envvar");
   if (c.device_list.volume_mounts) s.push_back("volume-mounts");
@@ -143,11 +143,11 @@ std::string ListStrategyText(const plugin::PluginConfig& c) {
   return absl::StrJoin(s, ",");
 }
 
-nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resources, const plugin::PluginConfig& c) {
+nlohmann::ordered_json ResourcesJson(const std::vector<devices::Resource>& resources, const devices::PluginConfig& c) {
   nlohmann::ordered_json rs = nlohmann::ordered_json::array();
-  for (const plugin::Resource& r : resources) {
+  for (const devices::Resource& r : resources) {
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
-    for (const plugin::PluginDevice& d : r.devices) {
+    for (const devices::PluginDevice& d : r.devices) {
       nlohmann::ordered_json j = {{"id", d.id}, {"uuid", d.uuid}, {"index", d.index}};
       if (d.numa_node) j["numaNode"] = *d.numa_node;
       if (d.replica >= 0) j["replica"] = d.replica;
@@ -161,12 +161,12 @@ nlohmann::ordered_json ResourcesJson(const std::vector<plugin::Resource>& resour
   }
   return {{"apiVersion", "gpunode/v1"},
           {"kind", "DevicePluginResources"},
-          {"migStrategy", plugin::MigStrategyName(c.mig_strategy)},
-          {"deviceIdStrategy", c.device_id == plugin::DeviceIdStrategy::kUuid ? "uuid" : "index"},
+          {"migStrategy", devices::MigStrategyName(c.mig_strategy)},
+          {"deviceIdStrategy", c.device_id == devices::DeviceIdStrategy::kUuid ? "uuid" : "index"},
           {"deviceListStrategy", ListStrategyText(c)},
           {"passDeviceSpecs", c.pass_device_specs},
           {"failOnInitError", c.fail_on_init_error},
-          {"sharing", plugin::SharingStrategyName(c.sharing.strategy)},
+          {"sharing", devices::SharingStrategyName(c.sharing.strategy)},
           {"resources", rs}};
 }
 
@@ -181,7 +181,7 @@ int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags&
   }
   {
     // Each setting that does not apply: one line at start (a SIGHUP restart does not repeat it).
-    agent::Log log;
+    lifecycle::Log log;
     log.set_program("gpunode plugin");
     for (const std::string& note : *notes) log.Warn("plugin", note);
   }
@@ -197,7 +197,7 @@ int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags&
     PrintError(absl::StrCat("--health-recovery: ", recovery.status().message()));
     return kExitUsage;
   }
-  auto health = plugin::HealthOptionsFromEnvironment(env);
+  auto health = devices::HealthOptionsFromEnvironment(env);
   if (!health.ok()) {
     PrintError(health.status());
     return kExitUsage;
@@ -222,7 +222,7 @@ int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags&
       PrintError(absl::StrCat("NVML: ", inv->driver.status.message(), " (run `gpunode doctor`)"));
       return kExitFailed;
     }
-    auto resources = plugin::BuildResources(*inv, *config);
+    auto resources = devices::BuildResources(*inv, *config);
     if (!resources.ok()) {
       PrintError(resources.status());
       return kExitFailed;
@@ -236,9 +236,9 @@ int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags&
     if (*format != OutputFormat::kTable) {
       PrintDocument(doc, *format);
     } else {
-      for (const plugin::Resource& r : *resources) {
+      for (const devices::Resource& r : *resources) {
         std::cout << r.name << " (" << r.devices.size() << " devices, socket " << r.socket_name << ")\n";
-        for (const plugin::PluginDevice& d : r.devices) {
+        for (const devices::PluginDevice& d : r.devices) {
           std::cout << "  " << d.id << "  index " << d.index
                     << (d.numa_node ? absl::StrCat("  numa ", *d.numa_node) : std::string()) << "\n";
         }

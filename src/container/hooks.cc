@@ -1,6 +1,5 @@
 #include "src/container/hooks.h"
 
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,8 +15,8 @@
 #include "nlohmann/json.hpp"
 #include "src/base/host_fs.h"
 #include "src/base/json.h"
+#include "src/base/subprocess.h"
 
-extern char** environ;
 
 namespace gpunode::container {
 namespace {
@@ -107,21 +106,14 @@ Status UpdateLdCache(const std::string& rootfs, const std::vector<std::string>& 
   GPUNODE_RETURN_IF_ERROR(
       root.WriteFileAtomically("/etc/ld.so.conf.d/00-gpunode-cdi.conf", conf, ThrowAway()).status());
 
-  std::vector<std::string> args = {ldconfig, "-r", rootfs, "-f", "/etc/ld.so.conf", "-C", "/etc/ld.so.cache"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, ldconfig.c_str(), nullptr, nullptr, argv.data(), environ);
-  if (rc != 0) return ErrnoToStatus(rc, "run", ldconfig);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return ErrnoToStatus(errno, "wait for", ldconfig);
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  // src/base/subprocess.h: signals reset and a group of its own; its output is the hook's (runc logs it).
+  SubprocessOptions o;
+  o.argv = {ldconfig, "-r", rootfs, "-f", "/etc/ld.so.conf", "-C", "/etc/ld.so.cache"};
+  o.inherit_output = true;
+  GPUNODE_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
+  if (r.exit_code != 0) {
     return absl::InternalError(absl::StrCat(ldconfig, " -r ", rootfs, " failed (",
-                                            WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                                                              : std::string("killed"),
+                                            r.exit_code >= 0 ? absl::StrCat("exit ", r.exit_code) : std::string("killed"),
                                             ")"));
   }
   return absl::OkStatus();

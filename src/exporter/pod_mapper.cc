@@ -11,12 +11,13 @@
 #include "absl/synchronization/mutex.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "src/base/held_mutex.h"
+#include "src/base/well_known.h"
 
 namespace gpunode::exporter {
 namespace {
 
 constexpr int kMaxReceiveBytes = 64 << 20;  // dcgm-exporter's 4 MiB default broke big nodes (#509)
-constexpr std::string_view kGpuResource = "nvidia.com/gpu";
+constexpr std::string_view kGpuResource = wellknown::kResourceGpu;
 constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
 
 double NowSeconds() {

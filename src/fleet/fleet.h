@@ -21,39 +21,16 @@
 #include "nlohmann/json.hpp"
 #include "src/base/status.h"
 #include "src/base/version.h"
+#include "src/base/well_known.h"
 #include "src/compat/dataset.h"
 #include "src/compat/engine.h"
 #include "src/kube/client.h"
 
 namespace gpunode::fleet {
 
-// Label keys read (GFD's names and gpunode's own; docs/labels.md).
-inline constexpr char kLabelGpuPresent[] = "nvidia.com/gpu.present";
-inline constexpr char kLabelGpuCount[] = "nvidia.com/gpu.count";
-inline constexpr char kLabelGpuProduct[] = "nvidia.com/gpu.product";
-inline constexpr char kLabelGpuFamily[] = "nvidia.com/gpu.family";
-inline constexpr char kLabelGpuMemory[] = "nvidia.com/gpu.memory";
-inline constexpr char kLabelComputeMajor[] = "nvidia.com/gpu.compute.major";
-inline constexpr char kLabelComputeMinor[] = "nvidia.com/gpu.compute.minor";
-inline constexpr char kLabelGpuReplicas[] = "nvidia.com/gpu.replicas";
-inline constexpr char kLabelSharingStrategy[] = "nvidia.com/gpu.sharing-strategy";
-inline constexpr char kLabelMigStrategy[] = "nvidia.com/mig.strategy";
-// GFD's names: cuda.driver-version.* is the driver's version; cuda.runtime-version.* is the highest
-// CUDA version that driver supports (what nvidia-smi prints as "CUDA Version").
-inline constexpr char kLabelDriverVersion[] = "nvidia.com/cuda.driver-version.full";
-inline constexpr char kLabelDriverMajor[] = "nvidia.com/cuda.driver.major";
-inline constexpr char kLabelCudaMax[] = "nvidia.com/cuda.runtime-version.full";
-inline constexpr char kLabelBranch[] = "gpunode.io/driver.branch";
-inline constexpr char kLabelKernelModule[] = "gpunode.io/driver.kernel-module";
-inline constexpr char kLabelDoctorStatus[] = "gpunode.io/doctor.status";
-inline constexpr char kLabelDoctorFirst[] = "gpunode.io/doctor.first-finding";
-inline constexpr char kLabelHealthy[] = "gpunode.io/gpu.healthy-count";
-inline constexpr char kLabelUnhealthy[] = "gpunode.io/gpu.unhealthy-count";
-inline constexpr char kLabelAgentVersion[] = "gpunode.io/agent.version";
-// node-feature-discovery's label for a node with an NVIDIA PCI device (vendor 10de).
-inline constexpr char kLabelNfdNvidiaPci[] = "feature.node.kubernetes.io/pci-10de.present";
-inline constexpr char kResourceGpu[] = "nvidia.com/gpu";
-inline constexpr char kConditionGpuStackReady[] = "GpuStackReady";
+// The label keys read, the GPU resource and the GpuStackReady condition are src/base/well_known.h's
+// (the names the node side writes them under).
+using namespace ::gpunode::wellknown;  // kLabel*, kResourceGpu, kConditionGpuStackReady
 
 // A Node condition; `present` false when the Node does not carry it.
 struct Condition {

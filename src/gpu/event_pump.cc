@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "src/base/backoff.h"
+
 namespace gpunode::gpu {
 
 NvmlEventPump::~NvmlEventPump() { Stop(); }
@@ -30,17 +32,18 @@ unsigned NvmlEventPump::Start(const std::vector<std::pair<unsigned, std::string>
     set_ = nullptr;
     return 0;
   }
-  stop_ = false;
-  thread_ = std::thread([this] {
+  thread_ = std::jthread([this](std::stop_token stop) {
     ::pthread_setname_np(::pthread_self(), "gn:nvml-events");
-    Run();
+    Run(stop);
   });
   return registered_;
 }
 
 void NvmlEventPump::Stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.request_stop();  // ends a pause at once; a wait in NVML within its 500 ms
+    thread_.join();
+  }
   if (set_ != nullptr) {
     nvml_.nvmlEventSetFree(set_);
     set_ = nullptr;
@@ -71,8 +74,11 @@ void NvmlEventPump::Dispatch(const NvmlEvent& e) {
   for (auto& [id, s] : subscribers_) s(e);
 }
 
-void NvmlEventPump::Run() {
-  while (!stop_) {
+void NvmlEventPump::Run(std::stop_token stop) {
+  // After an answer that is no event (a lost GPU NVML may report on every wait, a broken event
+  // set): a pause on the clock, so the thread does not spin. Pollers notice lost GPUs too.
+  Backoff pause({.initial = std::chrono::milliseconds(500), .max = std::chrono::milliseconds(500)});
+  while (!stop.stop_requested()) {
     nvmlEventData_t data{};
     const nvmlReturn_t rc = nvml_.nvmlEventSetWait_v2(set_, &data, 500);
     if (rc == NVML_SUCCESS || rc == NVML_ERROR_GPU_IS_LOST) {
@@ -86,13 +92,9 @@ void NvmlEventPump::Run() {
         e.uuid = it->second.second;
       }
       Dispatch(e);
-      if (rc == NVML_ERROR_GPU_IS_LOST) {
-        // NVML may answer every wait with the loss: do not spin. Pollers notice lost GPUs too.
-        for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
+      if (rc == NVML_ERROR_GPU_IS_LOST) clock_.WaitFor(pause.Next(), stop);
     } else if (rc != NVML_ERROR_TIMEOUT) {
-      // A broken event set: do not spin.
-      for (int i = 0; i < 5 && !stop_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      clock_.WaitFor(pause.Next(), stop);  // a broken event set
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "src/base/clock.h"
 #include "src/gpu/nvml.h"
 
 namespace gpunode::gpu {
@@ -33,8 +35,8 @@ class NvmlEventPump {
  public:
   using Subscriber = std::function<void(const NvmlEvent&)>;
 
-  // `nvml` must outlive the pump.
-  explicit NvmlEventPump(const NvmlLibrary& nvml) : nvml_(nvml) {}
+  // `nvml` (and `clock`, on which its pauses after errors are taken) must outlive the pump.
+  explicit NvmlEventPump(const NvmlLibrary& nvml, Clock& clock = SystemClock()) : nvml_(nvml), clock_(clock) {}
   ~NvmlEventPump();
   NvmlEventPump(const NvmlEventPump&) = delete;
   NvmlEventPump& operator=(const NvmlEventPump&) = delete;
@@ -57,13 +59,13 @@ class NvmlEventPump {
   void Dispatch(const NvmlEvent& e);
 
  private:
-  void Run();
+  void Run(std::stop_token stop);
 
   const NvmlLibrary& nvml_;
   nvmlEventSet_t set_ = nullptr;
   std::map<nvmlDevice_t, std::pair<unsigned, std::string>> gpu_of_;  // registered GPUs
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  Clock& clock_;
+  std::jthread thread_;
   bool started_ = false;
   unsigned registered_ = 0;
 

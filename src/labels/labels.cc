@@ -10,17 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "src/base/well_known.h"
 #include "src/compat/engine.h"
 #include "src/compat/image_ref.h"
+#include "src/devices/devices.h"
 #include "src/doctor/doctor.h"
 #include "src/gpu/nvml.h"
-#include "src/plugin/devices.h"
 
 namespace gpunode::labels {
 namespace {
 
 constexpr uint64_t kMiB = 1024 * 1024;
-constexpr char kGpu[] = "nvidia.com/gpu";
+constexpr const auto& kGpu = wellknown::kResourceGpu;
 
 bool Alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool ValueChar(char c) { return Alnum(c) || c == '-' || c == '_' || c == '.'; }
@@ -42,7 +43,7 @@ std::string ProductName(const std::vector<std::string>& parts, bool shared_suffi
 // replicas, sharing-strategy. `sharing` null: sharing does not apply (GFD labels MIG-enabled GPUs
 // so, with 0 replicas).
 void ResourceLabels(const std::string& resource, const std::vector<std::string>& product_parts,
-                    int count, const plugin::Sharing* sharing, Labels* out) {
+                    int count, const devices::Sharing* sharing, Labels* out) {
   int replicas = 0;
   std::string strategy = "none";
   bool shared = false;
@@ -50,7 +51,7 @@ void ResourceLabels(const std::string& resource, const std::vector<std::string>&
     replicas = std::max(1, sharing->ReplicasOf(resource));
     if (replicas > 1) {
       shared = true;
-      strategy = plugin::SharingStrategyName(sharing->strategy);
+      strategy = devices::SharingStrategyName(sharing->strategy);
     }
   }
   const std::string product =
@@ -64,12 +65,12 @@ void ResourceLabels(const std::string& resource, const std::vector<std::string>&
 // Memory, compute capability and family of a full GPU.
 void FullGpuAttributes(const gpu::GpuInfo& g, Labels* out) {
   const uint64_t mib = g.memory_total_bytes.value_or(0) / kMiB;
-  if (mib != 0) (*out)["nvidia.com/gpu.memory"] = absl::StrCat(mib);
+  if (mib != 0) (*out)[wellknown::kLabelGpuMemory] = absl::StrCat(mib);
   if (g.cc_major && *g.cc_major != 0) {
     const int minor = g.cc_minor.value_or(0);
-    (*out)["nvidia.com/gpu.family"] = ArchFamily(*g.cc_major, minor);
-    (*out)["nvidia.com/gpu.compute.major"] = absl::StrCat(*g.cc_major);
-    (*out)["nvidia.com/gpu.compute.minor"] = absl::StrCat(minor);
+    (*out)[wellknown::kLabelGpuFamily] = ArchFamily(*g.cc_major, minor);
+    (*out)[wellknown::kLabelComputeMajor] = absl::StrCat(*g.cc_major);
+    (*out)[wellknown::kLabelComputeMinor] = absl::StrCat(minor);
   }
 }
 
@@ -95,7 +96,7 @@ bool MigEnabled(const gpu::GpuInfo& g) { return g.mig_enabled.value_or(false); }
 // (Go map order); gpunode picks deterministically: the model of the first GPU not in MIG mode,
 // else of the first MIG-enabled GPU (labelled without sharing). The count is every GPU of that
 // model.
-void FullGpuLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
+void FullGpuLabels(const std::vector<gpu::GpuInfo>& gpus, const devices::PluginConfig& config, LabelSet* set) {
   std::map<std::string, int> counts;
   std::vector<std::string> models;
   for (const gpu::GpuInfo& g : gpus) {
@@ -133,7 +134,7 @@ std::vector<MigGroup> GroupMigDevices(const std::vector<gpu::GpuInfo>& gpus) {
   for (const gpu::GpuInfo& g : gpus) {
     if (!MigEnabled(g)) continue;
     for (const gpu::MigDevice& m : g.mig_devices) {
-      const std::string profile = plugin::MigProfileName(m, g.memory_total_bytes);
+      const std::string profile = devices::MigProfileName(m, g.memory_total_bytes);
       auto it = std::find_if(groups.begin(), groups.end(),
                              [&](const MigGroup& x) { return x.profile == profile; });
       if (it == groups.end()) {
@@ -150,16 +151,16 @@ void InvalidSingleLabels(const gpu::GpuInfo& first_mig, const std::string& reaso
   set->warnings.push_back(absl::StrCat("invalid configuration for mig-strategy=single: ", reason,
                                        "; nvidia.com/gpu.product says MIG-INVALID"));
   Labels& l = set->labels;
-  l["nvidia.com/gpu.product"] = ProductName({first_mig.name, "MIG", "INVALID"}, false);
-  l["nvidia.com/gpu.count"] = "0";
-  l["nvidia.com/gpu.replicas"] = "0";
-  l["nvidia.com/gpu.sharing-strategy"] = "";  // GFD empties it: no resource to share
-  l["nvidia.com/gpu.memory"] = "0";
+  l[wellknown::kLabelGpuProduct] = ProductName({first_mig.name, "MIG", "INVALID"}, false);
+  l[wellknown::kLabelGpuCount] = "0";
+  l[wellknown::kLabelGpuReplicas] = "0";
+  l[wellknown::kLabelSharingStrategy] = "";  // GFD empties it: no resource to share
+  l[wellknown::kLabelGpuMemory] = "0";
 }
 
-void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig& config, LabelSet* set) {
-  if (config.mig_strategy == plugin::MigStrategy::kNone) return;
-  set->labels["nvidia.com/mig.strategy"] = plugin::MigStrategyName(config.mig_strategy);
+void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const devices::PluginConfig& config, LabelSet* set) {
+  if (config.mig_strategy == devices::MigStrategy::kNone) return;
+  set->labels[wellknown::kLabelMigStrategy] = devices::MigStrategyName(config.mig_strategy);
   const gpu::GpuInfo* first_mig = nullptr;
   bool any_full = false;
   bool any_empty = false;
@@ -172,7 +173,7 @@ void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const plugin::PluginConfig
     }
   }
   const std::vector<MigGroup> groups = GroupMigDevices(gpus);
-  if (config.mig_strategy == plugin::MigStrategy::kSingle) {
+  if (config.mig_strategy == devices::MigStrategy::kSingle) {
     if (first_mig == nullptr) return;  // no GPU in MIG mode: the same as `none`
     if (any_empty)
       return InvalidSingleLabels(*first_mig, "at least one MIG device is enabled but empty", set);
@@ -215,13 +216,13 @@ void VersionLabels(const node::UserDriverLayer& d, const compat::CompatData* com
                                            "\" does not match X.Y[.Z]: no cuda.driver labels"));
     } else {
       const std::string rev = parts.size() > 2 ? parts[2] : "";
-      l["nvidia.com/cuda.driver.major"] = parts[0];  // deprecated names, still emitted by GFD
+      l[wellknown::kLabelDriverMajor] = parts[0];  // deprecated names, still emitted by GFD
       l["nvidia.com/cuda.driver.minor"] = parts[1];
       l["nvidia.com/cuda.driver.rev"] = rev;
       l["nvidia.com/cuda.driver-version.major"] = parts[0];
       l["nvidia.com/cuda.driver-version.minor"] = parts[1];
       l["nvidia.com/cuda.driver-version.revision"] = rev;
-      l["nvidia.com/cuda.driver-version.full"] = full;
+      l[wellknown::kLabelDriverVersion] = full;
     }
   }
   const std::optional<Version> cuda = d.cuda_version ? d.cuda_version : CudaOfDriverBranch(d, compat_data);
@@ -232,7 +233,7 @@ void VersionLabels(const node::UserDriverLayer& d, const compat::CompatData* com
     l["nvidia.com/cuda.runtime.minor"] = minor;  // deprecated
     l["nvidia.com/cuda.runtime-version.major"] = major;
     l["nvidia.com/cuda.runtime-version.minor"] = minor;
-    l["nvidia.com/cuda.runtime-version.full"] = absl::StrCat(major, ".", minor);
+    l[wellknown::kLabelCudaMax] = absl::StrCat(major, ".", minor);
   }
 }
 
@@ -268,7 +269,7 @@ void GpunodeLabels(const node::NodeInventory& inv, const LabelOptions& options, 
   Labels& l = set->labels;
   const std::optional<Version> driver = DriverVersion(inv);
   if (driver) {
-    l["gpunode.io/driver.branch"] = absl::StrCat(driver->major());
+    l[wellknown::kLabelBranch] = absl::StrCat(driver->major());
     if (options.compat != nullptr) {
       std::set<int> majors;
       for (const compat::MinorCompat& m : options.compat->minor_compat) majors.insert(m.cuda_major);
@@ -286,9 +287,9 @@ void GpunodeLabels(const node::NodeInventory& inv, const LabelOptions& options, 
       }
     }
   }
-  if (inv.kernel.flavor == node::ModuleFlavor::kOpen) l["gpunode.io/driver.kernel-module"] = "open";
+  if (inv.kernel.flavor == node::ModuleFlavor::kOpen) l[wellknown::kLabelKernelModule] = "open";
   if (inv.kernel.flavor == node::ModuleFlavor::kProprietary)
-    l["gpunode.io/driver.kernel-module"] = "proprietary";
+    l[wellknown::kLabelKernelModule] = "proprietary";
 
   // Health: the GPUs NVML counts, or more when the bus has more (not counting passthrough GPUs):
   // a GPU without a driver, or that NVML lost entirely, is not healthy.
@@ -303,21 +304,21 @@ void GpunodeLabels(const node::NodeInventory& inv, const LabelOptions& options, 
     on_bus += passthrough ? 0 : 1;
   }
   total = std::max({total, on_bus, healthy});
-  l["gpunode.io/gpu.healthy-count"] = absl::StrCat(healthy);
-  l["gpunode.io/gpu.unhealthy-count"] = absl::StrCat(total - healthy);
+  l[wellknown::kLabelHealthy] = absl::StrCat(healthy);
+  l[wellknown::kLabelUnhealthy] = absl::StrCat(total - healthy);
 
   const doctor::DoctorReport report = doctor::RunDoctor(inv);
   const doctor::CheckStatus overall =
       report.overall == doctor::CheckStatus::kSkip ? doctor::CheckStatus::kOk : report.overall;
-  l["gpunode.io/doctor.status"] = std::string(doctor::StatusName(overall));
+  l[wellknown::kLabelDoctorStatus] = std::string(doctor::StatusName(overall));
   if (overall != doctor::CheckStatus::kOk && report.first) {
-    l["gpunode.io/doctor.first-finding"] = report.first->id;
+    l[wellknown::kLabelDoctorFirst] = report.first->id;
   }
 }
 
 }  // namespace
 
-LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig& config,
+LabelSet BuildLabels(const node::NodeInventory& inv, const devices::PluginConfig& config,
                      const LabelOptions& options) {
   LabelSet set;
   Labels& l = set.labels;
@@ -327,7 +328,7 @@ LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig&
     std::string value = SanitizeLabelValue(machine);
     l["nvidia.com/gpu.machine"] = value.empty() ? "unknown" : value;
   }
-  if (!inv.hardware.gpus.empty() || !inv.driver.gpus.empty()) l["nvidia.com/gpu.present"] = "true";
+  if (!inv.hardware.gpus.empty() || !inv.driver.gpus.empty()) l[wellknown::kLabelGpuPresent] = "true";
 
   const std::vector<gpu::GpuInfo>& gpus = inv.driver.gpus;
   if (!gpus.empty()) {
@@ -337,7 +338,7 @@ LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig&
     });
     l["nvidia.com/mig.capable"] = capable ? "true" : "false";
     const bool any_mig = std::any_of(gpus.begin(), gpus.end(), MigEnabled);
-    bool mps = config.sharing.strategy == plugin::SharingStrategy::kMps;
+    bool mps = config.sharing.strategy == devices::SharingStrategy::kMps;
     if (mps && any_mig) {
       set.warnings.push_back(
           "MPS sharing is not supported for MIG devices: nvidia.com/mps.capable=false");

@@ -18,8 +18,8 @@
 #include "nlohmann/json.hpp"
 #include "src/base/status.h"
 #include "src/compat/dataset.h"
+#include "src/devices/config.h"
 #include "src/node/inventory.h"
-#include "src/plugin/config.h"
 
 namespace gpunode::labels {
 
@@ -65,7 +65,7 @@ struct LabelSet {
 
 // Every label for the node. Never fails: what cannot be read is left out (GFD's full-GPU labels
 // need NVML; a node without readable GPUs keeps the timestamp, machine and gpunode.io labels).
-LabelSet BuildLabels(const node::NodeInventory& inv, const plugin::PluginConfig& config,
+LabelSet BuildLabels(const node::NodeInventory& inv, const devices::PluginConfig& config,
                      const LabelOptions& options);
 
 // node-feature-discovery's "local" feature file: one `key=value` line per label, sorted by key.

@@ -1,5 +1,5 @@
 // `gpunode plugin`, the real binary: what it would advertise, bad input, and a clean stop. The
-// gRPC conversation with a kubelet is in test/plugin/server_test.cc.
+// gRPC conversation with a kubelet is in test/deviceplugin/server_test.cc.
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/wait.h>

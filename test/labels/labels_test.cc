@@ -3,8 +3,8 @@
 // a GPU fallen off the bus), the label-value sanitiser and the sleep-interval parser.
 // The golden label set of the simulated dgx-h200 is checked end to end in
 // test/cli/labels_cli_test.cc (test/fixtures/labels/dgx-h200.txt).
+#include "src/devices/sleep_interval.h"
 #include "src/labels/labels.h"
-#include "src/plugin/sleep_interval.h"
 
 #include <unistd.h>
 
@@ -103,9 +103,9 @@ node::NodeInventory A100sInMig(std::vector<std::vector<gpu::MigDevice>> per_gpu)
   return Node(std::move(gpus));
 }
 
-plugin::PluginConfig TimeSliced(int replicas, bool rename_by_default = false) {
-  plugin::PluginConfig c;
-  c.sharing.strategy = plugin::SharingStrategy::kTimeSlicing;
+devices::PluginConfig TimeSliced(int replicas, bool rename_by_default = false) {
+  devices::PluginConfig c;
+  c.sharing.strategy = devices::SharingStrategy::kTimeSlicing;
   c.sharing.rename_by_default = rename_by_default;
   c.sharing.resources.push_back({"nvidia.com/gpu", replicas});
   return c;
@@ -198,20 +198,20 @@ TEST(ArchFamilyTest, MapsComputeCapabilitiesAsGfdDoes) {
 }
 
 TEST(ParseSleepIntervalTest, AcceptsGoDurationsOfWholeSecondsAndInfinite) {
-  EXPECT_EQ(*plugin::ParseSleepInterval("60s"), 60);
-  EXPECT_EQ(*plugin::ParseSleepInterval("5m"), 300);
-  EXPECT_EQ(*plugin::ParseSleepInterval("1h30m"), 5400);
-  EXPECT_EQ(*plugin::ParseSleepInterval("1m30s"), 90);
-  EXPECT_EQ(*plugin::ParseSleepInterval("2000ms"), 2);
-  EXPECT_EQ(*plugin::ParseSleepInterval("90"), 90);
-  EXPECT_EQ(*plugin::ParseSleepInterval(" 1s "), 1);
-  EXPECT_EQ(*plugin::ParseSleepInterval("infinite"), -1);
+  EXPECT_EQ(*devices::ParseSleepInterval("60s"), 60);
+  EXPECT_EQ(*devices::ParseSleepInterval("5m"), 300);
+  EXPECT_EQ(*devices::ParseSleepInterval("1h30m"), 5400);
+  EXPECT_EQ(*devices::ParseSleepInterval("1m30s"), 90);
+  EXPECT_EQ(*devices::ParseSleepInterval("2000ms"), 2);
+  EXPECT_EQ(*devices::ParseSleepInterval("90"), 90);
+  EXPECT_EQ(*devices::ParseSleepInterval(" 1s "), 1);
+  EXPECT_EQ(*devices::ParseSleepInterval("infinite"), -1);
 }
 
 TEST(ParseSleepIntervalTest, RejectsMalformedZeroAndSubSecondIntervals) {
   for (const char* bad : {"", "0", "0s", "-5s", "500ms", "1500ms", "1d", "s", "5 m", "1.5s",
                           "forever", "99999999999h"}) {
-    auto r = plugin::ParseSleepInterval(bad);
+    auto r = devices::ParseSleepInterval(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -232,7 +232,7 @@ TEST(RenderFeaturesFileTest, WritesSortedKeyValueLines) {
 // --- GFD labels on hand-written inventories ----------------------------------------------------
 
 TEST(BuildLabelsTest, FullGpusGetGfdsProductCountMemoryAndArchitecture) {
-  const LabelSet set = BuildLabels(H100s(4), plugin::PluginConfig{}, NoTimestamp());
+  const LabelSet set = BuildLabels(H100s(4), devices::PluginConfig{}, NoTimestamp());
   const Labels& l = set.labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.present"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
@@ -253,7 +253,7 @@ TEST(BuildLabelsTest, FullGpusGetGfdsProductCountMemoryAndArchitecture) {
 }
 
 TEST(BuildLabelsTest, DriverAndCudaVersionsUseBothTheDeprecatedAndTheNewNames) {
-  const Labels l = BuildLabels(H100s(1), plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(H100s(1), devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.major"), "580");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.minor"), "95");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.rev"), "05");
@@ -274,13 +274,13 @@ TEST(BuildLabelsTest, DriverAndCudaVersionsUseBothTheDeprecatedAndTheNewNames) {
 TEST(BuildLabelsTest, TheCudaVersionComesFromTheDriverBranchWhenNvmlCannotSay) {
   node::NodeInventory inv = H100s(1);
   inv.driver.cuda_version.reset();
-  EXPECT_THAT(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels,
+  EXPECT_THAT(BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels,
               Not(Contains(Key("nvidia.com/cuda.runtime-version.full"))));
   auto data = compat::LoadBuiltin();
   ASSERT_OK(data);
   LabelOptions options;
   options.compat = &*data;
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, options).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, options).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.runtime-version.full"), "13.0");
   EXPECT_EQ(l.at("nvidia.com/cuda.runtime.major"), "13");
 }
@@ -288,7 +288,7 @@ TEST(BuildLabelsTest, TheCudaVersionComesFromTheDriverBranchWhenNvmlCannotSay) {
 TEST(BuildLabelsTest, ATwoPartDriverVersionHasAnEmptyRevision) {
   node::NodeInventory inv = H100s(1);
   inv.driver.driver_version = *Version::Parse("570.26");
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.minor"), "26");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver.rev"), "");
   EXPECT_EQ(l.at("nvidia.com/cuda.driver-version.revision"), "");
@@ -298,20 +298,20 @@ TEST(BuildLabelsTest, ATwoPartDriverVersionHasAnEmptyRevision) {
 TEST(BuildLabelsTest, TheTimestampIsUnixSecondsWhenAsked) {
   LabelOptions o;
   o.timestamp = 1767225600;
-  const Labels l = BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels;
+  const Labels l = BuildLabels(H100s(1), devices::PluginConfig{}, o).labels;
   EXPECT_EQ(l.at("nvidia.com/gfd.timestamp"), "1767225600");
 }
 
 TEST(BuildLabelsTest, TheMachineTypeIsSanitised) {
   LabelOptions o;
   o.machine_type = "DGX H200";
-  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), devices::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "DGX-H200");
   o.machine_type = "  (((  ";
-  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), devices::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "unknown");
   o.machine_type = "";
-  EXPECT_EQ(BuildLabels(H100s(1), plugin::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
+  EXPECT_EQ(BuildLabels(H100s(1), devices::PluginConfig{}, o).labels.at("nvidia.com/gpu.machine"),
             "unknown");
 }
 
@@ -333,8 +333,8 @@ TEST(BuildLabelsTest, RenameByDefaultDropsTheSharedSuffix) {
 }
 
 TEST(BuildLabelsTest, MpsSharingMakesTheNodeMpsCapable) {
-  plugin::PluginConfig c = TimeSliced(3);
-  c.sharing.strategy = plugin::SharingStrategy::kMps;
+  devices::PluginConfig c = TimeSliced(3);
+  c.sharing.strategy = devices::SharingStrategy::kMps;
   const Labels l = BuildLabels(H100s(1), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mps.capable"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.sharing-strategy"), "mps");
@@ -342,8 +342,8 @@ TEST(BuildLabelsTest, MpsSharingMakesTheNodeMpsCapable) {
 }
 
 TEST(BuildLabelsTest, MpsWithAGpuInMigModeIsNotMpsCapableAndSaysWhy) {
-  plugin::PluginConfig c = TimeSliced(3);
-  c.sharing.strategy = plugin::SharingStrategy::kMps;
+  devices::PluginConfig c = TimeSliced(3);
+  c.sharing.strategy = devices::SharingStrategy::kMps;
   const LabelSet set = BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), c, NoTimestamp());
   EXPECT_EQ(set.labels.at("nvidia.com/mps.capable"), "false");
   EXPECT_THAT(set.warnings, Contains(HasSubstr("MPS")));
@@ -352,20 +352,20 @@ TEST(BuildLabelsTest, MpsWithAGpuInMigModeIsNotMpsCapableAndSaysWhy) {
 TEST(BuildLabelsTest, GpuModeComesFromThePciClassOfTheFirstGpu) {
   node::NodeInventory inv = H100s(2);
   inv.hardware.gpus[0].class_code = 0x030000;
-  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "graphics");
   inv.hardware.gpus[0].class_code = 0x030001;
-  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "unknown");
   inv.hardware.gpus.clear();
-  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
+  EXPECT_EQ(BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels.at("nvidia.com/gpu.mode"),
             "unknown");
 }
 
 TEST(BuildLabelsTest, SeveralModelsLabelTheFirstFullGpusModelAndWarn) {
   node::NodeInventory inv = H100s(2);
   inv.driver.gpus.insert(inv.driver.gpus.begin(), Gpu(9, "Tesla T4", "0000:af:00.0", 15360, 7, 5));
-  const LabelSet set = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp());
+  const LabelSet set = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp());
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.product"), "Tesla-T4");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.count"), "1");
   EXPECT_EQ(set.labels.at("nvidia.com/gpu.family"), "turing");
@@ -376,7 +376,7 @@ TEST(BuildLabelsTest, UnknownComputeCapabilityAndMemoryAreLeftOutNotZero) {
   node::NodeInventory inv = H100s(1);
   inv.driver.gpus[0].cc_major.reset();
   inv.driver.gpus[0].memory_total_bytes.reset();
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.family"))));
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.compute.major"))));
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/gpu.memory"))));
@@ -387,7 +387,7 @@ TEST(BuildLabelsTest, ANodeWithoutGpusKeepsOnlyMachineTimestampAndGpunodeLabels)
   inv.driver.status = absl::FailedPreconditionError("NVML: driver not loaded");
   LabelOptions o;
   o.timestamp = 1;
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, o).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, o).labels;
   for (const auto& [k, v] : l) {
     if (k.rfind("gpunode.io/", 0) == 0) continue;
     EXPECT_THAT(k, ::testing::AnyOf("nvidia.com/gfd.timestamp", "nvidia.com/gpu.machine")) << k;
@@ -402,7 +402,7 @@ TEST(BuildLabelsTest, ANodeWithoutGpusKeepsOnlyMachineTimestampAndGpunodeLabels)
 
 TEST(BuildLabelsTest, MigStrategyNoneLabelsMigEnabledGpusAsFullGpusWithoutReplicas) {
   const Labels l =
-      BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), plugin::PluginConfig{}, NoTimestamp()).labels;
+      BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mig.capable"), "true");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB");
   EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "0");  // GFD labels MIG-enabled GPUs without sharing
@@ -411,8 +411,8 @@ TEST(BuildLabelsTest, MigStrategyNoneLabelsMigEnabledGpusAsFullGpusWithoutReplic
 }
 
 TEST(BuildLabelsTest, MigStrategySingleReplacesTheGpuLabelsWithTheMigDevices) {
-  plugin::PluginConfig c;
-  c.mig_strategy = plugin::MigStrategy::kSingle;
+  devices::PluginConfig c;
+  c.mig_strategy = devices::MigStrategy::kSingle;
   node::NodeInventory inv =
       A100sInMig({{Mig(0, 1, 4864, 14), Mig(1, 1, 4864, 14)}, {Mig(0, 1, 4864, 14)}});
   const LabelSet set = BuildLabels(inv, c, NoTimestamp());
@@ -432,8 +432,8 @@ TEST(BuildLabelsTest, MigStrategySingleReplacesTheGpuLabelsWithTheMigDevices) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithTimeSlicingSharesTheMigDevices) {
-  plugin::PluginConfig c = TimeSliced(2);
-  c.mig_strategy = plugin::MigStrategy::kSingle;
+  devices::PluginConfig c = TimeSliced(2);
+  c.mig_strategy = devices::MigStrategy::kSingle;
   const Labels l = BuildLabels(A100sInMig({{Mig(0, 1, 4864, 14)}}), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED");
   EXPECT_EQ(l.at("nvidia.com/gpu.replicas"), "2");
@@ -441,8 +441,8 @@ TEST(BuildLabelsTest, MigStrategySingleWithTimeSlicingSharesTheMigDevices) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithInvalidLayoutsSaysMigInvalid) {
-  plugin::PluginConfig c;
-  c.mig_strategy = plugin::MigStrategy::kSingle;
+  devices::PluginConfig c;
+  c.mig_strategy = devices::MigStrategy::kSingle;
   struct Case {
     node::NodeInventory inv;
     std::string reason;
@@ -469,8 +469,8 @@ TEST(BuildLabelsTest, MigStrategySingleWithInvalidLayoutsSaysMigInvalid) {
 }
 
 TEST(BuildLabelsTest, MigStrategySingleWithoutMigGpusIsLikeNone) {
-  plugin::PluginConfig c;
-  c.mig_strategy = plugin::MigStrategy::kSingle;
+  devices::PluginConfig c;
+  c.mig_strategy = devices::MigStrategy::kSingle;
   const Labels l = BuildLabels(H100s(2), c, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/mig.strategy"), "single");
   EXPECT_EQ(l.at("nvidia.com/gpu.product"), "NVIDIA-H100-80GB-HBM3");
@@ -478,8 +478,8 @@ TEST(BuildLabelsTest, MigStrategySingleWithoutMigGpusIsLikeNone) {
 }
 
 TEST(BuildLabelsTest, MigStrategyMixedLabelsEachProfileAsItsOwnResource) {
-  plugin::PluginConfig c;
-  c.mig_strategy = plugin::MigStrategy::kMixed;
+  devices::PluginConfig c;
+  c.mig_strategy = devices::MigStrategy::kMixed;
   node::NodeInventory inv =
       A100sInMig({{Mig(0, 1, 4864, 14), Mig(1, 2, 9984, 28)}, {Mig(0, 1, 4864, 14)}});
   inv.driver.gpus.push_back(Gpu(2, "NVIDIA A100-SXM4-40GB", "0000:02:00.0", 40960, 8, 0));
@@ -510,7 +510,7 @@ TEST(BuildLabelsTest, DriverBranchKernelModuleAndCudaMajorsFromTheCompatDataSet)
   node::NodeInventory inv = H100s(1);
   inv.driver.driver_version = *Version::Parse("535.104.05");
   inv.kernel.flavor = node::ModuleFlavor::kProprietary;
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, o).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, o).labels;
   EXPECT_EQ(l.at("gpunode.io/driver.branch"), "535");
   EXPECT_EQ(l.at("gpunode.io/driver.kernel-module"), "proprietary");
   EXPECT_EQ(l.at("gpunode.io/driver.cuda-11"), "true");
@@ -521,14 +521,14 @@ TEST(BuildLabelsTest, DriverBranchKernelModuleAndCudaMajorsFromTheCompatDataSet)
     EXPECT_THAT(l, Contains(Key("gpunode.io/driver.cuda-" + std::to_string(m.cuda_major))));
   }
   // Without the data set, no guesses.
-  const Labels bare = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels bare = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(bare, Not(Contains(Key("gpunode.io/driver.cuda-12"))));
 }
 
 TEST(BuildLabelsTest, TheDriverBranchFallsBackToTheKernelModule) {
   node::NodeInventory inv;
   inv.kernel.version = *Version::Parse("570.133.20");
-  EXPECT_EQ(BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels.at("gpunode.io/driver.branch"),
+  EXPECT_EQ(BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels.at("gpunode.io/driver.branch"),
             "570");
 }
 
@@ -537,7 +537,7 @@ TEST(BuildLabelsTest, UnreadableOrFailedGpusCountAsUnhealthy) {
   inv.driver.gpus[1].remapped_rows = gpu::RemappedRows{0, 3, false, true};
   inv.driver.gpus.erase(inv.driver.gpus.begin() + 2);
   inv.driver.gpu_failures.push_back({2, absl::UnavailableError("GPU is lost")});
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "2");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "2");
   EXPECT_EQ(l.at("nvidia.com/gpu.count"), "3");  // the GPUs NVML reads, as GFD counts them
@@ -547,12 +547,12 @@ TEST(BuildLabelsTest, GpusOnTheBusThatNvmlDoesNotCountAreUnhealthy) {
   node::NodeInventory inv = H100s(4);
   inv.driver.gpus.pop_back();
   inv.driver.device_count = 3;
-  Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  Labels l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "3");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "1");
   // ... unless it was given to a virtual machine.
   inv.hardware.gpus.back().driver = "vfio-pci";
-  l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "0");
 }
 
@@ -562,7 +562,7 @@ TEST(BuildLabelsTest, WithoutADriverEveryGpuOnTheBusIsUnhealthy) {
   inv.driver.device_count.reset();
   inv.driver.status = absl::FailedPreconditionError("NVML: driver not loaded");
   for (node::PciDevice& p : inv.hardware.gpus) p.driver.clear();
-  const Labels l = BuildLabels(inv, plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(inv, devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_EQ(l.at("nvidia.com/gpu.present"), "true");
   EXPECT_EQ(l.at("gpunode.io/gpu.healthy-count"), "0");
   EXPECT_EQ(l.at("gpunode.io/gpu.unhealthy-count"), "2");
@@ -616,7 +616,7 @@ TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
   ASSERT_OK(data) << data.status();
   LabelOptions o;
   o.compat = &*data;
-  const LabelSet set = BuildLabels(node.inventory(), plugin::PluginConfig{}, o);
+  const LabelSet set = BuildLabels(node.inventory(), devices::PluginConfig{}, o);
   const Labels& l = set.labels;
   EXPECT_THAT(l, Contains(Pair("nvidia.com/gpu.product", "NVIDIA-H200")));
   EXPECT_THAT(l, Contains(Pair("nvidia.com/gpu.count", "8")));
@@ -637,8 +637,8 @@ TEST(BuildLabelsSimTest, TheDgxH200IsEightHealthyHopperGpusOnA580Driver) {
 
 TEST(BuildLabelsSimTest, TheA100MigNodeUnderMixedHasOneResourcePerProfile) {
   SimNode node("a100-mig");
-  plugin::PluginConfig c;
-  c.mig_strategy = plugin::MigStrategy::kMixed;
+  devices::PluginConfig c;
+  c.mig_strategy = devices::MigStrategy::kMixed;
   const Labels l = BuildLabels(node.inventory(), c, NoTimestamp()).labels;
   EXPECT_THAT(l, Contains(Pair("nvidia.com/mig-3g.40gb.count", "1")));
   EXPECT_THAT(l, Contains(Pair("nvidia.com/mig-3g.40gb.memory", "40192")));
@@ -651,7 +651,7 @@ TEST(BuildLabelsSimTest, TheA100MigNodeUnderMixedHasOneResourcePerProfile) {
 
 TEST(BuildLabelsSimTest, AGpuFallenOffTheBusShowsInTheHealthLabels) {
   SimNode node("broken-fallen-gpu");
-  const Labels l = BuildLabels(node.inventory(), plugin::PluginConfig{}, NoTimestamp()).labels;
+  const Labels l = BuildLabels(node.inventory(), devices::PluginConfig{}, NoTimestamp()).labels;
   EXPECT_THAT(l, Contains(Pair("gpunode.io/gpu.healthy-count", "3")));
   EXPECT_THAT(l, Contains(Pair("gpunode.io/gpu.unhealthy-count", "1")));
   EXPECT_THAT(l, Contains(Pair("gpunode.io/doctor.status", "fail")));
@@ -665,9 +665,9 @@ TEST(BuildLabelsSimTest, EveryKeyAndValueIsAValidKubernetesLabelOnEveryBuiltinPr
   ASSERT_OK(data) << data.status();
   for (const std::string& name : sim::BuiltinProfileNames()) {
     SimNode node(name);
-    for (plugin::MigStrategy s : {plugin::MigStrategy::kNone, plugin::MigStrategy::kSingle, plugin::MigStrategy::kMixed}) {
-      for (const plugin::PluginConfig& base : {plugin::PluginConfig{}, TimeSliced(4)}) {
-        plugin::PluginConfig c = base;
+    for (devices::MigStrategy s : {devices::MigStrategy::kNone, devices::MigStrategy::kSingle, devices::MigStrategy::kMixed}) {
+      for (const devices::PluginConfig& base : {devices::PluginConfig{}, TimeSliced(4)}) {
+        devices::PluginConfig c = base;
         c.mig_strategy = s;
         LabelOptions o;
         o.compat = &*data;
@@ -756,15 +756,15 @@ TEST(ParseVgpuConfigSpaceTest, ShortReadsAndMissingRecordsAreErrors) {
 TEST(BuildLabelsTest, VgpuLabelsFollowWhatTheConfigSpacesSaid) {
   LabelOptions o;
   o.timestamp.reset();
-  EXPECT_THAT(BuildLabels(H100s(1), plugin::PluginConfig(), o).labels,
+  EXPECT_THAT(BuildLabels(H100s(1), devices::PluginConfig(), o).labels,
               Not(Contains(Key("nvidia.com/vgpu.present"))));
   o.vgpu = VgpuInfo();
-  Labels l = BuildLabels(H100s(1), plugin::PluginConfig(), o).labels;
+  Labels l = BuildLabels(H100s(1), devices::PluginConfig(), o).labels;
   EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "false");
   EXPECT_THAT(l, Not(Contains(Key("nvidia.com/vgpu.host-driver-version"))));
   o.vgpu->present = true;
   o.vgpu->host = VgpuHost{"460.16", "r460_00"};
-  l = BuildLabels(H100s(1), plugin::PluginConfig(), o).labels;
+  l = BuildLabels(H100s(1), devices::PluginConfig(), o).labels;
   EXPECT_EQ(l.at("nvidia.com/vgpu.present"), "true");
   EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-version"), "460.16");
   EXPECT_EQ(l.at("nvidia.com/vgpu.host-driver-branch"), "r460_00");

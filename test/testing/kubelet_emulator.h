@@ -2,7 +2,7 @@
 // Registration on <dir>/kubelet.sock; on Register checks the version and resource name, dials the
 // plugin back at <dir>/<endpoint>, calls GetDevicePluginOptions and keeps a ListAndWatch stream
 // open, recording every list. Restart() does what a kubelet restart does: stop, delete every
-// socket in the directory, serve a new kubelet.sock. Used by test/plugin and by
+// socket in the directory, serve a new kubelet.sock. Used by test/deviceplugin and by
 // `kubelet_emulator` (test/tools) on the GPU machine, which has no kubelet.
 #ifndef GPUNODE_TEST_TESTING_KUBELET_EMULATOR_H_
 #define GPUNODE_TEST_TESTING_KUBELET_EMULATOR_H_
@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -72,7 +73,15 @@ class KubeletEmulator final : public v1beta1::Registration::Service {
     return Start();
   }
 
+  // While set, every Register is refused (as a kubelet that is not ready yet) and counted.
+  void RefuseRegistrations(bool refuse) { refuse_ = refuse; }
+  int refused() const { return refused_; }
+
   grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req, v1beta1::Empty*) override {
+    if (refuse_) {
+      ++refused_;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the kubelet's device manager is not ready");
+    }
     if (req->version() != "v1beta1") {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "requested API version \"" + req->version() + "\" is not supported by kubelet");
@@ -201,6 +210,8 @@ class KubeletEmulator final : public v1beta1::Registration::Service {
   }
 
   std::string dir_;
+  std::atomic<bool> refuse_{false};
+  std::atomic<int> refused_{0};
   std::unique_ptr<grpc::Server> server_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
