@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace gpunode {
 
@@ -39,9 +40,31 @@ bool FakeClock::WaitUntil(TimePoint deadline, std::stop_token stop) {
   return !stop.stop_requested();
 }
 
+void FakeClock::WaitUntil(std::condition_variable_any& cv, std::unique_lock<std::mutex>& lock, TimePoint deadline) {
+  // The caller holds its mutex from here until cv.wait releases it, and Advance takes that mutex
+  // before notifying: a wake-up between our look at the time and the wait cannot be lost.
+  std::multiset<CvWaiter>::iterator it;
+  {
+    absl::MutexLock l(&mu_);
+    if (now_ >= deadline) return;
+    it = cv_waiters_.insert(CvWaiter{&cv, lock.mutex()});
+  }
+  cv.wait(lock);
+  absl::MutexLock l(&mu_);
+  cv_waiters_.erase(it);
+}
+
 void FakeClock::Advance(std::chrono::milliseconds d) {
-  absl::MutexLock lock(&mu_);
-  now_ += d;
+  std::vector<CvWaiter> wake;
+  {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+    wake.assign(cv_waiters_.begin(), cv_waiters_.end());
+  }
+  for (const CvWaiter& w : wake) {
+    std::lock_guard<std::mutex> l(*w.mu);
+    w.cv->notify_all();
+  }
 }
 
 bool FakeClock::AwaitWaiters(int n, std::chrono::milliseconds timeout) const {
@@ -56,7 +79,7 @@ bool FakeClock::AwaitWaiters(int n, std::chrono::milliseconds timeout) const {
 
 int FakeClock::waiters() const {
   absl::MutexLock lock(&mu_);
-  return waiters_;
+  return waiters_ + static_cast<int>(cv_waiters_.size());
 }
 
 }  // namespace gpunode

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "src/base/terminal.h"
+#include "src/base/well_known.h"
 #include "src/kube/json_fields.h"
 #include "src/kube/managed_fields.h"
 #include "src/kube/node.h"
@@ -215,7 +216,7 @@ StatusOr<NodeLabelChange> ApplyLabels(Client& client, const std::string& node,
 }  // namespace
 
 bool IsGpunodeLabelKey(const std::string& key) {
-  return absl::StartsWith(key, "nvidia.com/") || absl::StartsWith(key, "gpunode.io/");
+  return absl::StartsWith(key, wellknown::kNvidiaPrefix) || absl::StartsWith(key, wellknown::kGpunodePrefix);
 }
 
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,

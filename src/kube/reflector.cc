@@ -55,16 +55,7 @@ std::chrono::milliseconds Reflector::NextBackoff() {
 }
 
 bool Reflector::Pause(std::stop_token stop, std::chrono::milliseconds d) {
-  std::mutex m;
-  std::condition_variable_any cv;
-  std::stop_callback wake(stop, [&] {
-    std::lock_guard<std::mutex> g(m);
-    cv.notify_all();
-  });
-  std::unique_lock<std::mutex> l(m);
-  const Clock::TimePoint until = clock_.Now() + d;
-  while (!stop.stop_requested() && clock_.Now() < until) clock_.WaitUntil(cv, l, until);
-  return !stop.stop_requested();
+  return clock_.WaitFor(d, std::move(stop));
 }
 
 bool Reflector::List(std::stop_token stop) {
