@@ -11,8 +11,8 @@ sim/ this checks:
   4. sides: the "Node side and cluster side" table puts every src/ folder on one side; a
      cluster-side folder may depend only on shared and cluster-side folders, a shared folder only
      on shared folders (node side: anything but cluster side).
-A row whose description starts with "*to come*" names a folder that has no code yet (src/dra,
-src/upgrade: a README says what goes there): its row and side are checked, its includes and its
+A row whose description starts with "*to come*" names a folder that has no code yet (src/upgrade:
+a README says what goes there): its row and side are checked, its includes and its
 library once it has a .cc or .h file.
 Exit 0 when all agree, 1 listing each disagreement, 2 when the inputs cannot be read.
   scripts/check-layers.py [REPO]
