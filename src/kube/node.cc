@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/base/backoff.h"
 #include "src/base/terminal.h"
 #include "src/kube/json_fields.h"
 
@@ -19,28 +20,11 @@ namespace {
 
 std::string NodePath(const std::string& node) { return absl::StrCat("/api/v1/nodes/", UrlEscape(node)); }
 
-// Pauses of WatchNode: uniformly in [b, 2b), b doubling up to the maximum.
-class Backoff {
- public:
-  Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
-      : initial_(std::max(initial, std::chrono::milliseconds(1))), max_(std::max(max, initial_)), next_(initial_),
-        rng_(std::random_device{}()) {}
-  std::chrono::milliseconds Next() {
-    const auto b = next_;
-    next_ = std::min(next_ * 2, max_);
-    std::uniform_int_distribution<int64_t> d(b.count(), 2 * b.count() - 1);
-    return std::chrono::milliseconds(b.count() > 1 ? d(rng_) : 1);
-  }
-  void Reset() { next_ = initial_; }
-  int Jitter(int t) {  // [t, 2t)
-    if (t <= 1) return std::max(t, 1);
-    return std::uniform_int_distribution<int>(t, 2 * t - 1)(rng_);
-  }
-
- private:
-  std::chrono::milliseconds initial_, max_, next_;
-  std::mt19937_64 rng_;
-};
+// The watch's timeout drawn from [t, 2t), so a thousand agents do not reconnect in lockstep.
+int JitteredTimeout(int t, std::mt19937_64& rng) {
+  if (t <= 1) return std::max(t, 1);
+  return std::uniform_int_distribution<int>(t, 2 * t - 1)(rng);
+}
 
 }  // namespace
 
@@ -157,7 +141,10 @@ Status WatchNode(Client& client, const std::string& node, const std::function<bo
   auto log = [&](const std::string& m) {
     if (options.log) options.log(m);
   };
-  Backoff backoff(options.backoff, options.max_backoff);
+  // Pauses uniformly in [b, 2b), b doubling up to the maximum (the project's one Backoff).
+  const auto initial = std::max(options.backoff, std::chrono::milliseconds(1));
+  Backoff backoff({.initial = initial, .max = std::max(options.max_backoff, initial), .jitter = 1.0});
+  std::mt19937_64 rng(std::random_device{}());
   auto pause = [&](std::chrono::milliseconds wait) {
     const auto until = std::chrono::steady_clock::now() + wait;
     while (!stop && std::chrono::steady_clock::now() < until) {
@@ -195,7 +182,7 @@ Status WatchNode(Client& client, const std::string& node, const std::function<bo
     const auto started = std::chrono::steady_clock::now();
     Status st = client.Watch(
         absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", UrlEscape(node)), rv,
-        backoff.Jitter(options.timeout_seconds),
+        JitteredTimeout(options.timeout_seconds, rng),
         [&](const std::string& type, const nlohmann::json& obj) {
           auto root = Fields::Root(obj, absl::StrCat(what, " (watch event ", type, ")"));
           auto meta = root.ok() ? root->Object("metadata") : StatusOr<Fields>(root.status());
