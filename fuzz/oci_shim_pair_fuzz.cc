@@ -28,7 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto parsed = gpunode::ParseOrderedJson(config_text, "config.json");
   if (!parsed.ok()) return 0;
   nlohmann::ordered_json config = *std::move(parsed);
-  auto request = gpunode::container::RequestedDevices(config, "nvidia.com/gpu");
+  // Both request policies: the default (the variable ignored for unprivileged containers) and
+  // NVIDIA's opt-in that believes it, chosen by the input's length.
+  gpunode::container::RequestPolicy policy;
+  policy.accept_envvar_when_unprivileged = size % 2 == 0;
+  auto request = gpunode::container::RequestedDevices(config, "nvidia.com/gpu", policy);
   if (!request.ok()) return 0;
   auto no_stat = [](const std::string& path) -> gpunode::StatusOr<gpunode::container::HostNodeInfo> {
     gpunode::container::HostNodeInfo info;
