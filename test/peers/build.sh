@@ -6,7 +6,10 @@
 # Only what is missing is built. Same link flags as NVIDIA's Makefiles: NVML is resolved at run
 # time (lazy binding), so the binaries start on any node and die at the first NVML symbol the
 # loaded libnvidia-ml lacks, which is exactly what the simulated NVML must survive.
-# With BINARY arguments, only those are built (e.g. gpu-kubelet-plugin). Prints the bin folder on
+# Without arguments it builds what the ctest peers suites run (device plugin, GFD, nvidia-ctk);
+# NVIDIA's DRA kubelet plugin (~6 min cold on 2 cores) only when named, so CI's cold run does not
+# pay for it before a suite uses it. With BINARY arguments, only those are built (e.g.
+# gpu-kubelet-plugin). Prints the bin folder on
 # its last line. Exit 77 when Go is missing (tests turn that into a skip,
 # or a failure under CI).
 set -euo pipefail
@@ -26,6 +29,8 @@ ext='-extldflags=-Wl,--export-dynamic -Wl,--unresolved-symbols=ignore-in-object-
 # go.mod and go.sum: the binaries are the release exactly as published, not re-resolved in a
 # wrapper module. (`go install pkg@version` would be the same, but it also asks the proxy for the
 # module's version list, which the proxy here refuses.)
+# What the ctest peers suites need, when no BINARY is named.
+[ $# -gt 0 ] || set -- nvidia-device-plugin gpu-feature-discovery nvidia-ctk
 wanted=" $* "
 build() { # module version info-package binary...
   local module=$1 version=$2 info=$3; shift 3
