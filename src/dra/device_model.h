@@ -13,12 +13,10 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "src/dra/driver_name.h"
 #include "src/node/inventory.h"
 
 namespace gpunode::dra {
-
-// The driver name NVIDIA's DRA driver uses and gpunode uses by default.
-inline constexpr char kDefaultDriverName[] = "gpu.nvidia.com";
 
 struct DraDevice {
   std::string name;         // "gpu-0", "gpu-0-mig-1g10gb-19-0" (a DNS label)

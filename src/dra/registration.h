@@ -29,6 +29,7 @@
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "src/base/status.h"
 #include "src/dra/claim_preparer.h"
+#include "src/dra/driver_name.h"
 #include "src/dra/node_service.h"
 #include "src/dra/unix_socket.h"
 
@@ -36,7 +37,6 @@ namespace gpunode::dra {
 
 inline constexpr char kDefaultRegistrarDir[] = "/var/lib/kubelet/plugins_registry";
 inline constexpr char kDefaultPluginsDir[] = "/var/lib/kubelet/plugins";
-inline constexpr char kDefaultDriverName[] = "gpu.nvidia.com";
 inline constexpr char kPluginType[] = "DRAPlugin";  // PluginInfo.type
 inline constexpr char kNodeServiceSocketName[] = "dra.sock";
 
