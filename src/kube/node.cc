@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/base/backoff.h"
 #include "src/base/terminal.h"
 #include "src/kube/json_fields.h"
@@ -63,20 +65,37 @@ std::string NowRfc3339() {
 
 }  // namespace
 
-StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c) {
-  GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
-  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(current, absl::StrCat("Node ", node)));
+StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c,
+                                const nlohmann::json* known, std::chrono::seconds heartbeat) {
+  nlohmann::json read;
+  if (known == nullptr) {
+    GPUNODE_ASSIGN_OR_RETURN(read, client.Get(NodePath(node)));
+    known = &read;
+  }
+  GPUNODE_ASSIGN_OR_RETURN(Fields root, Fields::Root(*known, absl::StrCat("Node ", node)));
   GPUNODE_ASSIGN_OR_RETURN(Fields status, root.Object("status"));
   GPUNODE_ASSIGN_OR_RETURN(Fields conditions, status.Array("conditions"));
-  std::string before;
-  std::string transition;
+  std::string before, transition, reason, message, beat;
+  bool found = false;
   for (const Fields& element : conditions.Elements()) {
     if (!element.present()) continue;  // a null entry: nothing
     GPUNODE_ASSIGN_OR_RETURN(Fields cond, element.AsObject());
     GPUNODE_ASSIGN_OR_RETURN(std::string type, cond.String("type"));
     if (type != c.type) continue;
+    found = true;
     GPUNODE_ASSIGN_OR_RETURN(before, cond.String("status"));
     GPUNODE_ASSIGN_OR_RETURN(transition, cond.String("lastTransitionTime"));
+    GPUNODE_ASSIGN_OR_RETURN(reason, cond.String("reason"));
+    GPUNODE_ASSIGN_OR_RETURN(message, cond.String("message"));
+    GPUNODE_ASSIGN_OR_RETURN(beat, cond.String("lastHeartbeatTime"));
+  }
+  if (read.is_null() && found && before == c.status && reason == c.reason && message == c.message) {
+    absl::Time last;
+    std::string err;
+    if (absl::ParseTime(absl::RFC3339_full, beat, &last, &err) && absl::Now() - last < absl::FromChrono(heartbeat) &&
+        last <= absl::Now() + absl::Seconds(60)) {
+      return false;  // as it is, and fresh: nothing to write
+    }
   }
   const std::string now = NowRfc3339();
   const bool changed = before != c.status;
@@ -95,10 +114,12 @@ StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const N
 }
 
 Status CreateNodeEvent(Client& client, const std::string& node, const std::string& type, const std::string& reason,
-                       const std::string& message) {
+                       const std::string& message, const nlohmann::json* known) {
   std::string uid;  // best effort: an Event without the Node's uid still shows on `kubectl describe node`
-  if (auto n = client.Get(NodePath(node)); n.ok()) {
-    if (auto root = Fields::Root(*n, absl::StrCat("Node ", node)); root.ok()) {
+  StatusOr<nlohmann::json> n = known != nullptr ? StatusOr<nlohmann::json>(absl::UnknownError("")) : client.Get(NodePath(node));
+  if (known == nullptr && n.ok()) known = &*n;
+  if (known != nullptr) {
+    if (auto root = Fields::Root(*known, absl::StrCat("Node ", node)); root.ok()) {
       if (auto meta = root->Object("metadata"); meta.ok()) uid = meta->String("uid").value_or("");
     }
   }
@@ -137,26 +158,21 @@ StatusOr<int> UpdateWithRetry(Client& client, const std::string& path,
 }
 
 Status WatchNode(Client& client, const std::string& node, const std::function<bool(const nlohmann::json&)>& on_change,
-                 const std::atomic<bool>& stop, const WatchNodeOptions& options) {
+                 std::stop_token stop, const WatchNodeOptions& options) {
   auto log = [&](const std::string& m) {
     if (options.log) options.log(m);
   };
-  // Pauses uniformly in [b, 2b), b doubling up to the maximum (the project's one Backoff).
+  // Pauses uniformly in [b, 2b), b doubling up to the maximum (the project's one Backoff), on the
+  // options' clock; a stop ends a pause at once.
   const auto initial = std::max(options.backoff, std::chrono::milliseconds(1));
   Backoff backoff({.initial = initial, .max = std::max(options.max_backoff, initial), .jitter = 1.0});
   std::mt19937_64 rng(std::random_device{}());
-  auto pause = [&](std::chrono::milliseconds wait) {
-    const auto until = std::chrono::steady_clock::now() + wait;
-    while (!stop && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::min(std::chrono::milliseconds(20),
-                                           std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               until - std::chrono::steady_clock::now() + std::chrono::milliseconds(1))));
-    }
-  };
+  Clock& clock = *options.clock;
+  auto pause = [&](std::chrono::milliseconds wait) { clock.WaitFor(wait, stop); };
   const std::string what = absl::StrCat("Node ", node);
   std::string rv;
   bool need_list = true;
-  while (!stop) {
+  while (!stop.stop_requested()) {
     if (need_list) {
       auto n = client.Get(NodePath(node));
       StatusOr<std::string> version = absl::UnknownError("");
@@ -179,10 +195,13 @@ Status WatchNode(Client& client, const std::string& node, const std::function<bo
     }
     bool keep = true;
     Status event_error;
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = clock.Now();
+    Client::WatchOptions wo;
+    wo.resource_version = rv;
+    wo.timeout_seconds = JitteredTimeout(options.timeout_seconds, rng);
+    wo.stop = stop;
     Status st = client.Watch(
-        absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", UrlEscape(node)), rv,
-        JitteredTimeout(options.timeout_seconds, rng),
+        absl::StrCat("/api/v1/nodes?fieldSelector=metadata.name%3D", UrlEscape(node)), wo,
         [&](const std::string& type, const nlohmann::json& obj) {
           auto root = Fields::Root(obj, absl::StrCat(what, " (watch event ", type, ")"));
           auto meta = root.ok() ? root->Object("metadata") : StatusOr<Fields>(root.status());
@@ -197,11 +216,10 @@ Status WatchNode(Client& client, const std::string& node, const std::function<bo
           backoff.Reset();                     // events flow: the connection is good
           keep = on_change(obj);
           return keep;
-        },
-        &stop);
-    if (!keep || stop) return absl::OkStatus();
+        });
+    if (!keep || stop.stop_requested()) return absl::OkStatus();
     if (!event_error.ok()) st = event_error;
-    const bool short_lived = std::chrono::steady_clock::now() - started < std::chrono::seconds(1);
+    const bool short_lived = clock.Now() - started < std::chrono::seconds(1);
     if (st.ok() && !short_lived) continue;  // the server's timeout: watch again from rv
     if (absl::IsAborted(st)) {
       log(absl::StrCat(st.message(), ": reading the Node again"));

@@ -7,13 +7,14 @@
 #ifndef GPUNODE_KUBE_NODE_H_
 #define GPUNODE_KUBE_NODE_H_
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "src/base/clock.h"
 #include "src/base/status.h"
 #include "src/kube/client.h"
 
@@ -58,8 +59,12 @@ struct NodeLabelChange {
 // One GET and no write when the Node already matches; a conflicting write in between is read
 // again (at most 5 times). A Node with a field of the wrong type is InvalidArgument naming it
 // ("Node n1: metadata.labels: expected an object, got string").
+// `known`: the Node as the caller last saw it (the agent's watch of its own Node): used instead of
+// the first GET, so a Node that already matches costs no request at all; a conflicting write reads
+// the Node again.
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
-                                          const std::map<std::string, std::string>& labels);
+                                          const std::map<std::string, std::string>& labels,
+                                          const nlohmann::json* known = nullptr);
 
 // Removes every label gpunode applied on the Node that nobody else owns (an apply without labels),
 // and an earlier agent's annotated ones and the annotation. NotFound when there is no Node.
@@ -85,12 +90,18 @@ struct NodeCondition {
 // status.conditions, keyed by type, forced: the type is gpunode's own):
 // lastHeartbeatTime now, lastTransitionTime only when the status changes. Returns whether the
 // status changed (a transition).
-StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c);
+// With `known` (the Node as the caller last saw it) there is no GET, and no write either when the
+// condition there already has this status, reason and message and its lastHeartbeatTime is less
+// than `heartbeat` old: a node whose verdict does not change writes once per `heartbeat`, not once
+// per check.
+StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c,
+                                const nlohmann::json* known = nullptr,
+                                std::chrono::seconds heartbeat = std::chrono::minutes(30));
 
 // An Event on the Node (namespace "default", as the kubelet's own Node events), source gpunode.
-// type: "Normal" or "Warning".
+// type: "Normal" or "Warning". The Node's uid comes from `known` when given, else from a GET.
 Status CreateNodeEvent(Client& client, const std::string& node, const std::string& type, const std::string& reason,
-                       const std::string& message);
+                       const std::string& message, const nlohmann::json* known = nullptr);
 
 // Read-modify-write of an object with optimistic concurrency: GET, `mutate` (false: nothing to
 // change, done), PUT with the read resourceVersion; a 409 Conflict reads and mutates again, at most
@@ -111,15 +122,16 @@ struct WatchNodeOptions {
   std::chrono::milliseconds backoff{500};
   std::chrono::milliseconds max_backoff{8000};
   std::function<void(const std::string&)> log;  // reconnects and re-lists
+  Clock* clock = &SystemClock();                // the pauses wait on it (tests: a FakeClock)
 };
 
 // Follows one Node: `on_change(node)` with the Node as read first, then after every change, until it
-// returns false or `stop` is set. Survives broken connections and API server restarts (reconnects
-// with backoff from the last resourceVersion) and 410 Gone (reads the Node again). Returns OK when
-// stopped (within ~50 ms, even in the middle of a watch), or the error that cannot be retried
-// (401, 403, 404).
+// returns false or `stop` is requested. Survives broken connections and API server restarts
+// (reconnects with backoff from the last resourceVersion) and 410 Gone (reads the Node again).
+// Returns OK when stopped (at once, in a pause or in the middle of a watch), or the error that
+// cannot be retried (401, 403, 404).
 Status WatchNode(Client& client, const std::string& node, const std::function<bool(const nlohmann::json&)>& on_change,
-                 const std::atomic<bool>& stop, const WatchNodeOptions& options = {});
+                 std::stop_token stop, const WatchNodeOptions& options = {});
 
 // "ns/name" -> {ns, name}.
 Status SplitNamespaced(const std::string& text, const char* what, std::string* ns, std::string* name);

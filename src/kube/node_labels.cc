@@ -155,13 +155,18 @@ bool IsConflict(const Status& st) {
 
 // Applies `wanted` (our keys only) after migrating; the report of both.
 StatusOr<NodeLabelChange> ApplyLabels(Client& client, const std::string& node,
-                                      const std::map<std::string, std::string>& wanted, NodeLabelChange change) {
+                                      const std::map<std::string, std::string>& wanted, NodeLabelChange change,
+                                      const nlohmann::json* known = nullptr) {
   const std::string what = absl::StrCat("Node ", node);
   Status last;
   bool migrated = false;
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    GPUNODE_ASSIGN_OR_RETURN(nlohmann::json current, client.Get(NodePath(node)));
-    GPUNODE_ASSIGN_OR_RETURN(LabelState s, ReadLabelState(current, what));
+    // The first round reads what the caller knows (no request); a conflict reads the Node again.
+    nlohmann::json read;
+    if (attempt > 0 || migrated || known == nullptr) {
+      GPUNODE_ASSIGN_OR_RETURN(read, client.Get(NodePath(node)));
+    }
+    GPUNODE_ASSIGN_OR_RETURN(LabelState s, ReadLabelState(read.is_null() ? *known : read, what));
     if (attempt == 0) change.ignored.insert(change.ignored.begin(), s.ignored.begin(), s.ignored.end());
     std::vector<std::string> dropped;
     nlohmann::json migration = MigrationPatch(s, wanted, &dropped);
@@ -220,7 +225,8 @@ bool IsGpunodeLabelKey(const std::string& key) {
 }
 
 StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& node,
-                                          const std::map<std::string, std::string>& labels) {
+                                          const std::map<std::string, std::string>& labels,
+                                          const nlohmann::json* known) {
   NodeLabelChange change;
   std::map<std::string, std::string> wanted;
   for (const auto& [k, v] : labels) {
@@ -230,7 +236,7 @@ StatusOr<NodeLabelChange> ApplyNodeLabels(Client& client, const std::string& nod
       change.ignored.push_back(TerminalSafe(k));
     }
   }
-  return ApplyLabels(client, node, wanted, std::move(change));
+  return ApplyLabels(client, node, wanted, std::move(change), known);
 }
 
 StatusOr<NodeLabelChange> RemoveNodeLabels(Client& client, const std::string& node) {

@@ -276,7 +276,7 @@ TEST_F(ApiServer, NodesListedPageByPageFromTheWatchCache) {
 }
 
 TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   std::mutex mu;
   std::vector<std::string> seen;  // the label's value in every Node the watch delivered
   std::vector<std::string> logs;
@@ -292,10 +292,10 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
   Client watcher(admin_conn_);
   Status result;
   struct Joiner {  // an ASSERT below must not leave the watch thread running
-    std::atomic<bool>& stop;
+    std::stop_source& stop;
     std::thread& t;
     ~Joiner() {
-      stop = true;
+      stop.request_stop();
       if (t.joinable()) t.join();
     }
   };
@@ -306,7 +306,7 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
       std::lock_guard<std::mutex> l(mu);
       seen.push_back(n["metadata"].value("labels", nlohmann::json::object()).value("gpunode.io/test-watch", "-"));
       return true;
-    }, stop, options);
+    }, stop.get_token(), options);
   });
   auto wait_for = [&](const std::string& value, std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -335,7 +335,7 @@ TEST_F(ApiServer, AWatchSeesChangesAndSurvivesAnApiServerRestart) {
     std::lock_guard<std::mutex> l(mu);
     EXPECT_FALSE(logs.empty()) << "the broken watch should have been noticed and logged";
   }
-  stop = true;
+  stop.request_stop();
   if (t.joinable()) t.join();
   EXPECT_OK(result) << result;
   ASSERT_OK(admin_->MergePatch(path, {{"metadata", {{"labels", {{"gpunode.io/test-watch", nullptr}}}}}}));

@@ -188,16 +188,16 @@ TEST(HostileServer, AWatchThatEndsAtOnceIsOpenedAgainWithBackoff) {
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
   api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEndsAtOnce()});
   Client client(To(api));
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    stop = true;
+    stop.request_stop();
   });
   WatchNodeOptions o;
   o.backoff = std::chrono::milliseconds(100);
   o.max_backoff = std::chrono::seconds(2);
   const auto start = Clock::now();
-  Status st = WatchNode(client, "n1", [](const nlohmann::json&) { return true; }, stop, o);
+  Status st = WatchNode(client, "n1", [](const nlohmann::json&) { return true; }, stop.get_token(), o);
   const double took = Seconds(Clock::now() - start);
   stopper.join();
   EXPECT_OK(st);

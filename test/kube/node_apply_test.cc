@@ -148,6 +148,49 @@ TEST_F(NodeApplyTest, TheConditionIsAppliedOnTheStatusSubresourceAndKeepsOthers)
   EXPECT_EQ(conds[1]["message"], "still");
 }
 
+// With the Node the caller already holds (the agent's watch): no GET; a Node that matches costs no
+// request; a stale copy still ends right (the conflict reads the Node again).
+TEST_F(NodeApplyTest, AKnownNodeSavesTheReadsAndAMatchingOneEveryRequest) {
+  ASSERT_OK(ApplyNodeLabels(*client_, "n1", {{"gpunode.io/a", "1"}}));
+  const int gets = api_.Count("GET /api/v1/nodes/n1"), patches = api_.Count("PATCH /api/v1/nodes/n1");
+  nlohmann::json known = api_.Object(FakeApiServer::NodePath("n1"));
+  auto same = ApplyNodeLabels(*client_, "n1", {{"gpunode.io/a", "1"}}, &known);
+  ASSERT_OK(same);
+  EXPECT_FALSE(same->patched);
+  EXPECT_EQ(api_.Count("GET /api/v1/nodes/n1"), gets);
+  EXPECT_EQ(api_.Count("PATCH /api/v1/nodes/n1"), patches);
+  auto changed = ApplyNodeLabels(*client_, "n1", {{"gpunode.io/a", "2"}}, &known);
+  ASSERT_OK(changed);
+  EXPECT_THAT(changed->set, ElementsAre("gpunode.io/a"));
+  EXPECT_EQ(api_.Count("GET /api/v1/nodes/n1"), gets) << "the known Node was read, not the server";
+  EXPECT_EQ(Labels().at("gpunode.io/a"), "2");
+  // A stale copy: an admin took the key meanwhile with another value; the apply conflicts, the
+  // Node is read again and gpunode yields.
+  api_.SetLabel("n1", "gpunode.io/b", "admin");
+  auto stale = ApplyNodeLabels(*client_, "n1", {{"gpunode.io/a", "2"}, {"gpunode.io/b", "mine"}}, &known);
+  ASSERT_OK(stale) << stale.status();
+  EXPECT_THAT(stale->conflicts, ElementsAre(HasSubstr("gpunode.io/b")));
+  EXPECT_EQ(Labels().at("gpunode.io/b"), "admin");
+
+  // The condition: written when it differs, not while it is the same and its heartbeat fresh.
+  ASSERT_OK(SetNodeCondition(*client_, "n1", {"GpuStackReady", "True", "AllChecksPassed", "ok"}));
+  known = api_.Object(FakeApiServer::NodePath("n1"));
+  const int status_writes = api_.Count("PATCH /api/v1/nodes/n1/status");
+  auto unchanged = SetNodeCondition(*client_, "n1", {"GpuStackReady", "True", "AllChecksPassed", "ok"}, &known);
+  ASSERT_OK(unchanged);
+  EXPECT_FALSE(*unchanged);
+  EXPECT_EQ(api_.Count("PATCH /api/v1/nodes/n1/status"), status_writes) << "the same verdict is not written again";
+  auto beat = SetNodeCondition(*client_, "n1", {"GpuStackReady", "True", "AllChecksPassed", "ok"}, &known,
+                               std::chrono::seconds(0));
+  ASSERT_OK(beat);
+  EXPECT_EQ(api_.Count("PATCH /api/v1/nodes/n1/status"), status_writes + 1) << "a stale heartbeat is refreshed";
+  auto failed = SetNodeCondition(*client_, "n1", {"GpuStackReady", "False", "DriverMismatch", "fix"}, &known);
+  ASSERT_OK(failed);
+  EXPECT_TRUE(*failed) << "a transition";
+  EXPECT_EQ(api_.Count("PATCH /api/v1/nodes/n1/status"), status_writes + 2);
+  EXPECT_EQ(api_.Count("GET /api/v1/nodes/n1"), gets + 2) << "only the stale label apply read the Node (and its retry)";
+}
+
 TEST_F(NodeApplyTest, AMissingNodeIsNotFoundBeforeAnyWrite) {
   auto r = ApplyNodeLabels(*client_, "nope", {{"gpunode.io/a", "1"}});
   ASSERT_FALSE(r.ok());

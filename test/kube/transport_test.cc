@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/base/clock.h"
 #include "src/kube/client.h"
 #include "src/kube/node.h"
 #include "src/kube/transport.h"
@@ -340,16 +341,16 @@ TEST(Transport, WatchTimeoutsAreSpreadOverMinToTwiceMin) {
   api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
   api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEndsAtOnce()});
   Client client(To(api));
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   WatchNodeOptions o;
   o.timeout_seconds = 100;
   o.backoff = std::chrono::milliseconds(5);
   o.max_backoff = std::chrono::milliseconds(10);
   std::thread stopper([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    stop = true;
+    stop.request_stop();
   });
-  EXPECT_OK(WatchNode(client, "n1", [](const nlohmann::json&) { return true; }, stop, o));
+  EXPECT_OK(WatchNode(client, "n1", [](const nlohmann::json&) { return true; }, stop.get_token(), o));
   stopper.join();
   std::set<int> seen;
   for (const std::string& r : api.Requests()) {
@@ -362,6 +363,41 @@ TEST(Transport, WatchTimeoutsAreSpreadOverMinToTwiceMin) {
     seen.insert(t);
   }
   EXPECT_GE(seen.size(), 3u) << "randomised: agents do not reconnect in lockstep";
+}
+
+// The watch's pauses run on its clock: with a FakeClock, a server that ends every watch at once
+// is asked again only when time moves past the backoff, and a stop ends a pause at once.
+TEST(Transport, WatchNodePausesOnItsClockAndAStopEndsAPause) {
+  FakeApiServer api;
+  api.PutObject("/api/v1/nodes/n1", {{"metadata", {{"name", "n1"}}}});
+  api.On("GET", "/api/v1/nodes", {FakeApiServer::WatchEndsAtOnce()});
+  Client client(To(api));
+  FakeClock clock;
+  WatchNodeOptions o;
+  o.backoff = std::chrono::milliseconds(1000);
+  o.max_backoff = std::chrono::milliseconds(1000);
+  o.clock = &clock;
+  std::stop_source stop;
+  Status result = absl::UnknownError("not ended");
+  std::thread t([&] { result = WatchNode(client, "n1", [](const nlohmann::json&) { return true; }, stop.get_token(), o); });
+  ASSERT_TRUE(clock.AwaitWaiters(1, std::chrono::seconds(10))) << "the loop never paused";
+  const int watches = api.Count("GET /api/v1/nodes?");
+  EXPECT_EQ(watches, 1);
+  clock.Advance(std::chrono::milliseconds(999));  // [b, 2b): not yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(api.Count("GET /api/v1/nodes?"), 1) << "watched again before the backoff passed";
+  clock.Advance(std::chrono::milliseconds(1001));  // 2 s: past any draw from [1 s, 2 s)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (api.Count("GET /api/v1/nodes?") < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(api.Count("GET /api/v1/nodes?"), 2);
+  ASSERT_TRUE(clock.AwaitWaiters(1, std::chrono::seconds(10))) << "no second pause";
+  const auto stopped = std::chrono::steady_clock::now();
+  stop.request_stop();
+  t.join();
+  EXPECT_OK(result);
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped, std::chrono::milliseconds(500)) << "a stop ends the pause";
 }
 
 TEST(Transport, TheAnnotationsForeignKeysAreReported) {
