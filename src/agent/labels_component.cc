@@ -78,8 +78,9 @@ class LabelsComponent final : public Component {
     if (s_.node_labels && kube_ && ctx_.kube() != nullptr) {
       std::map<std::string, std::string> node_labels = set.labels;
       node_labels.erase("nvidia.com/gfd.timestamp");  // a Node write a minute for nothing
+      const std::shared_ptr<const nlohmann::json> known = ctx_.node();  // the watch's copy: no GET
       GPUNODE_ASSIGN_OR_RETURN(kube::NodeLabelChange change,
-                               kube::ApplyNodeLabels(*ctx_.kube(), ctx_.node_name(), node_labels));
+                               kube::ApplyNodeLabels(*ctx_.kube(), ctx_.node_name(), node_labels, known.get()));
       if (!change.ignored.empty()) {
         Warn(absl::StrCat("Node ", ctx_.node_name(), ": left alone, not gpunode's (outside nvidia.com/",
                           " and gpunode.io/): ", absl::StrJoin(change.ignored, ", ")));

@@ -145,6 +145,16 @@ void NodeContext::set_plugin_config_name(const std::string& name) {
   plugin_config_name_ = name;
 }
 
+std::shared_ptr<const nlohmann::json> NodeContext::node() const {
+  absl::MutexLock lock(&mu_);
+  return node_;
+}
+
+void NodeContext::SetNode(std::shared_ptr<const nlohmann::json> node) {
+  absl::MutexLock lock(&mu_);
+  node_ = std::move(node);
+}
+
 StatusOr<ChildResult> RunChild(const std::vector<std::string>& args, std::chrono::milliseconds timeout,
                                std::stop_token stop) {
   if (args.empty()) return absl::InvalidArgumentError("run: no program");

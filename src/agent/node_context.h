@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
 #include "src/base/clock.h"
 #include "src/base/host_fs.h"
 #include "src/base/status.h"
@@ -91,6 +92,12 @@ class NodeContext {
   std::string plugin_config_name() const;
   void set_plugin_config_name(const std::string& name);
 
+  // The agent's own Node as the node watcher last read it: the one watch of the agent, read by
+  // labels, validator and events instead of a GET each, so a round that changes nothing sends no
+  // request. nullptr before the first read (or without the API): they GET, as before.
+  std::shared_ptr<const nlohmann::json> node() const;
+  void SetNode(std::shared_ptr<const nlohmann::json> node);
+
  private:
   NodeContextOptions options_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
@@ -108,6 +115,7 @@ class NodeContext {
   std::map<int, std::function<void(const Gate&)>> gate_subscribers_ ABSL_GUARDED_BY(mu_);
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::string plugin_config_name_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const nlohmann::json> node_ ABSL_GUARDED_BY(mu_);
 };
 
 // Runs `args[0]` with `args[1..]` (no shell), waits at most `timeout`, and returns its exit

@@ -116,9 +116,8 @@ Status NodeWatcher::Run(std::stop_token stop) {
   });
   // A watch holds its connection: a client of its own.
   kube::Client client(ctx_.kube()->connection());
-  std::atomic<bool> stop_flag{false};
-  std::stop_callback on_stop(stop, [&] { stop_flag = true; });
   kube::WatchNodeOptions o;
+  o.clock = &ctx_.clock();
   o.log = [this](const std::string& m) { log_.Info(name(), m); };
   Status st = kube::WatchNode(
       client, ctx_.node_name(),
@@ -126,7 +125,7 @@ Status NodeWatcher::Run(std::stop_token stop) {
         Apply(node);
         return true;
       },
-      stop_flag, o);
+      stop, o);
   if (!st.ok() && !stop.stop_requested()) {
     ReleaseBarrier(absl::StrCat("the Node cannot be read (", st.message(),
                                 "): starting plugin and labels without its per-node settings"));
@@ -135,6 +134,7 @@ Status NodeWatcher::Run(std::stop_token stop) {
 }
 
 void NodeWatcher::Apply(const nlohmann::json& node) {
+  ctx_.SetNode(std::make_shared<const nlohmann::json>(node));
   const std::map<std::string, std::string> labels = LabelsOf(node);
   bool has_config_dir;
   {

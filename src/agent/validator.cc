@@ -5,6 +5,7 @@
 // carries the verdict as the condition GpuStackReady (reason = the finding id in CamelCase,
 // message = its first action) and an Event on each change. Checks run at start, every interval
 // (retry while failing), at once after a critical XID, and when the driver's version changes.
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -164,7 +165,13 @@ class Validator final : public Component {
     }
     if (ctx_.kube() != nullptr && !ctx_.node_name().empty()) {
       kube::NodeCondition c{kConditionType, g.open ? "True" : "False", g.reason, g.message};
-      auto transition = kube::SetNodeCondition(*ctx_.kube(), ctx_.node_name(), c);
+      // The watch's copy of the Node: no GET, and no write while the verdict stays the same.
+      const std::shared_ptr<const nlohmann::json> known = ctx_.node();
+      // The heartbeat is refreshed every 30 min (at least 3 checks), so an unchanged verdict costs
+      // two writes an hour, not one per check.
+      const auto heartbeat = std::max<std::chrono::seconds>(
+          std::chrono::minutes(30), std::chrono::duration_cast<std::chrono::seconds>(3 * s_.interval));
+      auto transition = kube::SetNodeCondition(*ctx_.kube(), ctx_.node_name(), c, known.get(), heartbeat);
       if (!transition.ok()) {
         log_.Warn(name(), absl::StrCat("Node condition ", kConditionType, " not set: ", transition.status().message()));
       } else if (*transition || changed) {
@@ -174,7 +181,8 @@ class Validator final : public Component {
         }
         Status ev = kube::CreateNodeEvent(*ctx_.kube(), ctx_.node_name(), g.open ? "Normal" : "Warning",
                                           g.open ? kConditionType : g.reason,
-                                          g.open ? g.message : absl::StrCat("GPUs advertised Unhealthy: ", g.message));
+                                          g.open ? g.message : absl::StrCat("GPUs advertised Unhealthy: ", g.message),
+                                          known.get());
         if (!ev.ok()) log_.Warn(name(), absl::StrCat("Event not created: ", ev.message()));
       }
     }

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gmock/gmock.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "sim/support/profile.h"
@@ -321,6 +322,42 @@ struct AgentApi : testing::FakeApiServer {
     AddDaemonSet("gpunode", "gpunode");
   }
 };
+
+// One watch of the Node serves labels, validator and events (issue 28): once the first round has
+// put the labels and the condition on the Node, rounds that change nothing send no request at all
+// (before: a GET per labels round, a GET and an apply per validation).
+TEST_F(AgentProcessTest, RoundsThatChangeNothingSendNoRequest) {
+  AgentApi api;
+  WriteProfile();
+  WriteKubeConfig(api, "validator: {interval: 1s, retry: 1s, cuda: false}\nlabels: {nodeLabels: true, interval: 1s}\n");
+  StartKubelet();
+  Start();
+  auto condition = [&] {
+    const nlohmann::json n = api.Object(testing::FakeApiServer::NodePath("n1"));
+    for (const auto& c : n.value("status", nlohmann::json::object()).value("conditions", nlohmann::json::array())) {
+      if (c.value("type", "") == "GpuStackReady") return c.value("status", "");
+    }
+    return std::string();
+  };
+  ASSERT_TRUE(Eventually([&] { return condition() == "True" && api.Labels("n1").count("nvidia.com/gpu.count") > 0; },
+                         seconds(60)))
+      << Log();
+  ASSERT_TRUE(Eventually([&] { return Log().find("passed") != std::string::npos; }, seconds(10))) << Log();
+  std::this_thread::sleep_for(milliseconds(1500));  // the watch has delivered the agent's own writes
+  auto node_requests = [&] {
+    return api.Count("GET /api/v1/nodes/n1") + api.Count("PATCH /api/v1/nodes/n1") + api.Count("PUT /api/v1/nodes/n1");
+  };
+  const int before = node_requests();
+  const int events = static_cast<int>(api.Items(testing::FakeApiServer::kEvents).size());
+  std::this_thread::sleep_for(seconds(5));  // four or more rounds of labels and of validation
+  EXPECT_EQ(node_requests(), before) << "rounds that change nothing wrote or read the Node\n"
+                                     << absl::StrJoin(api.Requests(), "\n") << "\n" << Log();
+  EXPECT_EQ(static_cast<int>(api.Items(testing::FakeApiServer::kEvents).size()), events);
+  // A change is still written at once: someone removes one of gpunode's labels.
+  api.Change(testing::FakeApiServer::NodePath("n1"), [](nlohmann::json& n) { n["metadata"]["labels"].erase("nvidia.com/gpu.count"); });
+  EXPECT_TRUE(Eventually([&] { return api.Labels("n1").count("nvidia.com/gpu.count") > 0; }, seconds(10))) << Log();
+  EXPECT_EQ(Stop(), 0);
+}
 
 // The uninstall does not race the kubelet's SIGKILL: a component stuck in a request (the API server
 // does not answer its label write) neither delays the removal of the CDI spec and the labels nor
