@@ -84,6 +84,7 @@ struct SlicePublisher::Existing {
   int64_t generation = 0;
   int64_t slice_count = 0;
   std::string pool;
+  std::string owner_uid;  // the UID of the Node that owns it ("" when none)
   json object;   // as the API server sent it (the base of an update)
   json devices;  // NormalizedDevices, taints kept
   // device name -> its taints as stored (with their times)
@@ -104,6 +105,13 @@ StatusOr<SlicePublisher::Existing> SlicePublisher::ReadSlice(const json& item, S
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, root.Object("metadata"));
   GPUNODE_ASSIGN_OR_RETURN(e.uid, meta.String("uid"));
   GPUNODE_ASSIGN_OR_RETURN(e.resource_version, meta.String("resourceVersion"));
+  GPUNODE_ASSIGN_OR_RETURN(kube::Fields owners, meta.Array("ownerReferences"));
+  for (const kube::Fields& o : owners.Elements()) {
+    GPUNODE_ASSIGN_OR_RETURN(kube::Fields owner, o.AsObject());
+    GPUNODE_ASSIGN_OR_RETURN(std::string kind, owner.String("kind"));
+    GPUNODE_ASSIGN_OR_RETURN(std::string uid, owner.String("uid"));
+    if (kind == "Node") e.owner_uid = uid;
+  }
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields spec, root.Object("spec"));
   if (!spec.present()) return root.Error("spec: missing");
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields pool, spec.Object("pool"));
@@ -154,8 +162,8 @@ StatusOr<std::vector<SlicePublisher::Existing>> SlicePublisher::ListIn(SliceApi 
                                                        " ResourceSlices; refusing to read more"));
     }
     if (!item.is_object() || !item.contains("spec") || !item["spec"].is_object()) {
-      GPUNODE_ASSIGN_OR_RETURN(Existing e, ReadSlice(item, api));  // says what is wrong
-      (void)e;
+      auto e = ReadSlice(item, api);  // names what is wrong
+      return e.ok() ? absl::InvalidArgumentError("a ResourceSlice of the list without a spec") : e.status();
     }
     const json& spec = item["spec"];
     if (spec.value("nodeName", json()) != json(options_.node) || spec.value("driver", json()) != json(options_.driver)) {
@@ -283,7 +291,7 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
     if (taints_dropped_) {
       for (json& d : stored) d.erase("taints");
     }
-    same = e.generation == newest && e.pool == options_.node &&
+    same = e.generation == newest && e.pool == options_.node && e.owner_uid == node_uid_ &&
            e.slice_count == static_cast<int64_t>(slices.size()) && stored == wanted;
   }
   if (same) {

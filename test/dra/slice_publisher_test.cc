@@ -106,6 +106,17 @@ TEST_F(SlicePublisherTest, TheSameDevicesAgainWriteNothingEvenAfterARestart) {
   EXPECT_EQ(restarted.generation(), 1);
 }
 
+TEST_F(SlicePublisherTest, ASliceOwnedByAnEarlierNodeOfTheSameNameIsTakenOver) {
+  SlicePublisher p = Publisher();
+  ASSERT_OK(p.Publish(Gpus(2)));
+  // The Node was deleted and created again: a new UID; a new publisher reads it.
+  api_.AddNode(kNode, "node-uid-8");
+  SlicePublisher q = Publisher();
+  ASSERT_OK(q.Publish(Gpus(2)));
+  EXPECT_EQ(q.last_writes().updated, 1);
+  EXPECT_EQ(api_.Object(SlicePath(kV1, 0))["metadata"]["ownerReferences"][0]["uid"], "node-uid-8");
+}
+
 TEST_F(SlicePublisherTest, TheDgxH200SimulatedNodePublishesItsEightGpusOnce) {
   const std::vector<DraDevice> devices = DraDevicesOf(gpunode::testing::ProbeSimulated("dgx-h200"));
   ASSERT_THAT(devices, SizeIs(8));
