@@ -13,8 +13,8 @@
 #ifndef GPUNODE_SIM_ABI_MORE_GFD
 #define GPUNODE_SIM_ABI_MORE_GFD
 
-// nvmlDeviceGetArchitecture
-typedef unsigned int nvmlDeviceArchitecture_t;
+// nvmlDeviceGetArchitecture's values (the type and nvmlDeviceGetBrand's enum are in
+// src/gpu/nvml_abi.h: gpunode reads both).
 #define NVML_DEVICE_ARCH_KEPLER 2
 #define NVML_DEVICE_ARCH_MAXWELL 3
 #define NVML_DEVICE_ARCH_PASCAL 4
@@ -25,28 +25,6 @@ typedef unsigned int nvmlDeviceArchitecture_t;
 #define NVML_DEVICE_ARCH_HOPPER 9
 #define NVML_DEVICE_ARCH_BLACKWELL 10
 #define NVML_DEVICE_ARCH_UNKNOWN 0xffffffffu
-
-// nvmlDeviceGetBrand
-typedef enum nvmlBrandType_enum {
-  NVML_BRAND_UNKNOWN = 0,
-  NVML_BRAND_QUADRO = 1,
-  NVML_BRAND_TESLA = 2,
-  NVML_BRAND_NVS = 3,
-  NVML_BRAND_GRID = 4,
-  NVML_BRAND_GEFORCE = 5,
-  NVML_BRAND_TITAN = 6,
-  NVML_BRAND_NVIDIA_VAPPS = 7,
-  NVML_BRAND_NVIDIA_VPC = 8,
-  NVML_BRAND_NVIDIA_VCS = 9,
-  NVML_BRAND_NVIDIA_VWS = 10,
-  NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
-  NVML_BRAND_QUADRO_RTX = 12,
-  NVML_BRAND_NVIDIA_RTX = 13,
-  NVML_BRAND_NVIDIA = 14,
-  NVML_BRAND_GEFORCE_RTX = 15,
-  NVML_BRAND_TITAN_RTX = 16,
-  NVML_BRAND_COUNT = 18,
-} nvmlBrandType_t;
 
 // nvmlDeviceGetGpuFabricInfo (the IMEX clique label)
 #define NVML_GPU_FABRIC_UUID_LEN 16
@@ -64,10 +42,6 @@ typedef struct {
 
 #define GPUNODE_SIM_GFD_FUNCTIONS(X)                                                              \
   X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion, (int* cudaDriverVersion))                       \
-  X(nvmlReturn_t, nvmlDeviceGetArchitecture, (nvmlDevice_t device, nvmlDeviceArchitecture_t * arch)) \
-  X(nvmlReturn_t, nvmlDeviceGetBrand, (nvmlDevice_t device, nvmlBrandType_t * type))              \
-  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById,                                                   \
-    (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t* gpuInstance))                       \
   X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceById,                                          \
     (nvmlGpuInstance_t gpuInstance, unsigned int id, nvmlComputeInstance_t* computeInstance))     \
   X(nvmlReturn_t, nvmlDeviceGetGpuFabricInfo,                                                     \

@@ -1245,6 +1245,17 @@ nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
   return NVML_SUCCESS;
 }
 
+// The simulated GPUs sit on no coherent-memory platform the profile describes: NOT_SUPPORTED, as
+// the weak stub answered before gpunode read it (NVIDIA's components then leave the mode out; a
+// real H200 on x86 with driver 580 says NONE).
+nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t* mode) {
+  Call c;
+  const Gpu* g = nullptr;
+  if (auto rc = c.Resolve(device, "", &g)) return rc;
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
 // A GPU instance of a full GPU by its id: NOT_SUPPORTED when the GPU cannot do MIG or MIG is off,
 // NOT_FOUND when no instance has that id.
 nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,

@@ -31,6 +31,12 @@ struct MigDevice {
   std::string uuid;
   std::optional<unsigned> gpu_instance_id;
   std::optional<unsigned> compute_instance_id;
+  // Its GPU instance (nvmlDeviceGetGpuInstanceById + nvmlGpuInstanceGetInfo): the GI profile id
+  // nvidia-smi shows (19 for 1g.10gb on an A100 40GB) and its memory slices; NVIDIA's DRA driver
+  // names MIG devices by them.
+  std::optional<unsigned> gi_profile_id;
+  std::optional<unsigned> placement_start;
+  std::optional<unsigned> placement_size;
   std::optional<unsigned> slices;            // gpuInstanceSliceCount
   std::optional<unsigned> compute_slices;    // computeInstanceSliceCount
   std::optional<uint64_t> memory_total_bytes;
@@ -91,6 +97,11 @@ struct GpuInfo {
 
   std::optional<int> cc_major;
   std::optional<int> cc_minor;
+  // NVML's own codes: nvmlDeviceArchitecture_t (9 Hopper), nvmlBrandType_t (14 NVIDIA) and the
+  // addressing mode (0 none, 1 HMM, 2 ATS; empty where NOT_SUPPORTED) (src/gpu/nvml_abi.h).
+  std::optional<unsigned> architecture;
+  std::optional<unsigned> brand;
+  std::optional<unsigned> addressing_mode;
 
   std::optional<bool> mig_enabled;
   std::optional<bool> mig_pending;

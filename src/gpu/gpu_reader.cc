@@ -76,6 +76,19 @@ class GpuReader {
     if (r_.Ok(nvml_.nvmlDeviceGetVbiosVersion(dev_, vbios, sizeof vbios), "nvmlDeviceGetVbiosVersion")) {
       info_.vbios_version = Buffer(vbios, sizeof vbios);
     }
+    nvmlDeviceArchitecture_t arch = 0;
+    if (r_.Ok(nvml_.nvmlDeviceGetArchitecture(dev_, &arch), "nvmlDeviceGetArchitecture")) {
+      info_.architecture = arch;
+    }
+    nvmlBrandType_t brand = NVML_BRAND_UNKNOWN;
+    if (r_.Ok(nvml_.nvmlDeviceGetBrand(dev_, &brand), "nvmlDeviceGetBrand")) {
+      info_.brand = static_cast<unsigned>(brand);
+    }
+    nvmlDeviceAddressingMode_t mode{};
+    mode.version = nvmlDeviceAddressingMode_v1;
+    if (r_.Ok(nvml_.nvmlDeviceGetAddressingMode(dev_, &mode), "nvmlDeviceGetAddressingMode")) {
+      info_.addressing_mode = mode.value;
+    }
   }
 
   // Memory: v2 adds the reserved amount; fall back to v1 on drivers without it.
@@ -252,6 +265,14 @@ class GpuReader {
     unsigned u = 0;
     if (r_.Ok(nvml_.nvmlDeviceGetGpuInstanceId(mig, &u), "nvmlDeviceGetGpuInstanceId")) {
       m.gpu_instance_id = u;
+      nvmlGpuInstance_t gi = nullptr;
+      nvmlGpuInstanceInfo_t gi_info{};
+      if (r_.Ok(nvml_.nvmlDeviceGetGpuInstanceById(dev_, u, &gi), "nvmlDeviceGetGpuInstanceById") &&
+          r_.Ok(nvml_.nvmlGpuInstanceGetInfo(gi, &gi_info), "nvmlGpuInstanceGetInfo")) {
+        m.gi_profile_id = gi_info.profileId;
+        m.placement_start = gi_info.placement.start;
+        m.placement_size = gi_info.placement.size;
+      }
     }
     if (r_.Ok(nvml_.nvmlDeviceGetComputeInstanceId(mig, &u), "nvmlDeviceGetComputeInstanceId")) {
       m.compute_instance_id = u;

@@ -92,6 +92,46 @@ typedef struct nvmlUtilization_st {
   unsigned int memory;
 } nvmlUtilization_t;
 
+// nvmlDeviceGetArchitecture: NVML_DEVICE_ARCH_* (2 Kepler ... 9 Hopper, 10 Blackwell; 0xffffffff
+// unknown). The DRA driver names them as go-nvlib does (src/dra/device_model.cc).
+typedef unsigned int nvmlDeviceArchitecture_t;
+
+// nvmlDeviceGetBrand.
+typedef enum nvmlBrandType_enum {
+  NVML_BRAND_UNKNOWN = 0,
+  NVML_BRAND_QUADRO = 1,
+  NVML_BRAND_TESLA = 2,
+  NVML_BRAND_NVS = 3,
+  NVML_BRAND_GRID = 4,
+  NVML_BRAND_GEFORCE = 5,
+  NVML_BRAND_TITAN = 6,
+  NVML_BRAND_NVIDIA_VAPPS = 7,
+  NVML_BRAND_NVIDIA_VPC = 8,
+  NVML_BRAND_NVIDIA_VCS = 9,
+  NVML_BRAND_NVIDIA_VWS = 10,
+  NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
+  NVML_BRAND_QUADRO_RTX = 12,
+  NVML_BRAND_NVIDIA_RTX = 13,
+  NVML_BRAND_NVIDIA = 14,
+  NVML_BRAND_GEFORCE_RTX = 15,
+  NVML_BRAND_TITAN_RTX = 16,
+  NVML_BRAND_COUNT = 18,
+} nvmlBrandType_t;
+
+// nvmlDeviceGetAddressingMode (drivers from 575 on; coherent-memory systems): `value` is
+// NVML_DEVICE_ADDRESSING_MODE_NONE (0), _HMM (1) or _ATS (2); NOT_SUPPORTED elsewhere.
+typedef enum nvmlDeviceAddressingModeType_enum {
+  NVML_DEVICE_ADDRESSING_MODE_NONE = 0,
+  NVML_DEVICE_ADDRESSING_MODE_HMM = 1,
+  NVML_DEVICE_ADDRESSING_MODE_ATS = 2,
+} nvmlDeviceAddressingModeType_t;
+typedef struct {
+  unsigned int version;  // IN: nvmlDeviceAddressingMode_v1
+  unsigned int value;    // OUT: nvmlDeviceAddressingModeType_t
+} nvmlDeviceAddressingMode_v1_t;
+typedef nvmlDeviceAddressingMode_v1_t nvmlDeviceAddressingMode_t;
+#define nvmlDeviceAddressingMode_v1 NVML_STRUCT_VERSION(sizeof(nvmlDeviceAddressingMode_v1_t), 1)
+
 // nvmlDeviceGetComputeRunningProcesses_v3 / _v2 element.
 typedef struct nvmlProcessInfo_st {
   unsigned int pid;
@@ -416,6 +456,12 @@ typedef struct nvmlComputeInstanceInfo_st {
     (nvmlDevice_t device, nvmlClockType_t type, unsigned int* clockMHz), ())                       \
   E(X, optional, nvmlReturn_t, nvmlDeviceGetCudaComputeCapability,                                 \
     (nvmlDevice_t device, int* major, int* minor), ())                                             \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetArchitecture,                                          \
+    (nvmlDevice_t device, nvmlDeviceArchitecture_t* arch), ())                                     \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetBrand,                                                 \
+    (nvmlDevice_t device, nvmlBrandType_t* type), ())                                              \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetAddressingMode,                                        \
+    (nvmlDevice_t device, nvmlDeviceAddressingMode_t* mode), ())                                   \
   E(X, optional, nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3,                            \
     (nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos),                      \
     (nvmlDeviceGetComputeRunningProcesses_v2))                                                     \
@@ -429,6 +475,8 @@ typedef struct nvmlComputeInstanceInfo_st {
     (nvmlDevice_t device, unsigned int* id), ())                                                   \
   E(X, optional, nvmlReturn_t, nvmlDeviceGetComputeInstanceId,                                     \
     (nvmlDevice_t device, unsigned int* id), ())                                                   \
+  E(X, optional, nvmlReturn_t, nvmlDeviceGetGpuInstanceById,                                       \
+    (nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t* gpuInstance), ())                    \
   E(X, optional, nvmlReturn_t, nvmlDeviceGetAttributes_v2,                                         \
     (nvmlDevice_t device, nvmlDeviceAttributes_t* attributes), (nvmlDeviceGetAttributes))          \
   E(X, optional, nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor,                                \

@@ -34,6 +34,7 @@ struct PciDevice {
   std::optional<PcieLink> link_current;
   std::optional<PcieLink> link_max;
   std::string driver;  // bound kernel driver ("nvidia", "vfio-pci", "nouveau"), empty if none
+  std::string pcie_root;  // its PCIe root complex in sysfs ("pci0000:17"), empty when unknown
   bool IsGpu() const { return (class_code >> 8) == 0x0300 || (class_code >> 8) == 0x0302; }
 };
 

@@ -1,5 +1,6 @@
 // Probes of the file-based layers: 0 hardware (sysfs), 1 kernel driver (procfs, /dev),
 // 3 toolchain, 5 container runtimes and CDI specs, 6 kubelet. All reads go through HostFs.
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,26 @@ std::optional<PcieLink> ReadLink(const HostFs& fs, const std::string& dir, absl:
   return PcieLink{*gen, w};
 }
 
+// The PCIe root complex above a function ("pci0000:17"), found as Kubernetes' deviceattribute
+// package finds it: /sys/bus/pci/devices/<bus id> links to /sys/devices/pciDDDD:BB/.../<bus id>;
+// "" when the link says otherwise (a VMD domain, a VM's bus).
+std::string PcieRoot(const HostFs& fs, const std::string& bus_id) {
+  auto link = fs.ReadLink("/sys/bus/pci/devices/" + bus_id);
+  if (!link.ok()) return "";
+  std::filesystem::path target(*link);
+  if (target.is_relative()) target = std::filesystem::path("/sys/bus/pci/devices") / target;
+  const std::string path = target.lexically_normal().string();
+  constexpr absl::string_view kDevices = "/sys/devices/";
+  if (!absl::StartsWith(path, kDevices) || !absl::EndsWith(path, "/" + bus_id)) return "";
+  const std::string root = path.substr(kDevices.size(), path.find('/', kDevices.size()) - kDevices.size());
+  // "pci" + domain (4 hex digits) + ":" + bus (2 hex digits).
+  if (root.size() != 10 || !absl::StartsWith(root, "pci") || root[7] != ':') return "";
+  for (size_t i = 3; i < root.size(); ++i) {
+    if (i != 7 && !absl::ascii_isxdigit(static_cast<unsigned char>(root[i]))) return "";
+  }
+  return absl::AsciiStrToLower(root);
+}
+
 }  // namespace
 
 HardwareLayer ProbeHardware(const HostFs& fs) {
@@ -69,6 +90,7 @@ HardwareLayer ProbeHardware(const HostFs& fs) {
       size_t slash = target.rfind('/');
       d.driver = std::string(slash == absl::string_view::npos ? target : target.substr(slash + 1));
     }
+    d.pcie_root = PcieRoot(fs, bus_id);
     (d.IsGpu() ? hw.gpus : hw.others).push_back(std::move(d));
   }
   if (auto nodes = fs.ListDir("/sys/devices/system/node"); nodes.ok()) {

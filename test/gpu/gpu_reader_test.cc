@@ -167,6 +167,11 @@ TEST(ReadGpuTest, ReadsEveryFieldOfAnH200FromTheDgxProfile) {
     switches.insert(gpu->nvlinks[i].remote_bus_id);
   }
   EXPECT_EQ(switches, (std::set<std::string>{"0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"}));
+  // NVML's own codes: Hopper, brand NVIDIA; no addressing mode (the simulated node describes no
+  // coherent-memory platform: NOT_SUPPORTED is "unknown", not an error).
+  EXPECT_EQ(gpu->architecture, 9u);
+  EXPECT_EQ(gpu->brand, 14u);
+  EXPECT_EQ(gpu->addressing_mode, std::nullopt);
   EXPECT_THAT(gpu->field_errors, IsEmpty());
 }
 
@@ -205,6 +210,11 @@ TEST(ReadGpuTest, ReadsTheMigDevicesOfAnA100InMigMode) {
   EXPECT_EQ(big.slices, 3u);
   EXPECT_EQ(big.memory_total_bytes, 40192 * kMiB);
   EXPECT_EQ(big.multiprocessors, 42u);
+  // Its GPU instance: the A100's 3g profile (id 9) on memory slices 4-7.
+  EXPECT_EQ(big.gi_profile_id, 9u);
+  EXPECT_EQ(big.placement_start, 4u);
+  EXPECT_EQ(big.placement_size, 4u);
+  std::set<unsigned> starts;
   for (unsigned i = 1; i < 3; ++i) {  // two 2g.20gb
     const MigDevice& m = gpu->mig_devices[i];
     EXPECT_EQ(m.index, i);
@@ -212,7 +222,11 @@ TEST(ReadGpuTest, ReadsTheMigDevicesOfAnA100InMigMode) {
     EXPECT_EQ(m.slices, 2u);
     EXPECT_EQ(m.memory_total_bytes, 19968 * kMiB);
     EXPECT_EQ(m.multiprocessors, 28u);
+    EXPECT_EQ(m.gi_profile_id, 14u);
+    EXPECT_EQ(m.placement_size, 2u);
+    starts.insert(m.placement_start.value_or(99));
   }
+  EXPECT_EQ(starts, (std::set<unsigned>{0, 2}));
   EXPECT_NE(gpu->mig_devices[1].uuid, gpu->mig_devices[2].uuid);
   // The process in the 3g.40gb instance is listed on its parent GPU.
   ASSERT_TRUE(gpu->compute_processes.has_value());

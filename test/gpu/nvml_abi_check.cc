@@ -45,6 +45,8 @@ constexpr long long kOurMig_nvmlGpuInstanceProfileInfo_v2 =  // our macro names 
     static_cast<unsigned>(sizeof(ours::nvmlGpuInstanceProfileInfo_v2_t)) | (2u << 24);
 constexpr long long kOurMig_nvmlComputeInstanceProfileInfo_v2 =  // our macro names the type outside ours::
     static_cast<unsigned>(sizeof(ours::nvmlComputeInstanceProfileInfo_v2_t)) | (2u << 24);
+constexpr long long kOurAddressingModeV1 =  // our macro names the type outside ours::
+    static_cast<unsigned>(sizeof(ours::nvmlDeviceAddressingMode_v1_t)) | (1u << 24);
 // Our macros of the same names as nvml.h's: let the real ones stand.
 #undef NVML_GPU_INSTANCE_PROFILE_1_SLICE
 #undef NVML_GPU_INSTANCE_PROFILE_2_SLICE
@@ -75,6 +77,7 @@ constexpr long long kOurMig_nvmlComputeInstanceProfileInfo_v2 =  // our macro na
 #undef NVML_GPM_SUPPORT_VERSION
 #undef NVML_STRUCT_VERSION
 #undef nvmlMemory_v2
+#undef nvmlDeviceAddressingMode_v1
 #undef NVML_DEVICE_MIG_DISABLE
 #undef NVML_DEVICE_MIG_ENABLE
 #undef nvmlEventTypeSingleBitEccError
@@ -113,6 +116,16 @@ SAME_SIZE(nvmlDeviceAttributes_t);
 SAME_OFFSET(nvmlDeviceAttributes_t, gpuInstanceSliceCount);
 SAME_OFFSET(nvmlDeviceAttributes_t, memorySizeMB);
 SAME_SIZE(nvmlEventData_t);
+SAME_SIZE(nvmlDeviceArchitecture_t);
+SAME_SIZE(nvmlBrandType_t);
+SAME_VALUE(NVML_BRAND_TESLA);
+SAME_VALUE(NVML_BRAND_NVIDIA);
+SAME_VALUE(NVML_BRAND_TITAN_RTX);
+SAME_SIZE(nvmlDeviceAddressingMode_t);
+SAME_OFFSET(nvmlDeviceAddressingMode_t, value);
+SAME_VALUE(NVML_DEVICE_ADDRESSING_MODE_HMM);
+SAME_VALUE(NVML_DEVICE_ADDRESSING_MODE_ATS);
+static_assert(kOurAddressingModeV1 == nvmlDeviceAddressingMode_v1);
 SAME_OFFSET(nvmlEventData_t, eventData);
 SAME_OFFSET(nvmlEventData_t, computeInstanceId);
 SAME_VALUE(NVML_ERROR_LIB_RM_VERSION_MISMATCH);

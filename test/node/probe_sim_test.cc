@@ -165,6 +165,17 @@ TEST(ProbeSimTest, MigInstancesAreReadThroughMigHandles) {
   EXPECT_TRUE(g.mig_devices[0].memory_total_bytes.has_value());
 }
 
+TEST(ProbeSimTest, EachGpuKnowsItsPcieRootFromTheSysfsLink) {
+  SimNode node("dgx-h200");
+  node::NodeInventory inv = node.Probe();
+  ASSERT_EQ(inv.hardware.gpus.size(), 8u);
+  for (const node::PciDevice& d : inv.hardware.gpus) {
+    // The simulated host root links /sys/bus/pci/devices/0000:18:00.0 to
+    // /sys/devices/pci0000:18/0000:18:00.0.
+    EXPECT_EQ(d.pcie_root, "pci" + d.bus_id.substr(0, 7)) << d.bus_id;
+  }
+}
+
 TEST(ProbeSimTest, EveryBuiltInProfileProbesWithoutCrashing) {
   for (const std::string& name : sim::BuiltinProfileNames()) {
     SimNode node(name);

@@ -12,7 +12,8 @@
 //     label the manager stops applying is removed when nobody else owns it; an Update takes the
 //     labels it changes from every other manager, as the API server does); ".../status" reaches
 //     the object;
-//   - collections (the parent path of objects): lists with limit/continue and the resourceVersion,
+//   - collections (the parent path of objects, or one named by ServeCollection): lists with
+//     limit/continue and the resourceVersion,
 //     and watches streamed as chunked JSON lines from a resourceVersion (ADDED/MODIFIED/DELETED,
 //     BOOKMARK when asked), fieldSelector=metadata.name=...; Compact() makes older versions 410
 //     (an ERROR event with code 410, as the API server sends);
@@ -161,6 +162,19 @@ class FakeApiServer : public FakeApiResponders {
   int64_t resource_version() {
     std::lock_guard<std::mutex> l(mu_);
     return version_;
+  }
+  // Changes what a create, update or patch stores (and answers), as an API server drops the fields
+  // of a feature it has off (a ResourceSlice's device taints without DRADeviceTaints).
+  void FilterWrites(std::function<void(const std::string& path, json& object)> filter) {
+    std::lock_guard<std::mutex> l(mu_);
+    write_filter_ = std::move(filter);
+  }
+  // A resource this server serves: listing `collection` while it holds no object is an empty list,
+  // not 404 (which says the API server does not know the resource, e.g. a resource.k8s.io version
+  // it lacks).
+  void ServeCollection(const std::string& collection) {
+    std::lock_guard<std::mutex> l(mu_);
+    served_.insert(collection);
   }
 
   // ---- Nodes and DaemonSets, the objects the agent asks for ----
@@ -413,6 +427,7 @@ class FakeApiServer : public FakeApiResponders {
                                                          "please apply your changes to the latest version and try again"));
     }
     if (type != "application/apply-patch+yaml") FieldManagers::Update(obj, next, ManagerOf(req));
+    if (write_filter_) write_filter_(path, next);
     obj = std::move(next);
     Bump(path, "MODIFIED");
     Reply(res, 200, obj);
@@ -425,7 +440,7 @@ class FakeApiServer : public FakeApiResponders {
     for (const Event& e : events_) {
       if (e.collection == path) return true;
     }
-    return path == "/api/v1/nodes";
+    return path == "/api/v1/nodes" || served_.count(path) > 0;
   }
 
   void Create(const httplib::Request& req, httplib::Response& res) {
@@ -437,6 +452,7 @@ class FakeApiServer : public FakeApiResponders {
     const std::string at = req.path + "/" + name;
     if (objects_.count(at)) return Reply(res, 409, StatusBody(409, "AlreadyExists", name + " already exists"));
     body["metadata"]["name"] = name;
+    if (write_filter_) write_filter_(at, body);
     objects_[at] = body;
     Bump(at, "ADDED");
     Reply(res, 201, objects_[at]);
@@ -512,6 +528,8 @@ class FakeApiServer : public FakeApiResponders {
   int watch_generation_ = 0;
   std::map<std::string, Route> routes_;
   std::map<std::string, json> objects_;
+  std::set<std::string> served_;
+  std::function<void(const std::string&, json&)> write_filter_;
   std::vector<Event> events_;
   int64_t compacted_ = 0;
   std::vector<std::string> requests_;
