@@ -43,10 +43,10 @@ expect noside 'src/mig/: on no side' 'a folder on no side'
 # row; the folder to come, src/upgrade (cluster side), may use kube and lifecycle, not the device model.
 copy future
 mkdir -p "$tmp/future/src/upgrade"
-sed -i 's/^\(| `src\/dra\/` |.*\)| base, proto |$/\1| devices, lifecycle, kube, base, proto |/' "$tmp/future/docs/ARCHITECTURE.md"
+sed -i 's/^\(| `src\/dra\/` |.*| \)\([^|]*\) |$/\1devices, lifecycle, \2 |/' "$tmp/future/docs/ARCHITECTURE.md"
 printf '#include "src/devices/devices.h"\n#include "src/lifecycle/harness.h"\n#include "src/kube/client.h"\n' > "$tmp/future/src/dra/driver.cc"
 printf '#include "src/kube/client.h"\n#include "src/lifecycle/harness.h"\n' > "$tmp/future/src/upgrade/controller.cc"
-sed -i 's/^gpunode_library(dra PUBLIC gpunode_base gpunode_proto/gpunode_library(dra PUBLIC gpunode_devices gpunode_lifecycle gpunode_kube gpunode_base gpunode_proto/' "$tmp/future/src/CMakeLists.txt"
+sed -i 's/^gpunode_library(dra PUBLIC /gpunode_library(dra PUBLIC gpunode_devices gpunode_lifecycle /' "$tmp/future/src/CMakeLists.txt"
 cat >> "$tmp/future/src/CMakeLists.txt" <<'CMAKE'
 gpunode_library(upgrade PUBLIC gpunode_kube gpunode_lifecycle gpunode_base)
 CMAKE
