@@ -6,6 +6,8 @@
 //                 validation gate, the Node condition GpuStackReady and its Events
 //   plugin        the device plugin (src/deviceplugin, src/devices), health from the shared event pump, every device
 //                 Unhealthy while the gate is closed
+//   dra           the DRA driver (src/dra): ResourceSlices of the node's GPUs, claims prepared as a
+//                 CDI spec each, health as device taints (off by default)
 //   labels        GFD's and gpunode's labels onto the Node (and NFD's features file)
 //   exporter      the Prometheus exporter (src/exporter), XIDs from the shared event pump
 //   node          (internal) watches the Node: nvidia.com/gpu.deploy.* switch components,
@@ -45,6 +47,8 @@ std::unique_ptr<Component> MakeValidator(NodeContext& ctx, const AgentConfig& c,
                                          std::function<void()> on_driver_change);
 std::unique_ptr<Component> MakePlugin(NodeContext& ctx, const AgentConfig& c, Log& log);
 std::unique_ptr<Component> MakeLabels(NodeContext& ctx, const AgentConfig& c, Log& log);
+// The DRA driver (src/dra): ResourceSlices, claims prepared through CDI, health as device taints.
+std::unique_ptr<Component> MakeDra(NodeContext& ctx, const AgentConfig& c, Log& log);
 std::unique_ptr<Component> MakeExporter(NodeContext& ctx, const AgentConfig& c, Log& log,
                                         std::function<std::string()> extra_metrics,
                                         std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes);

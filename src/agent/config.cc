@@ -191,6 +191,44 @@ Status ParseValidator(Reader v, ValidatorSection* s) {
   return v.Check();
 }
 
+Status ParseDra(Reader d, DraSection* s) {
+  GPUNODE_RETURN_IF_ERROR(d.CheckSectionType());
+  GPUNODE_RETURN_IF_ERROR(d.Bool("enabled", &s->enabled));
+  GPUNODE_RETURN_IF_ERROR(d.String("driverName", &s->driver_name));
+  GPUNODE_RETURN_IF_ERROR(d.String("cdiRoot", &s->cdi_root));
+  GPUNODE_RETURN_IF_ERROR(d.String("registrarDir", &s->registrar_dir));
+  GPUNODE_RETURN_IF_ERROR(d.String("pluginsDir", &s->plugins_dir));
+  GPUNODE_RETURN_IF_ERROR(d.String("driverRoot", &s->driver_root));
+  GPUNODE_RETURN_IF_ERROR(d.String("devRoot", &s->dev_root));
+  GPUNODE_RETURN_IF_ERROR(d.String("hookPath", &s->hook_path));
+  GPUNODE_RETURN_IF_ERROR(d.Strings("disableHooks", &s->disable_hooks));
+  for (size_t i = 0; i < s->disable_hooks.size(); ++i) {
+    const std::string& h = s->disable_hooks[i];
+    if (h != "create-symlinks" && h != "update-ldcache" && h != "all") {
+      return d.Get("disableHooks").Item(i).Expected("create-symlinks, update-ldcache or all");
+    }
+  }
+  std::vector<std::string> xids;
+  GPUNODE_RETURN_IF_ERROR(d.Strings("additionalXidsToIgnore", &xids));
+  s->additional_xids_to_ignore.clear();
+  for (size_t i = 0; i < xids.size(); ++i) {
+    unsigned v = 0;
+    if (!absl::SimpleAtoi(xids[i], &v) || v == 0) {
+      return d.Get("additionalXidsToIgnore").Item(i).Expected("an XID number (e.g. 48)");
+    }
+    s->additional_xids_to_ignore.push_back(v);
+  }
+  GPUNODE_RETURN_IF_ERROR(d.Duration("healthRecovery", &s->health_recovery));
+  for (const auto* p : {&s->cdi_root, &s->registrar_dir, &s->plugins_dir, &s->driver_root}) {
+    if (p->empty() || (*p)[0] != '/') {
+      const char* key = p == &s->cdi_root ? "cdiRoot" : p == &s->registrar_dir ? "registrarDir"
+                        : p == &s->plugins_dir ? "pluginsDir" : "driverRoot";
+      return d.value().Error(absl::StrCat(key, ": an absolute path is needed"));
+    }
+  }
+  return d.Check();
+}
+
 Status ParseMig(Reader m, MigSection* s) {
   GPUNODE_RETURN_IF_ERROR(m.CheckSectionType());
   GPUNODE_RETURN_IF_ERROR(m.String("configFile", &s->config_file));
@@ -224,7 +262,7 @@ StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text) {
 
 const std::vector<std::string>& ComponentNames() {
   static const auto* const kNames =
-      new std::vector<std::string>{"cdi", "runtime", "validator", "plugin", "labels", "exporter"};
+      new std::vector<std::string>{"cdi", "runtime", "validator", "plugin", "dra", "labels", "exporter"};
   return *kNames;
 }
 
@@ -257,6 +295,7 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(ParseExporter(r.Section("exporter"), &c.exporter));
   GPUNODE_RETURN_IF_ERROR(ParseValidator(r.Section("validator"), &c.validator));
   GPUNODE_RETURN_IF_ERROR(ParseMig(r.Section("mig"), &c.mig));
+  GPUNODE_RETURN_IF_ERROR(ParseDra(r.Section("dra"), &c.dra));
   GPUNODE_RETURN_IF_ERROR(r.Check());
   return c;
 }
@@ -286,6 +325,7 @@ bool ComponentEnabled(const AgentConfig& c, const std::string& name) {
   if (name == "runtime") return c.runtime.enabled;
   if (name == "validator") return c.validator.enabled;
   if (name == "plugin") return c.plugin.enabled;
+  if (name == "dra") return c.dra.enabled;
   if (name == "labels") return c.labels.enabled;
   if (name == "exporter") return c.exporter.enabled;
   return false;
@@ -361,7 +401,18 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                           {"webConfigFile", c.exporter.web_config_file},
                           {"hostnameLabel", c.exporter.hostname_label},
                           {"resourceNames", c.exporter.resource_names}}},
-           {"mig", J{{"configFile", c.mig.config_file}, {"allowReal", c.mig.allow_real}}}};
+           {"mig", J{{"configFile", c.mig.config_file}, {"allowReal", c.mig.allow_real}}},
+           {"dra", J{{"enabled", c.dra.enabled},
+                     {"driverName", c.dra.driver_name},
+                     {"cdiRoot", c.dra.cdi_root},
+                     {"registrarDir", c.dra.registrar_dir},
+                     {"pluginsDir", c.dra.plugins_dir},
+                     {"driverRoot", c.dra.driver_root},
+                     {"devRoot", c.dra.dev_root},
+                     {"hookPath", c.dra.hook_path},
+                     {"disableHooks", c.dra.disable_hooks},
+                     {"additionalXidsToIgnore", c.dra.additional_xids_to_ignore},
+                     {"healthRecovery", Ms(c.dra.health_recovery)}}}};
 }
 
 }  // namespace gpunode::agent

@@ -85,6 +85,23 @@ struct MigSection {
   bool allow_real = false;  // change MIG on real GPUs (never on this project's GPU machine)
 };
 
+// The DRA kubelet plugin (src/dra, docs/dra.md): this node's GPUs as ResourceSlices of the driver,
+// claims prepared as one CDI spec each. Off by default (the device plugin serves nvidia.com/gpu);
+// the names of NVIDIA's gpu-kubelet-plugin flags in the comments.
+struct DraSection {
+  bool enabled = false;
+  std::string driver_name = "gpu.nvidia.com";
+  std::string cdi_root = "/var/run/cdi";                        // --cdi-root (transient specs)
+  std::string registrar_dir = "/var/lib/kubelet/plugins_registry";  // --kubelet-registrar-directory-path
+  std::string plugins_dir = "/var/lib/kubelet/plugins";         // --kubelet-plugins-directory-path
+  std::string driver_root = "/";                                // --nvidia-driver-root (host path)
+  std::string dev_root;                                         // "": the driver root
+  std::string hook_path = "/usr/bin/gpunode";  // the CDI hooks' program on the host
+  std::vector<std::string> disable_hooks;      // create-symlinks, update-ldcache, all
+  std::vector<unsigned> additional_xids_to_ignore;  // --additional-xids-to-ignore
+  std::chrono::milliseconds health_recovery{std::chrono::minutes(5)};  // a taint goes after this quiet
+};
+
 struct AgentConfig {
   std::string node_name;  // "": $NODE_NAME
   std::string log_format = "text";  // text | json
@@ -105,6 +122,7 @@ struct AgentConfig {
   ExporterSection exporter;
   ValidatorSection validator;
   MigSection mig;
+  DraSection dra;
   std::string source;  // the file it came from ("" = defaults)
 };
 

@@ -29,6 +29,7 @@ std::vector<std::string> ComponentsOfDeployLabel(const std::string& key) {
       {"operator-validator", {"validator"}},
       {"container-toolkit", {"cdi", "runtime"}},
       {"plugin", {"plugin"}},
+      {"dra", {"dra"}},
       {"labels", {"labels"}},
       {"exporter", {"exporter"}},
       {"validator", {"validator"}},

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/backoff.h"
 #include "src/base/host_fs.h"
+#include "src/dra/resource_slices.h"
 #include "src/kube/node.h"
 
 namespace gpunode::agent {
@@ -140,6 +141,15 @@ void Uninstaller::CleanUp(const std::string& why) {
       log_.Error("agent", absl::StrCat("Node labels not removed: ", r.status().message()));
     } else {
       log_.Info("agent", absl::StrCat("Node ", options_.node_name, ": ", r->removed.size(), " labels of gpunode removed"));
+    }
+    if (!options_.dra_driver.empty()) {
+      dra::SlicePublisher slices(client, {.driver = options_.dra_driver, .node = options_.node_name});
+      if (Status st = slices.RemoveAll(); !st.ok()) {
+        log_.Error("agent", absl::StrCat("ResourceSlices not removed: ", st.message()));
+      } else {
+        log_.Info("agent", absl::StrCat("Node ", options_.node_name, ": ", slices.last_writes().deleted,
+                                        " ResourceSlices of ", options_.dra_driver, " removed"));
+      }
     }
   }
 }

@@ -34,12 +34,13 @@ using lifecycle::Log;
 using lifecycle::OffReason;
 
 // The components switched off before the cleanup: they write what it removes.
-inline constexpr const char* kOffForUninstall[] = {"cdi", "labels"};
+inline constexpr const char* kOffForUninstall[] = {"cdi", "labels", "dra"};
 
 struct UninstallOptions {
   std::string daemonset;                     // NAMESPACE/NAME
   std::vector<std::string> remove_files;     // kubernetes.removeOnUninstall
   std::string node_name;
+  std::string dra_driver;  // the DRA driver's name when dra is on: its ResourceSlices of the node go too
   std::chrono::milliseconds api_timeout{3000};   // each API request of the cleanup and the check
   std::chrono::milliseconds switch_off_wait{1000};  // for cdi and labels to stop before removing
   Clock* clock = &SystemClock();  // the DaemonSet watch's reconnect backoff (0.5 s doubling to 8 s)

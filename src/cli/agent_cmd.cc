@@ -87,6 +87,7 @@ std::map<std::string, std::unique_ptr<lifecycle::Component>> BuildComponents(
     if (c.cdi.enabled) harness.Restart("cdi");
   });
   m["plugin"] = agent::MakePlugin(ctx, c, log);
+  m["dra"] = agent::MakeDra(ctx, c, log);
   m["labels"] = agent::MakeLabels(ctx, c, log);
   m["exporter"] = agent::MakeExporter(ctx, c, log, metrics, exporter_routes);
   return m;
@@ -304,6 +305,7 @@ AgentParts AddAgentParts(const agent::AgentConfig& config, const AgentNode& node
     u.daemonset = config.kubernetes.daemonset;
     u.remove_files = config.kubernetes.remove_on_uninstall;
     u.node_name = config.node_name;
+    if (config.dra.enabled) u.dra_driver = config.dra.driver_name;
     parts.uninstaller = std::make_unique<agent::Uninstaller>(*node.conn, u, harness, log);
     harness.Add(parts.uninstaller->MakeWatcher());
   }

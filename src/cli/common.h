@@ -15,6 +15,7 @@
 #include "src/base/status.h"
 #include "src/bench/report.h"
 #include "src/container/cdi.h"
+#include "src/kube/client.h"
 #include "src/node/inventory.h"
 #include "src/node/probe.h"
 
@@ -105,8 +106,11 @@ void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 // stand-alone command: the agent's harness in fail-fast mode (the first failure is printed and
 // exits 2, as NVIDIA's binaries do), SIGTERM/SIGINT stop (exit 0), SIGHUP restarts the component
 // with its configuration and devices read again; log lines "TIME gpunode <component>: ...".
+// `kube`: the Kubernetes API for a component that needs it ("dra"), else nullptr.
 int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
-                        const std::string& component, const std::string& hostname);
+                        const std::string& component, const std::string& hostname,
+                        std::unique_ptr<kube::Client> kube = nullptr);
+void AddDraPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with

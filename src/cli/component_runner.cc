@@ -19,7 +19,8 @@
 namespace gpunode::cli {
 
 int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
-                        const std::string& component, const std::string& hostname) {
+                        const std::string& component, const std::string& hostname,
+                        std::unique_ptr<kube::Client> kube) {
   // Signals are taken here by sigwait: blocked before any thread starts (threads inherit the mask).
   // SIGUSR1 is the harness telling of a failure (on_failure below), so the wait needs no timeout.
   sigset_t signals;
@@ -34,6 +35,7 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   o.probe = session.probe_options();
   o.node_name = hostname;
   o.gate_pending = false;  // no validator in a stand-alone command
+  o.kube = std::move(kube);
   o.self_args = {SelfPath(), "--host-root", session.fs().root()};
   if (!global.nvml_library.empty()) o.self_args.insert(o.self_args.end(), {"--nvml-library", global.nvml_library});
   agent::NodeContext ctx(std::move(o));
@@ -43,6 +45,8 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
   lifecycle::Harness harness(ctx.clock(), log, ho);
   if (component == "plugin") {
     harness.Add(agent::MakePlugin(ctx, config, log));
+  } else if (component == "dra") {
+    harness.Add(agent::MakeDra(ctx, config, log));
   } else {
     harness.Add(agent::MakeExporter(ctx, config, log, nullptr, nullptr));
   }

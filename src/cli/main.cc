@@ -173,6 +173,7 @@ int Main(int argc, char** argv) {
     const std::string self = argc > 0 ? argv[0] : "";
     const std::string base = self.substr(self.rfind('/') + 1);
     if (base == "nvidia-device-plugin") implied_command = "plugin";
+    if (base == "gpu-kubelet-plugin") implied_command = "dra-plugin";
     if (base == "gpu-feature-discovery") implied_command = "labels";
     if (base == "dcgm-exporter") implied_command = "exporter";
   }
@@ -211,6 +212,7 @@ int Main(int argc, char** argv) {
   AddLabelsCommand(app, global, &exit_code);
   AddOciRuntimeHelp(app);
   AddPluginCommand(app, global, &exit_code);
+  AddDraPluginCommand(app, global, &exit_code);
   AddExporterCommand(app, global, &exit_code);
   AddK8sCommand(app, global, &exit_code);
   AddMigCommand(app, global, &exit_code);
@@ -247,7 +249,7 @@ int Main(int argc, char** argv) {
     }
   });
   // The long-running services need NVML but not libcuda, which NVML would map (libcuda_guard.h).
-  for (const char* service : {"plugin", "labels", "exporter", "agent"}) {
+  for (const char* service : {"plugin", "dra-plugin", "labels", "exporter", "agent"}) {
     app.get_subcommand(service)->preparse_callback([](size_t) { KeepLibcudaOut(); });
   }
 

@@ -244,7 +244,7 @@ StatusOr<const container::BuildResult*> CdiPreparer::NodeSpec(Call& call) {
   if (!inv.ok()) return Annotate(inv.status(), "the node's inventory");
   if (*inv == nullptr) return absl::UnavailableError("the node's inventory: not probed yet");
   if (!spec_ || *inv != spec_inventory_) {
-    StatusOr<container::DriverFiles> files = container::DiscoverDriverFiles(fs_, **inv, options_.discover);
+    StatusOr<container::DriverFiles> files = container::DiscoverDriverFiles(options_.node_fs ? *options_.node_fs : fs_, **inv, options_.discover);
     if (!files.ok()) return Annotate(files.status(), "the driver's files for the CDI spec");
     container::BuildOptions build;
     build.names = container::NameStrategy::kUuid;

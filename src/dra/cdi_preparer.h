@@ -87,6 +87,10 @@ struct CdiPreparerOptions {
   std::string checkpoint_path = kDefaultCheckpointPath;
   std::string boot_id_path = kDefaultBootIdPath;  // unreadable: reboots are not noticed
   container::DiscoverOptions discover;            // the driver root and the dev root
+  // The node's files for the driver discovery (device nodes, libraries), when they are read
+  // through another root than the spec files and the checkpoint are written (the agent reads the
+  // host under --host-root and writes to its mounts). Unset: the HostFs given to Create.
+  std::optional<HostFs> node_fs;
   // The CDI spec's hooks: the gpunode binary's absolute path (required unless both are disabled)
   // and the hooks left out ("create-symlinks", "update-ldcache").
   std::string hook_path;
