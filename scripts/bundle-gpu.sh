@@ -12,6 +12,7 @@ if [ "${1:-}" = "--with-runc" ]; then
 fi
 [ -x build/bin/nvml_call_costs ] && progs+=(build/bin/nvml_call_costs)
 [ -x build/bin/kubelet_emulator ] && progs+=(build/bin/kubelet_emulator)
+[ -x build/bin/dra_kubelet ] && progs+=(build/bin/dra_kubelet)
 [ -x build/bin/plugin_probe ] && progs+=(build/bin/plugin_probe)
 [ -x build/bin/plugin_bench ] && progs+=(build/bin/plugin_bench)
 [ -x build/bin/exporter_load ] && progs+=(build/bin/exporter_load)

@@ -20,10 +20,19 @@ namespace {
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-// The folder of the node service's socket: made (mode 0750) when missing; a symlink or a file
-// there is refused rather than followed.
+// The folder of the node service's socket: made (mode 0750) when missing, and the kubelet's plugins
+// folder above it (0755, as the kubelet makes it) when that is missing too (a plugin started before
+// the kubelet, or outside Kubernetes); a symlink or a file there is refused rather than followed.
 Status EnsurePluginDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) return ErrnoToStatus(errno, "make plugin folder", dir);
+  int rc = ::mkdir(dir.c_str(), 0750);
+  if (rc != 0 && errno == ENOENT) {
+    const std::string parent = dir.substr(0, dir.rfind('/'));
+    if (!parent.empty() && ::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoToStatus(errno, "make the kubelet's plugins folder", parent);
+    }
+    rc = ::mkdir(dir.c_str(), 0750);
+  }
+  if (rc != 0 && errno != EEXIST) return ErrnoToStatus(errno, "make plugin folder", dir);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
