@@ -199,6 +199,7 @@ Status ParseDra(Reader d, DraSection* s) {
   GPUNODE_RETURN_IF_ERROR(d.String("registrarDir", &s->registrar_dir));
   GPUNODE_RETURN_IF_ERROR(d.String("pluginsDir", &s->plugins_dir));
   GPUNODE_RETURN_IF_ERROR(d.String("driverRoot", &s->driver_root));
+  GPUNODE_RETURN_IF_ERROR(d.String("hostRoot", &s->host_root));
   GPUNODE_RETURN_IF_ERROR(d.String("devRoot", &s->dev_root));
   GPUNODE_RETURN_IF_ERROR(d.String("hookPath", &s->hook_path));
   GPUNODE_RETURN_IF_ERROR(d.Strings("disableHooks", &s->disable_hooks));
@@ -408,6 +409,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                      {"registrarDir", c.dra.registrar_dir},
                      {"pluginsDir", c.dra.plugins_dir},
                      {"driverRoot", c.dra.driver_root},
+                     {"hostRoot", c.dra.host_root},
                      {"devRoot", c.dra.dev_root},
                      {"hookPath", c.dra.hook_path},
                      {"disableHooks", c.dra.disable_hooks},

@@ -95,6 +95,9 @@ struct DraSection {
   std::string registrar_dir = "/var/lib/kubelet/plugins_registry";  // --kubelet-registrar-directory-path
   std::string plugins_dir = "/var/lib/kubelet/plugins";         // --kubelet-plugins-directory-path
   std::string driver_root = "/";                                // --nvidia-driver-root (host path)
+  // The root the driver files are found under, as mounted here: "" = the agent's --host-root; "/"
+  // when the driver root is mounted at its host path (the chart's simulated nodes).
+  std::string host_root;
   std::string dev_root;                                         // "": the driver root
   std::string hook_path = "/usr/bin/gpunode";  // the CDI hooks' program on the host
   std::vector<std::string> disable_hooks;      // create-symlinks, update-ldcache, all

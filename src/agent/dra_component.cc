@@ -98,7 +98,12 @@ class DraComponent final : public Component {
     po.checkpoint_path = absl::StrCat(s_.plugins_dir, "/", s_.driver_name, "/gpunode-checkpoint.json");
     po.discover.driver_root = s_.driver_root;
     po.discover.dev_root = s_.dev_root;
-    po.node_fs = ctx_.fs();  // the host as the agent sees it (--host-root); specs are written locally
+    // The host as the agent sees it (--host-root), or dra.hostRoot; specs are written locally.
+    if (s_.host_root.empty()) {
+      po.node_fs = ctx_.fs();
+    } else {
+      GPUNODE_ASSIGN_OR_RETURN(po.node_fs, HostFs::Open(s_.host_root));
+    }
     po.hook_path = s_.hook_path;
     for (const std::string& h : s_.disable_hooks) {
       if (h == "all") {
