@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Static checks of the Helm chart deploy/helm/gpunode: `helm lint --strict` and `helm template`
 # with the default values, simulate mode, monitoring on (ServiceMonitor, PrometheusRule,
-# dashboard), and a device-plugin config; every rendered document must parse as YAML
+# dashboard), a device-plugin config and DRA (dra.enabled: DeviceClasses, RBAC, the ResourceSlice
+# policy, the kubelet plugin mounts, the agent's dra section; refused beside the device plugin
+# unless dra.alongsideDevicePlugin); every rendered document must parse as YAML
 # (python3 yaml.safe_load_all) and carry apiVersion/kind/metadata.name; values.schema.json must
 # refuse unknown and out-of-range values; the chart's copies of deploy/monitoring files must be
 # identical to them. helm comes from test/k8s/build.sh (built from source with Go, cached).
@@ -25,8 +27,9 @@ missing() {
 echo "== gpunode chart checks ($CHART)"
 python3 -c 'import yaml' 2>/dev/null || missing "python3 with PyYAML not found (Debian: apt-get install python3-yaml)"
 # build.sh prints its bin folder on the last line; it needs Go only when helm is not cached yet.
+# Only helm: these checks need nothing else of the test cluster.
 rc=0
-out=$(bash "$ROOT/test/k8s/build.sh" 2> "$WORK/build.log") || rc=$?
+out=$(bash "$ROOT/test/k8s/build.sh" helm 2> "$WORK/build.log") || rc=$?
 if [ "$rc" = 77 ] || { [ "$rc" != 0 ] && ! command -v go >/dev/null; }; then
   missing "Go is not installed, so test/k8s/build.sh cannot build helm ($(tail -n1 "$WORK/build.log"))"
 fi
@@ -54,6 +57,9 @@ cases=(
   "monitoring|--set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true|ServiceAccount Service DaemonSet ServiceMonitor PrometheusRule ConfigMap"
   "config|--set runtimeConfigure.enabled=true --set-json devicePlugin.config={\"version\":\"v1\",\"sharing\":{\"timeSlicing\":{\"resources\":[{\"name\":\"nvidia.com/gpu\",\"replicas\":4}]}}}|ConfigMap DaemonSet"
   "minimal|--set exporter.enabled=false --set labels.enabled=false --set cdi.enabled=false --set serviceAccount.create=false|DaemonSet"
+  "dra|--set dra.enabled=true --set devicePlugin.enabled=false --set-json dra.additionalXidsToIgnore=[79,94]|DeviceClass ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding ClusterRole DaemonSet ConfigMap"
+  "dra-sim|--set simulate.enabled=true --set dra.enabled=true --set devicePlugin.enabled=false --set dra.driverName=gpu.example.com --set dra.extendedResourceName=false --set cdi.enabled=false|DeviceClass DaemonSet"
+  "dra-alongside|--set dra.enabled=true --set dra.alongsideDevicePlugin=true --set dra.deviceClasses=false --set nodeRestriction.enabled=false|DaemonSet ConfigMap"
   "hardened|--set networkPolicy.enabled=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"monitoring\"}}}] --set-json exporter.webConfig={\"basic_auth_users\":{\"prometheus\":\"x\"}}|NetworkPolicy Secret DaemonSet"
 )
 for c in "${cases[@]}"; do
@@ -131,9 +137,126 @@ print("     node restriction, events in default, cdi-cri, agent without ports, f
 PY
 ok "tenant-safety defaults as rendered"
 
+# DRA (docs/dra.md): nothing of it by default; with dra.enabled NVIDIA's DeviceClasses and CEL, the
+# ResourceSlice and ResourceClaim rules, the policy that keeps each agent to its own node's slices of
+# its driver, the kubelet's plugin folders mounted read-write at their host paths, the CDI folder,
+# and the agent's dra section; the uninstall hook may delete slices.
+python3 - "$WORK" <<'PY' || fail "DRA objects"
+import sys, yaml
+def load(name):
+    return [d for d in yaml.safe_load_all(open("%s/%s.yaml" % (sys.argv[1], name))) if d]
+def by(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+def agent_cfg(docs):
+    return yaml.safe_load([c for c in by(docs, "ConfigMap") if c["metadata"]["name"].endswith("-agent")][0]["data"]["agent.yaml"])
+def rules(docs, name_suffix=""):
+    out = []
+    for r in by(docs, "ClusterRole"):
+        if r["metadata"]["name"].endswith(name_suffix):
+            out += r.get("rules", [])
+    return out
+def agent(docs):
+    spec = by(docs, "DaemonSet")[0]["spec"]["template"]["spec"]
+    return spec, [c for c in spec["containers"] if c["name"] == "agent"][0]
+
+for name in ("default", "simulate", "minimal", "config"):
+    docs = load(name)
+    assert not by(docs, "DeviceClass"), "%s: DeviceClass rendered" % name
+    assert "dra" not in agent_cfg(docs), "%s: the agent config has a dra section" % name
+    for rule in rules(docs):
+        assert "resource.k8s.io" not in rule.get("apiGroups", []), "%s: resource.k8s.io granted: %r" % (name, rule)
+    assert not any("resourceslice" in d["metadata"]["name"] for d in docs), "%s: a ResourceSlice policy" % name
+    spec, a = agent(docs)
+    vols = {v["name"] for v in spec["volumes"]}
+    assert not vols & {"kubelet-plugins", "kubelet-plugins-registry"}, "%s: DRA volumes %s" % (name, vols)
+
+docs = load("dra")
+classes = {d["metadata"]["name"]: d for d in by(docs, "DeviceClass")}
+assert set(classes) == {"gpu.nvidia.com", "mig.nvidia.com"}, classes.keys()
+for n, t in (("gpu.nvidia.com", "gpu"), ("mig.nvidia.com", "mig")):
+    d = classes[n]
+    assert d["apiVersion"] == "resource.k8s.io/v1", d["apiVersion"]
+    want = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '%s'" % t
+    assert d["spec"]["selectors"] == [{"cel": {"expression": want}}], d["spec"]["selectors"]
+assert classes["gpu.nvidia.com"]["spec"]["extendedResourceName"] == "nvidia.com/gpu"
+assert "extendedResourceName" not in classes["mig.nvidia.com"]["spec"]
+verbs = {}
+for rule in rules(docs):
+    if "resource.k8s.io" in rule["apiGroups"]:
+        for r in rule["resources"]:
+            verbs.setdefault(r, set()).update(rule["verbs"])
+assert verbs.get("resourceslices") == {"get", "list", "watch", "create", "update", "patch", "delete"}, verbs
+assert verbs.get("resourceclaims") == {"get", "list", "watch"}, verbs
+assert "resourceslices" in str(rules(docs, "-uninstall")), "the uninstall hook may not delete ResourceSlices"
+hook = [r for r in rules(docs, "-uninstall") if "resourceslices" in r["resources"]][0]
+assert set(hook["verbs"]) == {"list", "delete"}, hook
+vap = [d for d in by(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-resourceslice-restriction")]
+assert vap, "no ResourceSlice restriction policy"
+vap = vap[0]["spec"]
+assert vap["failurePolicy"] == "Fail"
+rr = vap["matchConstraints"]["resourceRules"][0]
+assert rr["apiGroups"] == ["resource.k8s.io"] and rr["resources"] == ["resourceslices"], rr
+assert set(rr["operations"]) == {"CREATE", "UPDATE", "DELETE"}, rr
+assert vap["matchConditions"][0]["expression"] == "request.userInfo.username == 'system:serviceaccount:gpunode:gpunode'", vap["matchConditions"]
+v = {x["name"]: x["expression"] for x in vap["variables"]}
+assert v["driver"] == "'gpu.nvidia.com'" and "authentication.kubernetes.io/node-name" in v["nodeName"], v
+exprs = " ".join(x["expression"] for x in vap["validations"])
+for s in ("variables.newNode == variables.nodeName", "variables.oldNode == variables.nodeName",
+          "variables.newDriver == variables.driver", "variables.oldDriver == variables.driver"):
+    assert s in exprs, "the policy does not check %s" % s
+assert any(b["spec"]["policyName"].endswith("-resourceslice-restriction") and b["spec"]["validationActions"] == ["Deny"]
+           for b in by(docs, "ValidatingAdmissionPolicyBinding")), "no binding of the ResourceSlice policy"
+spec, a = agent(docs)
+vols = {x["name"]: x for x in spec["volumes"]}
+mounts = {m["name"]: m for m in a["volumeMounts"]}
+for vol, path in (("kubelet-plugins-registry", "/var/lib/kubelet/plugins_registry"),
+                  ("kubelet-plugins", "/var/lib/kubelet/plugins"), ("cdi-specs", "/var/run/cdi")):
+    assert vols[vol]["hostPath"]["path"] == path and mounts[vol]["mountPath"] == path, (vols[vol], mounts[vol])
+    assert not mounts[vol].get("readOnly"), "%s mounted read-only" % vol
+assert "device-plugins" not in mounts, "the device plugin's folder mounted with devicePlugin.enabled=false"
+cfg = agent_cfg(docs)
+assert cfg["dra"] == {"enabled": True, "driverName": "gpu.nvidia.com", "cdiRoot": "/var/run/cdi",
+                      "registrarDir": "/var/lib/kubelet/plugins_registry", "pluginsDir": "/var/lib/kubelet/plugins",
+                      "additionalXidsToIgnore": [79, 94]}, cfg["dra"]
+assert cfg["plugin"]["enabled"] is False, cfg["plugin"]
+
+docs = load("dra-sim")
+classes = {d["metadata"]["name"]: d for d in by(docs, "DeviceClass")}
+gpu = classes["gpu.nvidia.com"]["spec"]
+assert gpu["selectors"][0]["cel"]["expression"] == \
+    "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].type == 'gpu'", gpu
+assert "extendedResourceName" not in gpu, gpu
+cfg = agent_cfg(docs)
+assert cfg["dra"]["driverName"] == "gpu.example.com" and cfg["dra"]["additionalXidsToIgnore"] == [], cfg["dra"]
+spec, a = agent(docs)
+assert "cdi-specs" in {m["name"] for m in a["volumeMounts"]}, "dra without cdi.enabled: no CDI folder mounted"
+vap = [d for d in by(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-resourceslice-restriction")][0]
+assert {x["name"]: x["expression"] for x in vap["spec"]["variables"]}["driver"] == "'gpu.example.com'"
+
+docs = load("dra-alongside")
+assert not by(docs, "DeviceClass"), "dra.deviceClasses=false rendered DeviceClasses"
+assert not by(docs, "ValidatingAdmissionPolicy"), "nodeRestriction.enabled=false rendered a policy"
+cfg = agent_cfg(docs)
+assert cfg["dra"]["enabled"] is True and cfg["plugin"]["enabled"] is True
+spec, a = agent(docs)
+assert {"device-plugins", "kubelet-plugins", "kubelet-plugins-registry"} <= {m["name"] for m in a["volumeMounts"]}
+print("     none by default; DeviceClasses with NVIDIA's CEL and extendedResourceName, RBAC, the slice policy, mounts, agent config")
+PY
+ok "DRA objects as rendered"
+# dra.enabled beside the device plugin is refused, with the way out in the message.
+if "$HELM" template gpunode "$CHART" --set dra.enabled=true > /dev/null 2> "$WORK/dra-both.err"; then
+  fail "dra.enabled with devicePlugin.enabled rendered without dra.alongsideDevicePlugin"
+fi
+for want in "dra.enabled=true with devicePlugin.enabled=true" "--set devicePlugin.enabled=false" "--set dra.alongsideDevicePlugin=true"; do
+  grep -qF -- "$want" "$WORK/dra-both.err" || { cat "$WORK/dra-both.err"; fail "the refusal does not say: $want"; }
+done
+ok "dra.enabled beside the device plugin refused: $(grep -m1 -o 'dra.enabled=true with devicePlugin.enabled=true[^:]*' "$WORK/dra-both.err")"
+
 # The schema refuses what it should.
 for bad in "--set bogus=1" "--set exporter.port=0" "--set devicePlugin.migStrategy=weird" \
-           "--set image.pullPolicy=Sometimes" "--set labels.sleepInterval=soon" "--set simulate.hostDir=relative"; do
+           "--set image.pullPolicy=Sometimes" "--set labels.sleepInterval=soon" "--set simulate.hostDir=relative" \
+           "--set dra.driverName=1" "--set dra.driverName=GPU_nvidia" "--set dra.kubeletPluginsDir=plugins" \
+           "--set-json dra.additionalXidsToIgnore=[\"79\"]" "--set dra.deviceClasses=yes"; do
   # shellcheck disable=SC2086
   if "$HELM" template gpunode "$CHART" $bad > /dev/null 2> "$WORK/bad.err"; then
     fail "values.schema.json accepted $bad"
