@@ -217,7 +217,8 @@ assert "device-plugins" not in mounts, "the device plugin's folder mounted with 
 cfg = agent_cfg(docs)
 assert cfg["dra"] == {"enabled": True, "driverName": "gpu.nvidia.com", "cdiRoot": "/var/run/cdi",
                       "registrarDir": "/var/lib/kubelet/plugins_registry", "pluginsDir": "/var/lib/kubelet/plugins",
-                      "additionalXidsToIgnore": [79, 94]}, cfg["dra"]
+                      "additionalXidsToIgnore": [79, 94], "healthRecovery": "5m", "hookPath": "/usr/bin/gpunode",
+                      "driverRoot": "/", "disableHooks": []}, cfg["dra"]
 assert cfg["plugin"]["enabled"] is False, cfg["plugin"]
 
 docs = load("dra-sim")
@@ -228,6 +229,9 @@ assert gpu["selectors"][0]["cel"]["expression"] == \
 assert "extendedResourceName" not in gpu, gpu
 cfg = agent_cfg(docs)
 assert cfg["dra"]["driverName"] == "gpu.example.com" and cfg["dra"]["additionalXidsToIgnore"] == [], cfg["dra"]
+# simulated: the claims' specs name the simulated root's host paths, as the cdi step's, no hooks
+assert cfg["dra"]["hostRoot"] == "/" and cfg["dra"]["driverRoot"] == "/var/lib/gpunode/sim" and \
+    cfg["dra"]["disableHooks"] == ["all"], cfg["dra"]
 spec, a = agent(docs)
 assert "cdi-specs" in {m["name"] for m in a["volumeMounts"]}, "dra without cdi.enabled: no CDI folder mounted"
 vap = [d for d in by(docs, "ValidatingAdmissionPolicy") if d["metadata"]["name"].endswith("-resourceslice-restriction")][0]

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# gpunode as a DRA driver on a real Kubernetes 1.36 (test/k8s/cluster.sh; only the GPUs are
+# simulated): the chart in simulate mode (dgx-h200) with dra.enabled and the device plugin off.
+#   1. helm install -> the node's ResourceSlice of gpu.nvidia.com: 8 devices gpu-0..gpu-7 with
+#      NVIDIA's attributes (productName, driverVersion, memory); the DeviceClasses gpu.nvidia.com and
+#      mig.nvidia.com (NVIDIA's names and CEL)
+#   2. a pod with a one-GPU ResourceClaimTemplate sees exactly one /dev/nvidia<N> (the claim's CDI
+#      spec, applied by containerd); a pod with two claims sees two distinct GPUs
+#   3. CEL: productName and memory >= 100Gi selects; memory >= 1Ti stays Pending with the
+#      scheduler's reason
+#   4. a bad opaque config (resource.nvidia.com/v1beta1 GpuConfig with an unknown field): the pod
+#      does not start and its events name the field
+#   5. GPU 3 falls off the bus -> its device is tainted gpu.nvidia.com/gpu-lost; back -> untainted
+#   6. helm uninstall -> no ResourceSlice of the driver, no claim spec left in /var/run/cdi
+# Usage: test/k8s/e2e_dra.sh BUILD_DIR (a Release build tree: the image is built from it).
+# Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+ns=gpunode-dra
+# shellcheck source=e2e_lib.sh
+. "$src/test/k8s/e2e_lib.sh"
+
+driver=gpu.nvidia.com
+slice_json() { kubectl get resourceslices -o json --field-selector "spec.nodeName=$node,spec.driver=$driver"; }
+devices() {  # the devices of the node's slices: name taint-keys, one per line
+  slice_json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin)["items"]:
+    for d in s["spec"].get("devices", []):
+        print(d["name"], ",".join(t["key"] for t in d.get("taints", [])) or "-")'
+}
+pod_with_claims() {  # NAME COMMAND TEMPLATE...
+  local name=$1 cmd=$2 claims="" refs=""
+  shift 2
+  for t in "$@"; do
+    claims+="    - {name: $t, resourceClaimTemplateName: $t}"$'\n'
+    refs+="          - {name: $t}"$'\n'
+  done
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name}
+spec:
+  restartPolicy: Never
+  resourceClaims:
+$claims  containers:
+    - name: $name
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, '$cmd']
+      resources:
+        claims:
+$refs
+YAML
+}
+template() {  # NAME SELECTOR-CEL [CONFIG-JSON]
+  local sel="" cfg=""
+  [ -z "$2" ] || sel="          selectors: [{cel: {expression: '$2'}}]"
+  [ -z "${3:-}" ] || cfg="      config: [{opaque: {driver: $driver, parameters: $3}}]"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: $1}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.nvidia.com
+$sel
+$cfg
+YAML
+}
+gpus_of() { kubectl logs "$1" | grep -E '^nvidia[0-9]+$' | sort | tr '\n' ' '; }
+LIST='ls /dev | grep -E "^nvidia[0-9]+$"'
+
+step "1. helm install (simulate dgx-h200, dra.enabled, devicePlugin off) -> a ResourceSlice with 8 GPUs"
+kubectl label node "$node" nvidia.com/gpu.present=true --overwrite >/dev/null
+t0=$(date +%s.%N)
+helm install gpunode "$src/deploy/helm/gpunode" -n "$ns" --create-namespace \
+  --set simulate.enabled=true --set simulate.profile=dgx-h200 \
+  --set image.repository=localhost/gpunode --set image.tag="$version" --set image.pullPolicy=Never \
+  --set validator.interval=3s --set validator.retry=2s \
+  --set dra.enabled=true --set devicePlugin.enabled=false >/dev/null || fail "helm install"
+deadline=$((SECONDS + 120))
+until [ "$(devices | wc -l)" = 8 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the node's ResourceSlices have $(devices | wc -l) devices, not 8, 120 s after helm install"
+  sleep 0.5
+done
+t1=$(date +%s.%N)
+names=$(devices | awk '{print $1}' | sort | tr '\n' ' ')
+[ "$names" = "gpu-0 gpu-1 gpu-2 gpu-3 gpu-4 gpu-5 gpu-6 gpu-7 " ] || fail "device names: $names"
+slice_json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["items"][0]["spec"]["devices"][0]
+a, c = d["attributes"], d["capacity"]
+assert a["productName"]["string"] == "NVIDIA H200", a
+assert a["type"]["string"] == "gpu" and a["driverVersion"]["version"].startswith("580."), a
+assert c["memory"]["value"] == "143771Mi", c
+print("   device %s: %s, driver %s, memory %s, %d attributes" % (d["name"], a["productName"]["string"], a["driverVersion"]["version"], c["memory"]["value"], len(a)))
+' || fail "the slice's attributes: $(slice_json | head -c 800)"
+ok "8 devices gpu-0..gpu-7 $(python3 -c "print(round($t1-$t0,1))") s after helm install"
+for c in gpu.nvidia.com mig.nvidia.com; do
+  kubectl get deviceclass "$c" >/dev/null 2>&1 || fail "no DeviceClass $c"
+done
+ok "DeviceClasses gpu.nvidia.com, mig.nvidia.com"
+
+step "2. a one-GPU claim sees exactly one GPU; two claims see two distinct GPUs"
+template one-gpu ""
+pod_with_claims one "$LIST" one-gpu
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/one --timeout=120s >/dev/null ||
+  fail "pod 'one' did not run: $(kubectl get pod one -o jsonpath='{.status.phase} {.status.conditions}')"
+[ "$(gpus_of one | wc -w)" = 1 ] || fail "pod 'one' sees '$(gpus_of one)'"
+ok "pod 'one' sees $(gpus_of one)"
+template other-gpu ""
+pod_with_claims two "$LIST" one-gpu other-gpu
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/two --timeout=120s >/dev/null || fail "pod 'two' did not run"
+[ "$(gpus_of two | wc -w)" = 2 ] || fail "pod 'two' sees '$(gpus_of two)', not 2 distinct GPUs"
+ok "pod 'two' (two claims) sees $(gpus_of two)"
+ls /var/run/cdi | grep -q '^k8s.gpu.nvidia.com-claim_' || true
+
+step "3. CEL selectors: productName and memory >= 100Gi run; memory >= 1Ti stays Pending"
+template big "device.attributes[\"gpu.nvidia.com\"].productName == \"NVIDIA H200\" && device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"100Gi\")) >= 0"
+pod_with_claims big "$LIST" big
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/big --timeout=120s >/dev/null || fail "pod 'big' did not run"
+ok "pod 'big' (productName, memory >= 100Gi) sees $(gpus_of big)"
+template huge "device.capacity[\"gpu.nvidia.com\"].memory.compareTo(quantity(\"1Ti\")) >= 0"
+pod_with_claims huge "$LIST" huge
+sleep 5
+[ "$(kubectl get pod huge -o jsonpath='{.status.phase}')" = Pending ] || fail "pod 'huge' is not Pending"
+why=$(kubectl get pod huge -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}')
+[ -n "$why" ] || fail "pod 'huge' Pending without the scheduler's reason"
+ok "pod 'huge' (memory >= 1Ti) Pending: $why"
+kubectl delete pod huge --wait=false >/dev/null
+
+step "4. a bad opaque config: the pod does not start, its events name the field"
+template badcfg "" '{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {intervall: Long}}}'
+pod_with_claims badcfg "$LIST" badcfg
+deadline=$((SECONDS + 90))
+until kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath='{.items[*].message}' | grep -q intervall; do
+  [ $SECONDS -lt $deadline ] || fail "no event of pod 'badcfg' names the field: $(kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath='{.items[*].message}')"
+  sleep 1
+done
+ok "pod 'badcfg': $(kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath='{.items[*].message}' | grep -o '[^;]*intervall[^;]*' | head -1 | cut -c1-200)"
+kubectl delete pod badcfg one two big --wait=true >/dev/null
+
+step "5. GPU 3 falls off the bus -> gpu-3 tainted gpu.nvidia.com/gpu-lost; back -> untainted"
+profile=/var/lib/gpunode/sim/profile.yaml
+[ -w "$profile" ] || fail "no simulated profile at $profile"
+cp "$profile" "$state/profile.orig"
+python3 - "$profile" <<'PY'
+import sys
+p = sys.argv[1]; lines = open(p).read().split("\n"); n = 0
+for i, l in enumerate(lines):
+    if l.strip().startswith("- {bus_id:"):
+        if n == 3:
+            lines[i] = l.rstrip().rstrip("}") + ", lost: true}"
+        n += 1
+open(p + ".tmp", "w").write("\n".join(lines)); import os; os.rename(p + ".tmp", p)
+PY
+t0=$(date +%s.%N)
+deadline=$((SECONDS + 30))
+until devices | grep -q '^gpu-3 .*gpu.nvidia.com/gpu-lost'; do
+  [ $SECONDS -lt $deadline ] || fail "gpu-3 not tainted 30 s after the GPU was lost: $(devices | tr '\n' ';')"
+  sleep 0.2
+done
+t1=$(date +%s.%N)
+ok "gpu-3 tainted gpu.nvidia.com/gpu-lost $(python3 -c "print(round($t1-$t0,1))") s after the loss; others: $(devices | grep -vc gpu-lost) untainted"
+cp "$state/profile.orig" "$profile.tmp" && mv "$profile.tmp" "$profile"
+deadline=$((SECONDS + 420))
+until ! devices | grep -q 'gpu-lost'; do
+  [ $SECONDS -lt $deadline ] || fail "gpu-3 still tainted after it came back: $(devices | tr '\n' ';')"
+  sleep 1
+done
+ok "gpu-3 untainted again after the quiet period"
+
+step "6. helm uninstall -> no ResourceSlice, no claim spec"
+helm uninstall gpunode -n "$ns" --wait --timeout 180s >"$state/logs/uninstall.log" 2>&1 || { cat "$state/logs/uninstall.log"; fail "helm uninstall"; }
+deadline=$((SECONDS + 30))
+until [ "$(devices | wc -l)" = 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "ResourceSlices left after uninstall: $(devices | tr '\n' ';')"
+  sleep 0.5
+done
+left=$(ls /var/run/cdi | grep '^k8s.gpu.nvidia.com-claim_' || true)
+[ -z "$left" ] || fail "claim specs left after uninstall: $left"
+ok "no ResourceSlice, no claim spec left"
+e2e_passed=1
+step "all passed"

@@ -1,0 +1,58 @@
+# Shared by the end-to-end tests on the real test cluster (e2e_test.sh, e2e_dra.sh): sourced, never
+# run. Expects `src` (the repository) and $1 (the Release build tree); sets build, ns (default
+# gpunode-e2e), bin/PATH, state and node, defines skip/fail/ok/step, dump and the cleanup trap
+# (GPUNODE_E2E_KEEP=1 keeps a failed run's cluster), brings the cluster up and imports the gpunode
+# image built from $build (as localhost/gpunode:$version).
+build=$(realpath -m "${1:-$src/build-rel}")
+ns=${ns:-gpunode-e2e}
+skip() {
+  if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
+  echo "SKIP: $*"; exit 77
+}
+fail() { echo "FAIL: $*"; dump; exit 1; }
+ok() { echo "   ok: $*"; }
+step() { echo "-- $*"; }
+[ "$(id -u)" -eq 0 ] || skip "the test cluster runs as root"
+command -v go >/dev/null || skip "Go is not installed: it builds the test cluster (test/k8s/build.sh)"
+command -v podman >/dev/null || skip "podman is not installed: it builds the images"
+
+bin=$("$src/test/k8s/build.sh" | tail -1)
+export PATH="$bin:$PATH"
+state=${GPUNODE_K8S_STATE:-/tmp/gpunode-k8s}
+prom_pid=
+cleanup() {
+  [ -z "$prom_pid" ] || kill "$prom_pid" 2>/dev/null || true
+  # GPUNODE_E2E_KEEP=1: leave the cluster up after a failure, to look at it (cluster.sh down ends it)
+  if [ "${GPUNODE_E2E_KEEP:-}" = 1 ] && [ "${e2e_passed:-}" != 1 ]; then
+    echo "cluster kept: export KUBECONFIG=$KUBECONFIG PATH=$bin:\$PATH"; return
+  fi
+  helm uninstall gpunode -n "$ns" --wait --timeout 60s >/dev/null 2>&1 || true
+  "$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
+}
+dump() {
+  echo "--- pods"; kubectl get pods -A -o wide 2>&1 | tail -20 || true
+  echo "--- gpunode pod"; kubectl -n "$ns" describe pods 2>&1 | tail -40 || true
+  echo "--- logs agent"; kubectl -n "$ns" logs daemonset/gpunode -c agent --tail 40 2>&1 || true
+  echo "--- logs front"; kubectl -n "$ns" logs daemonset/gpunode -c front --tail 10 2>&1 || true
+  echo "--- kubelet log"; tail -20 "$state/logs/kubelet.log" 2>/dev/null || true
+  local p
+  for p in $(kubectl get pods -n default -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do
+    echo "--- pod $p: $(kubectl get pod "$p" -o jsonpath='{.status.phase}' 2>&1)"; kubectl logs "$p" --tail 10 2>&1 || true
+  done
+}
+trap cleanup EXIT
+step "cluster up"
+"$src/test/k8s/cluster.sh" down >/dev/null 2>&1 || true
+eval "$("$src/test/k8s/cluster.sh" up)" || fail "cluster.sh up"
+node=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
+ok "node $node Ready ($(kubectl get node "$node" -o jsonpath='{.status.nodeInfo.kubeletVersion}'))"
+
+step "gpunode image from $build, imported into containerd"
+image_tar=$state/gpunode-image.tar
+"$src/deploy/image/build.sh" "$build" --output "$image_tar" >"$state/logs/image-build.log" 2>&1 ||
+  { tail -20 "$state/logs/image-build.log"; fail "deploy/image/build.sh"; }
+ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$image_tar" >/dev/null ||
+  fail "ctr images import"
+version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+ok "localhost/gpunode:$version ($(du -h "$image_tar" | cut -f1) archive)"
+
