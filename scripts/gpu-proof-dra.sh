@@ -51,7 +51,7 @@ SPEC=$(ls "$W"/cdi/k8s.gpu.nvidia.com-claim_*.yaml 2>/dev/null | head -1)
 if [ "$SIM" != 1 ] && [ -n "$CDI_ID" ]; then
   export PATH=$PWD/.gpubundle/bin:$PATH
   nvidia-smi -L > "$L/host-nvidia-smi-L.txt" 2>&1
-  CMD='echo "nodes=$(ls /dev | grep -E "^nvidia[0-9]+$" | tr "\n" " ")"; nvidia-smi -L'
+  CMD='export PATH=$PATH:/usr/local/nvidia/bin; echo "nodes=$(ls /dev | grep -E "^nvidia[0-9]+$" | tr "\n" " ")"; nvidia-smi -L'
   oci_bundle "$W/b1" "$CMD" --annotation "cdi.k8s.io/gpunode-dra_proof=$CDI_ID" || fail "bundle"
   out=$(GPUNODE_OCI_LOG="$L/shim.log" .gpubundle/run gpunode oci-runtime --runtime-path runc --spec-dir "$W/cdi" \
         run --bundle "$W/b1" gpn-dra-1 2>&1)

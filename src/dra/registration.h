@@ -77,7 +77,7 @@ struct KubeletPluginOptions {
   // Longest wait between two looks at the sockets without an inotify event.
   std::chrono::milliseconds watch_interval{std::chrono::seconds(1)};
   SocketServerOptions node_socket;                                // the node service's bounds
-  SocketServerOptions registration_socket{.max_receive_bytes = 64 << 10, .max_threads = 4};
+  SocketServerOptions registration_socket{.max_receive_bytes = 64 << 10};
   NodeServiceOptions node_service;
   // Called (on a gRPC thread) with each verdict of the kubelet.
   std::function<void(const RegistrationVerdict&)> on_verdict;

@@ -71,10 +71,9 @@ StatusOr<std::unique_ptr<UnixSocketServer>> UnixSocketServer::Serve(const std::s
   builder.AddListeningPort("unix://" + tmp_sock, grpc::InsecureServerCredentials());
   for (grpc::Service* s : services) builder.RegisterService(s);
   builder.SetMaxReceiveMessageSize(options.max_receive_bytes);
-  grpc::ResourceQuota quota("gpunode-dra:" + path);
-  quota.SetMaxThreads(options.max_threads);
-  builder.SetResourceQuota(quota);
-  // The kubelet is the only client and calls one thing at a time.
+  // The kubelet is the only client and calls one thing at a time. No ResourceQuota thread limit:
+  // with one, BuildAndStart spun on a core for ever on the 16-core H200 machine (gRPC 1.51; the
+  // device plugin's server, which has none, serves there) — the pollers below bound the threads.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);

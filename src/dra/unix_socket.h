@@ -37,7 +37,6 @@ std::optional<FileIdentity> SocketAt(const std::string& path);
 
 struct SocketServerOptions {
   int max_receive_bytes = 1 << 20;  // a larger request is refused by gRPC (RESOURCE_EXHAUSTED)
-  int max_threads = 8;  // gRPC's threads for this server; calls beyond get RESOURCE_EXHAUSTED (the kubelet retries)
 };
 
 class UnixSocketServer {

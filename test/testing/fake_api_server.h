@@ -271,6 +271,7 @@ class FakeApiServer : public FakeApiResponders {
   }
 
   void Start() {
+    server_->set_tcp_nodelay(true);  // as Go's servers: no Nagle delay between headers and body
     server_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
       std::lock_guard<std::mutex> l(mu_);
       requests_.push_back(req.method + " " + req.target);
