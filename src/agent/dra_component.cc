@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "src/agent/components.h"
 #include "src/base/backoff.h"
+#include "src/compat/dataset.h"
 #include "src/devices/health.h"
 #include "src/dra/cdi_preparer.h"
 #include "src/dra/device_model.h"
@@ -55,6 +56,9 @@ class DraComponent final : public Component {
     GPUNODE_ASSIGN_OR_RETURN(std::shared_ptr<const node::NodeInventory> inv, ctx_.Inventory(/*refresh=*/true));
     if (!inv->driver.status.ok()) {
       log_.Warn(name(), absl::StrCat("NVML: ", inv->driver.status.message(), "; publishing no devices"));
+    }
+    if (!compat_) {  // read by Devices() on the gRPC thread too: loaded before any thread starts
+      if (auto data = compat::LoadBuiltin(); data.ok()) compat_ = std::move(*data);
     }
     // A client of its own: the kubelet's prepare calls must not wait behind the agent's 2 requests/s.
     kube::ClientOptions co;
@@ -201,6 +205,18 @@ class DraComponent final : public Component {
     auto inv = ctx_.Inventory();
     if (!inv.ok()) return out;
     out = dra::DraDevicesOf(**inv);
+    // NVML gives the CUDA version through libcuda, which the services keep out: then the driver
+    // branch's, as the labels do (NVIDIA's driver reads it with libcuda loaded).
+    const node::UserDriverLayer& drv = (*inv)->driver;
+    if (!drv.cuda_version && drv.driver_version) {
+      if (compat_) {
+        if (auto cuda = compat::MaxCudaOfDriver(*compat_, *drv.driver_version)) {
+          for (dra::DraDevice& d : out) {
+            d.attributes["cudaDriverVersion"] = {{"version", absl::StrCat(cuda->major(), ".", cuda->minor(), ".0")}};
+          }
+        }
+      }
+    }
     const Gate g = ctx_.gate();
     std::lock_guard<std::mutex> lock(mu_);
     for (dra::DraDevice& d : out) {
@@ -232,6 +248,7 @@ class DraComponent final : public Component {
   std::condition_variable_any wake_;
   bool woken_ = false;
   std::map<std::string, dra::DraTaint> gpu_taints_;  // GPU UUID -> its taint
+  std::optional<compat::CompatData> compat_;          // loaded at the start of Run
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ namespace {
 struct UninstallFlags {
   std::string daemonset;
   std::string kubeconfig;
+  std::string dra_driver;  // "": the chart's DRA driver was off
   std::string timeout = "120s";
 };
 
@@ -51,6 +52,41 @@ StatusOr<std::string> RolloutPending(const nlohmann::json& ds, const std::string
     return absl::StrCat(available.value_or(0), " of ", desired.value_or(0), " pods available");
   }
   return std::string();
+}
+
+// The DRA driver's ResourceSlices left in the cluster (nodes whose pod could not remove its own;
+// the kubelet also removes a driver's slices some 30 s after its plugin went). An API server
+// without resource.k8s.io/v1 has none. Returns false when one could not be listed or deleted.
+bool RemoveDriverSlices(kube::Client& client, const std::string& driver) {
+  const std::string base = "/apis/resource.k8s.io/v1/resourceslices";
+  std::vector<std::string> names;
+  size_t index = 0;
+  auto listed = client.List(absl::StrCat(base, "?fieldSelector=spec.driver%3D", kube::UrlEscape(driver)),
+                            kube::ListOptions{}, [&](nlohmann::json& item) -> Status {
+                              const std::string where = absl::StrCat("GET ", base, ": items[", index++, "]");
+                              GPUNODE_ASSIGN_OR_RETURN(kube::Fields s, kube::Fields::Root(item, where));
+                              GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, s.Object("metadata"));
+                              GPUNODE_ASSIGN_OR_RETURN(kube::Fields spec, s.Object("spec"));
+                              GPUNODE_ASSIGN_OR_RETURN(std::string d, spec.String("driver"));
+                              GPUNODE_ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+                              if (d == driver && !name.empty()) names.push_back(name);
+                              return absl::OkStatus();
+                            });
+  if (!listed.ok()) {
+    if (absl::IsNotFound(listed.status())) return true;  // no DRA API: nothing to remove
+    PrintError(listed.status());
+    return false;
+  }
+  bool ok = true;
+  for (const std::string& n : names) {
+    auto r = client.Delete(absl::StrCat(base, "/", kube::UrlEscape(n)));
+    if (!r.ok() && !absl::IsNotFound(r.status())) {
+      PrintError(r.status());
+      ok = false;
+    }
+  }
+  std::cout << "ResourceSlices of " << TerminalSafe(driver) << ": " << names.size() << " removed" << std::endl;
+  return ok;
 }
 
 // Before the DaemonSet goes, its rollout settles (bounded): a pod replaced by a rolling update
@@ -185,6 +221,7 @@ int RunUninstall(const UninstallFlags& flags) {
     }
   }
   if (cleaned == 0) std::cout << "no Node carries gpunode labels" << std::endl;
+  if (!flags.dra_driver.empty() && !RemoveDriverSlices(client, flags.dra_driver)) rc = kExitFailed;
   return rc;
 }
 
@@ -201,6 +238,8 @@ void AddK8sCommand(CLI::App& app, GlobalOptions& /*global*/, int* exit_code) {
       "them (the chart's pre-delete hook)");
   u->add_option("--daemonset", flags->daemonset, "NAMESPACE/NAME of gpunode's DaemonSet")->required();
   AddKubeconfigOption(u, &flags->kubeconfig);
+  u->add_option("--dra-driver", flags->dra_driver,
+                 "The chart's DRA driver (dra.driverName): its ResourceSlices left in the cluster are deleted too");
   u->add_option("--timeout", flags->timeout, "How long to wait for the rollout and the DaemonSet's pods to finish (default 120s)");
   u->footer(
       "Exit codes: 0 done, 2 an API call failed or the pods did not finish in time, 3 usage.\n"

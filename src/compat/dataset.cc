@@ -615,4 +615,11 @@ StatusOr<CompatData> LoadFile(const std::string& path) {
   return ParseCompatData(buf.str(), path);
 }
 
+std::optional<Version> MaxCudaOfDriver(const CompatData& data, const Version& driver) {
+  for (const DriverBranch& b : data.branches) {
+    if (b.branch == static_cast<int>(driver.major()) && b.max_cuda) return b.max_cuda;
+  }
+  return std::nullopt;
+}
+
 }  // namespace gpunode::compat

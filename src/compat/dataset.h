@@ -213,6 +213,11 @@ struct CompatData {
 StatusOr<CompatData> ParseCompatData(absl::string_view yaml_text, absl::string_view origin);
 // The data set compiled into the binary.
 StatusOr<CompatData> LoadBuiltin();
+
+// The highest CUDA version the driver branch of `driver` runs natively (its branch's max_cuda),
+// for when NVML cannot say (nvmlSystemGetCudaDriverVersion needs libcuda, which the long-running
+// services keep out of their memory). nullopt for a branch the data set does not know.
+std::optional<Version> MaxCudaOfDriver(const CompatData& data, const Version& driver);
 // A data set file (--data FILE).
 StatusOr<CompatData> LoadFile(const std::string& path);
 

@@ -200,10 +200,7 @@ void MigLabels(const std::vector<gpu::GpuInfo>& gpus, const devices::PluginConfi
 // same number (580 -> 13.0; a branch's CUDA version is fixed at release).
 std::optional<Version> CudaOfDriverBranch(const node::UserDriverLayer& d, const compat::CompatData* data) {
   if (data == nullptr || !d.driver_version) return std::nullopt;
-  for (const compat::DriverBranch& b : data->branches) {
-    if (b.branch == static_cast<int>(d.driver_version->major()) && b.max_cuda) return b.max_cuda;
-  }
-  return std::nullopt;
+  return compat::MaxCudaOfDriver(*data, *d.driver_version);
 }
 
 void VersionLabels(const node::UserDriverLayer& d, const compat::CompatData* compat_data, LabelSet* set) {

@@ -55,7 +55,7 @@ YAML
 }
 template() {  # NAME SELECTOR-CEL [CONFIG-JSON]
   local sel="" cfg=""
-  [ -z "$2" ] || sel="          selectors: [{cel: {expression: '$2'}}]"
+  [ -z "$2" ] || sel="            selectors: [{cel: {expression: '$2'}}]"
   [ -z "${3:-}" ] || cfg="      config: [{opaque: {driver: $driver, parameters: $3}}]"
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: resource.k8s.io/v1
@@ -151,16 +151,9 @@ step "5. GPU 3 falls off the bus -> gpu-3 tainted gpu.nvidia.com/gpu-lost; back 
 profile=/var/lib/gpunode/sim/profile.yaml
 [ -w "$profile" ] || fail "no simulated profile at $profile"
 cp "$profile" "$state/profile.orig"
-python3 - "$profile" <<'PY'
-import sys
-p = sys.argv[1]; lines = open(p).read().split("\n"); n = 0
-for i, l in enumerate(lines):
-    if l.strip().startswith("- {bus_id:"):
-        if n == 3:
-            lines[i] = l.rstrip().rstrip("}") + ", lost: true}"
-        n += 1
-open(p + ".tmp", "w").write("\n".join(lines)); import os; os.rename(p + ".tmp", p)
-PY
+sed 's/{bus_id: "0000:5d:00.0"/{lost: true, bus_id: "0000:5d:00.0"/' "$state/profile.orig" > "$profile.tmp"
+grep -q 'lost: true' "$profile.tmp" || fail "could not mark GPU 3 lost in $profile"
+mv "$profile.tmp" "$profile"
 t0=$(date +%s.%N)
 deadline=$((SECONDS + 30))
 until devices | grep -q '^gpu-3 .*gpu.nvidia.com/gpu-lost'; do
