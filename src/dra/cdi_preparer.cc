@@ -1,3 +1,4 @@
+#include "src/dra/k8s_names.h"
 #include "src/dra/cdi_preparer.h"
 
 #include <algorithm>
@@ -19,26 +20,6 @@ std::string Shown(absl::string_view s) {
   std::string cut(s.substr(0, 80));
   if (s.size() > 80) cut += "...";
   return absl::StrCat("\"", TerminalSafe(cut), "\"");
-}
-
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-bool IsDnsLabel(const std::string& s) {
-  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
-}
-
-bool IsDnsSubdomain(const std::string& s) {
-  if (s.empty() || s.size() > 253 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
-}
-
-// A UID goes into file and CDI device names: letters, digits and dashes only.
-bool IsUid(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-  });
 }
 
 std::string ClaimWhat(const ClaimRef& c) { return absl::StrCat("ResourceClaim ", c.ns, "/", c.name); }

@@ -1,3 +1,4 @@
+#include "src/dra/k8s_names.h"
 #include "src/dra/claim_allocation.h"
 
 #include <algorithm>
@@ -21,12 +22,6 @@ StatusOr<std::string> Required(const kube::Fields& f, absl::string_view key, siz
   if (s.empty()) return f.Error(absl::StrCat(key, ": required"));
   if (s.size() > max) return f.Error(absl::StrCat(key, ": longer than ", max, " bytes"));
   return s;
-}
-
-bool IsDnsLabel(const std::string& s) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (s.empty() || s.size() > 63 || !alnum(s.front()) || !alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [&](char c) { return alnum(c) || c == '-'; });
 }
 
 StatusOr<AllocatedDevice> ReadResult(const kube::Fields& e) {

@@ -1,3 +1,4 @@
+#include "src/dra/k8s_names.h"
 #include "src/dra/node_service.h"
 
 #include <algorithm>
@@ -14,28 +15,6 @@ namespace {
 
 namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
 namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
-
-// Kubernetes' shapes: a namespace is a DNS label, a name a DNS subdomain, a UID (a UUID as the API
-// server makes them) letters, digits and dashes. Checked because the driver uses them in file names
-// (the CDI spec and checkpoint of a claim) and messages.
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-bool IsDnsLabel(const std::string& s) {
-  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
-}
-
-bool IsDnsSubdomain(const std::string& s) {
-  if (s.empty() || s.size() > 253 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
-}
-
-bool IsUid(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
 
 // Foreign text in our messages: shown escaped and cut.
 std::string Shown(const std::string& s) {

@@ -1,3 +1,4 @@
+#include "src/dra/k8s_names.h"
 #include "src/dra/registration.h"
 
 #include <fcntl.h>
@@ -17,8 +18,6 @@
 
 namespace gpunode::dra {
 namespace {
-
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
 // The folder of the node service's socket: made (mode 0750) when missing, and the kubelet's plugins
 // folder above it (0755, as the kubelet makes it) when that is missing too (a plugin started before

@@ -1,5 +1,6 @@
 // ResourceSlice objects of the device model: names, validation, JSON (the publisher is in
 // slice_publisher.cc).
+#include "src/dra/k8s_names.h"
 #include "src/dra/resource_slices.h"
 
 #include <algorithm>
@@ -20,26 +21,6 @@ constexpr size_t kMaxSubdomain = 253;
 constexpr size_t kMaxLabel = 63;
 constexpr size_t kMaxAttributesAndCapacities = 32;
 constexpr size_t kMaxTaints = 16;
-
-bool IsLabelChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
-
-// RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?
-bool IsDnsLabel(const std::string& s, size_t max = kMaxLabel) {
-  if (s.empty() || s.size() > max || s.front() == '-' || s.back() == '-') return false;
-  return std::all_of(s.begin(), s.end(), IsLabelChar);
-}
-
-// RFC 1123 subdomain: labels joined by dots, at most `max` characters in all.
-bool IsDnsSubdomain(const std::string& s, size_t max = kMaxSubdomain) {
-  if (s.empty() || s.size() > max) return false;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = s.find('.', start);
-    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start), max)) return false;
-    if (dot == std::string::npos) return true;
-    start = dot + 1;
-  }
-}
 
 // FNV-1a (32 bits): a hash that stays the same from one run and build to the next.
 uint32_t StableHash(const std::string& s) {
