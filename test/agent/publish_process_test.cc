@@ -161,8 +161,17 @@ TEST_F(PublishProcessTest, TheFrontServesThePageTheAgentRendersAndGoesUnreadyWhe
   // The front's /metrics is the agent's exporter's page, byte for byte, plain and gzip.
   ASSERT_TRUE(Eventually([&] { return Get(exporter_port, "/metrics").status == 200; }, seconds(10))) << Logs();
   for (const std::string encoding : {"", "Accept-Encoding: gzip\r\n"}) {
-    const testing::RawResponse live = Get(exporter_port, "/metrics", encoding);
-    const testing::RawResponse front = Get(front_port_, "/metrics", encoding);
+    // The page changes while the agent starts (the first pod-resources List, the first samples):
+    // compare two reads that came from one published version (the front lags by up to a write
+    // period, more on a loaded machine).
+    testing::RawResponse live, front;
+    Eventually(
+        [&] {
+          live = Get(exporter_port, "/metrics", encoding);
+          front = Get(front_port_, "/metrics", encoding);
+          return front.body == live.body;
+        },
+        seconds(15));
     EXPECT_EQ(front.status, 200) << front.body << Logs();
     EXPECT_EQ(front.body, live.body) << encoding;
     EXPECT_EQ(front.header("content-type"), live.header("content-type"));

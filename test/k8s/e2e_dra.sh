@@ -10,6 +10,11 @@
 #      scheduler's reason
 #   4. a bad opaque config (resource.nvidia.com/v1beta1 GpuConfig with an unknown field): the pod
 #      does not start and its events name the field
+#   4b. the plugin's pod deleted under a pod with a claim: the pod keeps running, its claim is
+#      unprepared by the new plugin when it ends; 20 claims created and deleted at once leave no
+#      claim spec
+#   4c. a pod asking for nvidia.com/gpu: 1 without a claim runs on one GPU through the
+#      gpu.nvidia.com class's extendedResourceName (DRAExtendedResource, on in 1.36)
 #   5. GPU 3 falls off the bus -> its device is tainted gpu.nvidia.com/gpu-lost; back -> untainted
 #   6. helm uninstall -> no ResourceSlice of the driver, no claim spec left in /var/run/cdi
 # Usage: test/k8s/e2e_dra.sh BUILD_DIR (a Release build tree: the image is built from it).
@@ -146,6 +151,54 @@ until kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath
 done
 ok "pod 'badcfg': $(kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath='{.items[*].message}' | grep -o '[^;]*intervall[^;]*' | head -1 | cut -c1-200)"
 kubectl delete pod badcfg one two big --wait=true >/dev/null
+
+step "4b. the plugin restarted under a running pod: unprepared after the restart; 20 claims created and deleted quickly leave nothing"
+pod_with_claims long 'ls /dev | grep -E "^nvidia[0-9]+$"; sleep 600' one-gpu
+kubectl wait --for=condition=Ready pod/long --timeout=120s >/dev/null || fail "pod 'long' did not start"
+specs_before=$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)
+[ "$specs_before" = 1 ] || fail "$specs_before claim specs while one claim is prepared"
+kubectl -n "$ns" delete pod -l app.kubernetes.io/instance=gpunode --wait=true >/dev/null
+kubectl -n "$ns" rollout status daemonset/gpunode --timeout=120s >/dev/null || fail "the gpunode pod did not come back"
+[ "$(kubectl get pod long -o jsonpath='{.status.phase}')" = Running ] || fail "pod 'long' did not survive the plugin's restart"
+kubectl delete pod long --wait=true --timeout=90s >/dev/null || fail "pod 'long' not deleted"
+deadline=$((SECONDS + 60))
+until [ "$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)" = 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the claim spec of pod 'long' stayed after its deletion across a plugin restart"
+  sleep 0.5
+done
+ok "pod 'long' ran through a plugin restart; its claim unprepared by the new plugin"
+for i in $(seq 20); do pod_with_claims "q$i" 'true' one-gpu; done
+for i in $(seq 20); do kubectl delete pod "q$i" --wait=false >/dev/null 2>&1 || true; done
+deadline=$((SECONDS + 120))
+until [ -z "$(kubectl get pods -o name | grep '^pod/q' || true)" ] && [ -z "$(kubectl get resourceclaims -o name 2>/dev/null | grep 'q[0-9]*-one-gpu' || true)" ]; do
+  [ $SECONDS -lt $deadline ] || fail "pods or claims of the 20 left: $(kubectl get pods,resourceclaims -o name | tr '\n' ' ')"
+  sleep 1
+done
+left=$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)
+[ "$left" = 0 ] || fail "$left claim specs left after 20 claims created and deleted"
+ok "20 claims created and deleted at once: no claim spec left"
+
+step "4c. nvidia.com/gpu: 1 without a claim, served by DRA (the class's extendedResourceName)"
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: ext}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: ext
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, '$LIST']
+      resources: {limits: {nvidia.com/gpu: 1}}
+YAML
+if kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/ext --timeout=90s >/dev/null 2>&1; then
+  [ "$(gpus_of ext | wc -w)" = 1 ] || fail "pod 'ext' sees '$(gpus_of ext)'"
+  ok "pod 'ext' (nvidia.com/gpu: 1, no claim) sees $(gpus_of ext)"
+else
+  fail "pod 'ext' (nvidia.com/gpu: 1) did not run: $(kubectl get pod ext -o jsonpath='{.status.phase} {.status.conditions[*].message}')"
+fi
+kubectl delete pod ext --wait=true >/dev/null
 
 step "5. GPU 3 falls off the bus -> gpu-3 tainted gpu.nvidia.com/gpu-lost; back -> untainted"
 profile=/var/lib/gpunode/sim/profile.yaml
