@@ -386,10 +386,10 @@ std::vector<Advice> MakeCatalogue() {
        .diagnosis = "The kubelet is not running, or runs with another root directory.",
        .action = "Check `systemctl status kubelet` and its --root-dir."},
       {.id = "kubelet.no-gpu-plugin", .status = kWarn, .layers = {kKubelet},
-       .symptom = "no device plugin registered",
-       .summary = "no device plugin is registered: nvidia.com/gpu will not be allocatable",
-       .diagnosis = "No GPU device plugin runs on this node, so the scheduler sees no GPUs.",
-       .action = "Deploy the gpunode agent DaemonSet (or run `gpunode plugin`)."},
+       .symptom = "no device plugin or DRA driver registered",
+       .summary = "no device plugin or GPU DRA driver is registered: nvidia.com/gpu will not be allocatable",
+       .diagnosis = "No GPU device plugin and no GPU DRA driver runs on this node, so the scheduler sees no GPUs.",
+       .action = "Deploy the gpunode agent DaemonSet (or run `gpunode plugin`, or `gpunode dra-plugin` for DRA)."},
   };
 }
 

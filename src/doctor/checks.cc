@@ -583,17 +583,23 @@ CheckResult CheckOrchestrator(const node::NodeInventory& inv) {
     c.observed = "not a Kubernetes node (no /var/lib/kubelet)";
     return c;
   }
-  c.expected = "kubelet's device-plugin socket and a registered nvidia.com/gpu plugin";
+  c.expected = "kubelet's device-plugin socket and a registered nvidia.com/gpu plugin or GPU DRA driver";
+  // Which path serves the GPUs: the device plugin (nvidia.com/gpu counts), DRA (ResourceClaims), both.
+  const char* path = !o.plugin_sockets.empty() && !o.dra_drivers.empty() ? "; GPUs served by the device plugin and DRA"
+                     : !o.dra_drivers.empty()                            ? "; GPUs served by DRA"
+                     : !o.plugin_sockets.empty()                         ? "; GPUs served by the device plugin"
+                                                                         : "";
   c.observed = absl::StrCat("kubelet dir present", o.kubelet_socket ? ", kubelet.sock" : "",
                             o.pod_resources_socket ? ", pod-resources" : "",
-                            o.plugin_sockets.empty() ? "" : ", plugins: " + absl::StrJoin(o.plugin_sockets, ", "));
+                            o.plugin_sockets.empty() ? "" : ", plugins: " + absl::StrJoin(o.plugin_sockets, ", "),
+                            o.dra_drivers.empty() ? "" : ", DRA drivers: " + absl::StrJoin(o.dra_drivers, ", "), path);
   if (!o.kubelet_socket) {
     Add(c, "kubelet.no-socket",
         {.observed = "no /var/lib/kubelet/device-plugins/kubelet.sock", .expected = "kubelet.sock present"});
-  } else if (o.plugin_sockets.empty() && !inv.hardware.gpus.empty()) {
+  } else if (o.plugin_sockets.empty() && o.dra_drivers.empty() && !inv.hardware.gpus.empty()) {
     Add(c, "kubelet.no-gpu-plugin",
-        {.observed = "kubelet.sock present, no plugin sockets",
-         .expected = "a device plugin socket (e.g. nvidia-gpu.sock)"});
+        {.observed = "kubelet.sock present, no plugin sockets, no GPU DRA driver registered",
+         .expected = "a device plugin socket (e.g. nvidia-gpu.sock) or a DRA driver (gpu.nvidia.com-reg.sock)"});
   }
   return c;
 }

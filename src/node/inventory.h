@@ -140,6 +140,9 @@ struct OrchestratorLayer {
   bool kubelet_socket = false;           // device-plugins/kubelet.sock
   bool pod_resources_socket = false;     // pod-resources/kubelet.sock
   std::vector<std::string> plugin_sockets;  // other sockets in device-plugins/
+  // DRA drivers registered through the kubelet's plugin registry (plugins_registry/<driver>-reg.sock,
+  // or <driver>-<pod uid>-reg.sock with rolling updates): "gpu.nvidia.com".
+  std::vector<std::string> dra_drivers;
 };
 
 struct ProbeTimings {

@@ -434,6 +434,19 @@ OrchestratorLayer ProbeOrchestrator(const HostFs& fs) {
       if (e != "kubelet.sock" && absl::EndsWith(e, ".sock")) o.plugin_sockets.push_back(e);
     }
   }
+  // The plugin registry holds CSI drivers' sockets too; a DRA driver for GPUs is named by its
+  // driver name, NVIDIA's gpu.nvidia.com (gpunode's default) or another *.nvidia.com one.
+  if (auto entries = fs.ListDir("/var/lib/kubelet/plugins_registry"); entries.ok()) {
+    for (const std::string& e : *entries) {
+      if (!absl::EndsWith(e, "-reg.sock") || e.front() == '.') continue;
+      std::string driver = e.substr(0, e.size() - 9);
+      // <driver>-<pod uid>-reg.sock: a UID is 36 characters with dashes
+      if (driver.size() > 37 && driver[driver.size() - 37] == '-' && driver[driver.size() - 28] == '-') {
+        driver = driver.substr(0, driver.size() - 37);
+      }
+      if (absl::EndsWith(driver, ".nvidia.com") || driver == "gpu.nvidia.com") o.dra_drivers.push_back(driver);
+    }
+  }
   return o;
 }
 

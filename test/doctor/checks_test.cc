@@ -479,6 +479,12 @@ TEST(DoctorTest, AKubeletWithoutAGpuPluginWarns) {
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("kubelet.no-gpu-plugin"));
   inv.orchestrator.plugin_sockets.push_back("nvidia-gpu.sock");
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+  EXPECT_THAT(RunDoctor(inv).checks.back().observed, ::testing::HasSubstr("GPUs served by the device plugin"));
+  // A node that serves its GPUs through DRA only.
+  inv.orchestrator.plugin_sockets.clear();
+  inv.orchestrator.dra_drivers.push_back("gpu.nvidia.com");
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+  EXPECT_THAT(RunDoctor(inv).checks.back().observed, ::testing::HasSubstr("DRA drivers: gpu.nvidia.com; GPUs served by DRA"));
 }
 
 TEST(DoctorTest, JsonReportIsVersionedAndCarriesTheBaselineCard) {
