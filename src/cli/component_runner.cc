@@ -31,7 +31,8 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
 
   lifecycle::Log log(config.log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
   log.set_program("gpunode " + component);
-  agent::NodeContextOptions o{.fs = session.fs()};
+  agent::NodeContextOptions o;
+  o.fs = session.fs();
   o.probe = session.probe_options();
   o.node_name = hostname;
   o.gate_pending = false;  // no validator in a stand-alone command
