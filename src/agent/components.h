@@ -29,7 +29,9 @@
 #include "nlohmann/json.hpp"
 #include "src/agent/config.h"
 #include "src/agent/node_context.h"
+#include "src/compat/dataset.h"
 #include "src/devices/config.h"
+#include "src/dra/device_model.h"
 #include "src/exporter/http_server.h"
 #include "src/lifecycle/harness.h"
 
@@ -49,6 +51,10 @@ std::unique_ptr<Component> MakePlugin(NodeContext& ctx, const AgentConfig& c, Lo
 std::unique_ptr<Component> MakeLabels(NodeContext& ctx, const AgentConfig& c, Log& log);
 // The DRA driver (src/dra): ResourceSlices, claims prepared through CDI, health as device taints.
 std::unique_ptr<Component> MakeDra(NodeContext& ctx, const AgentConfig& c, Log& log);
+// The node's DRA devices as the dra component publishes them: dra::DraDevicesOf, with the CUDA
+// version of the driver's branch (from `compat`) when NVML could not say (libcuda kept out).
+std::vector<dra::DraDevice> DraDevicesOfNode(const node::NodeInventory& inv, const compat::CompatData* compat,
+                                             std::vector<std::string>* problems = nullptr);
 std::unique_ptr<Component> MakeExporter(NodeContext& ctx, const AgentConfig& c, Log& log,
                                         std::function<std::string()> extra_metrics,
                                         std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes);

@@ -204,19 +204,7 @@ class DraComponent final : public Component {
     std::vector<dra::DraDevice> out;
     auto inv = ctx_.Inventory();
     if (!inv.ok()) return out;
-    out = dra::DraDevicesOf(**inv);
-    // NVML gives the CUDA version through libcuda, which the services keep out: then the driver
-    // branch's, as the labels do (NVIDIA's driver reads it with libcuda loaded).
-    const node::UserDriverLayer& drv = (*inv)->driver;
-    if (!drv.cuda_version && drv.driver_version) {
-      if (compat_) {
-        if (auto cuda = compat::MaxCudaOfDriver(*compat_, *drv.driver_version)) {
-          for (dra::DraDevice& d : out) {
-            d.attributes["cudaDriverVersion"] = {{"version", absl::StrCat(cuda->major(), ".", cuda->minor(), ".0")}};
-          }
-        }
-      }
-    }
+    out = DraDevicesOfNode(**inv, compat_ ? &*compat_ : nullptr);
     const Gate g = ctx_.gate();
     std::lock_guard<std::mutex> lock(mu_);
     for (dra::DraDevice& d : out) {
@@ -252,6 +240,21 @@ class DraComponent final : public Component {
 };
 
 }  // namespace
+
+std::vector<dra::DraDevice> DraDevicesOfNode(const node::NodeInventory& inv, const compat::CompatData* compat,
+                                             std::vector<std::string>* problems) {
+  std::vector<dra::DraDevice> out = dra::DraDevicesOf(inv, problems);
+  // NVML gives the CUDA version through libcuda, which the services keep out: then the driver
+  // branch's, as the labels do (NVIDIA's driver reads it with libcuda loaded).
+  const node::UserDriverLayer& drv = inv.driver;
+  if (drv.cuda_version || !drv.driver_version || compat == nullptr) return out;
+  if (auto cuda = compat::MaxCudaOfDriver(*compat, *drv.driver_version)) {
+    for (dra::DraDevice& d : out) {
+      d.attributes["cudaDriverVersion"] = {{"version", absl::StrCat(cuda->major(), ".", cuda->minor(), ".0")}};
+    }
+  }
+  return out;
+}
 
 std::unique_ptr<Component> MakeDra(NodeContext& ctx, const AgentConfig& c, Log& log) {
   return std::make_unique<DraComponent>(ctx, c.dra, c.validator.enabled && c.validator.gate, log);

@@ -91,7 +91,9 @@ int RunDraPlugin(const GlobalOptions& global, const DraFlags& f) {
       return kExitUsage;
     }
     std::vector<std::string> problems;
-    const std::vector<dra::DraDevice> devices = dra::DraDevicesOf(*inv, &problems);
+    auto compat = compat::LoadBuiltin();
+    const std::vector<dra::DraDevice> devices =
+        agent::DraDevicesOfNode(*inv, compat.ok() ? &*compat : nullptr, &problems);
     for (const std::string& p : problems) std::cerr << "warning: " << p << "\n";
     const std::string node = f.node_name.empty() ? "NODE" : f.node_name;
     if (*format != OutputFormat::kTable) {
