@@ -18,7 +18,12 @@ namespace {
 class LabelsComponent final : public Component {
  public:
   LabelsComponent(NodeContext& ctx, const AgentConfig& c, Log& log)
-      : ctx_(ctx), s_(c.labels), plugin_(c.plugin), kube_(c.kubernetes.enabled), log_(log) {}
+      : ctx_(ctx),
+        s_(c.labels),
+        plugin_(c.plugin),
+        dra_driver_(c.dra.enabled ? c.dra.driver_name : ""),
+        kube_(c.kubernetes.enabled),
+        log_(log) {}
   std::string name() const override { return "labels"; }
   bool Ready() const override { return labelled_.load(); }
 
@@ -69,6 +74,7 @@ class LabelsComponent final : public Component {
     labels::LabelSet set = labels::BuildLabels(*inv, config, options);
     for (const std::string& w : set.warnings) Warn(w);
     set.labels[wellknown::kLabelAgentVersion] = GPUNODE_VERSION;
+    if (!dra_driver_.empty()) set.labels[wellknown::kLabelDraDriver] = dra_driver_;
     if (!s_.features_file.empty()) {
       WriteOptions w;
       w.mode = 0644;
@@ -96,6 +102,7 @@ class LabelsComponent final : public Component {
   NodeContext& ctx_;
   LabelsSection s_;
   PluginSection plugin_;
+  std::string dra_driver_;  // the dra component's driver when it is on: gpunode.io/dra.driver
   bool kube_;
   Log& log_;
   std::optional<compat::CompatData> compat_;

@@ -38,6 +38,9 @@ inline constexpr char kLabelDoctorFirst[] = "gpunode.io/doctor.first-finding";
 inline constexpr char kLabelHealthy[] = "gpunode.io/gpu.healthy-count";
 inline constexpr char kLabelUnhealthy[] = "gpunode.io/gpu.unhealthy-count";
 inline constexpr char kLabelAgentVersion[] = "gpunode.io/agent.version";
+// The DRA driver that serves the node's GPUs as ResourceClaims (the agent's dra component is on):
+// its GPUs are not counted in allocatable nvidia.com/gpu.
+inline constexpr char kLabelDraDriver[] = "gpunode.io/dra.driver";
 
 // What the agent reads on its Node (set by an administrator or the GPU Operator's tooling).
 inline constexpr char kDeployLabelPrefix[] = "nvidia.com/gpu.deploy.";  // + component: "false" switches it off

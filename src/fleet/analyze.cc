@@ -246,7 +246,10 @@ void GpuFindings(const FleetNode& n, const std::string& pool, std::vector<Findin
   if (n.physical_gpus) {
     const int64_t expected = *n.physical_gpus * n.replicas;
     const int64_t alloc = n.Allocatable(kResourceGpu);
-    if (alloc < expected) {
+    // A node serving its GPUs through DRA has them in ResourceSlices, not in allocatable: without
+    // a device plugin beside (allocatable 0) it is not below capacity.
+    const bool dra_only = !n.dra_driver.empty() && alloc == 0;
+    if (alloc < expected && !dra_only) {
       std::vector<ShortCause> causes = ShortCauses(n, expected);
       const bool only_renamed = causes.size() == 1 && causes[0].id == "resource-renamed";
       std::string msg = absl::StrCat("allocatable ", kResourceGpu, " ", alloc, " of ", expected,

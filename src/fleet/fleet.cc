@@ -98,6 +98,7 @@ void Derive(FleetNode& n) {
   n.agent_version = Label(n, kLabelAgentVersion);
   n.doctor_status = Label(n, kLabelDoctorStatus);
   n.doctor_first = Label(n, kLabelDoctorFirst);
+  n.dra_driver = Label(n, kLabelDraDriver);
   if (std::string d = Label(n, kLabelDriverVersion); !d.empty()) {
     auto v = Version::Parse(d, kLabelDriverVersion);
     if (v.ok()) {

@@ -63,6 +63,7 @@ struct FleetNode {
   std::string agent_version;        // gpunode.io/agent.version
   std::string doctor_status;        // ok | warn | fail
   std::string doctor_first;         // gpunode.io/doctor.first-finding
+  std::string dra_driver;           // gpunode.io/dra.driver: GPUs served through DRA
   std::optional<int64_t> healthy_gpus;    // gpunode.io/gpu.healthy-count
   std::optional<int64_t> unhealthy_gpus;  // gpunode.io/gpu.unhealthy-count
   std::optional<int64_t> physical_gpus;   // see PhysicalGpus in fleet.cc: labels, else capacity

@@ -174,6 +174,25 @@ TEST(FleetFindings, PluginMarkedUnhealthyAndNotReadyAsCauses) {
   EXPECT_THAT(y[0]->causes.front().detail, HasSubstr("PLEG is not healthy"));
 }
 
+// A node whose GPUs are served through DRA alone (gpunode.io/dra.driver, no device plugin: no
+// nvidia.com/gpu in allocatable) is not below capacity; one with a device plugin beside still is.
+TEST(FleetFindings, ANodeServedThroughDraIsNotBelowCapacity) {
+  auto nodes = ParseNodeListText(R"({"items":[
+    {"metadata":{"name":"dra","labels":{"nvidia.com/gpu.count":"8","gpunode.io/dra.driver":"gpu.nvidia.com",
+      "gpunode.io/gpu.healthy-count":"8","gpunode.io/gpu.unhealthy-count":"0"}},
+     "status":{"conditions":[{"type":"Ready","status":"True"}]}},
+    {"metadata":{"name":"both","labels":{"nvidia.com/gpu.count":"8","gpunode.io/dra.driver":"gpu.nvidia.com",
+      "gpunode.io/gpu.healthy-count":"8","gpunode.io/gpu.unhealthy-count":"0"}},
+     "status":{"capacity":{"nvidia.com/gpu":"8"},"allocatable":{"nvidia.com/gpu":"7"},
+       "conditions":[{"type":"Ready","status":"True"}]}}]})",
+                                 "t");
+  ASSERT_OK(nodes) << nodes.status();
+  FleetReport r = Analyze(std::move(*nodes), "t");
+  EXPECT_EQ(NodeOf(r, "dra").dra_driver, "gpu.nvidia.com");
+  EXPECT_TRUE(Find(r, "below-capacity", "dra").empty());
+  EXPECT_EQ(Find(r, "below-capacity", "both").size(), 1u);
+}
+
 TEST(FleetFindings, UnhealthyFailingNotReadyCordonedNoAgent) {
   FleetReport r = Small();
   auto gpus = Find(r, "gpus-unhealthy");

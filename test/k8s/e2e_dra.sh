@@ -112,6 +112,19 @@ for c in gpu.nvidia.com mig.nvidia.com; do
   kubectl get deviceclass "$c" >/dev/null 2>&1 || fail "no DeviceClass $c"
 done
 ok "DeviceClasses gpu.nvidia.com, mig.nvidia.com"
+deadline=$((SECONDS + 30))
+until [ "$(kubectl get node "$node" -o go-template='{{index .metadata.labels "gpunode.io/dra.driver"}}')" = "$driver" ]; do
+  [ $SECONDS -lt $deadline ] || fail "no gpunode.io/dra.driver=$driver label on the Node"
+  sleep 0.5
+done
+fleet=$("$build/bin/gpunode" fleet --kubeconfig "$KUBECONFIG" -o json || true)
+printf '%s' "$fleet" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+below = [f for f in d.get("findings", []) if f.get("id") == "below-capacity"]
+assert not below, below
+' || fail "gpunode fleet reports the DRA node below capacity: $(printf '%s' "$fleet" | head -c 600)"
+ok "Node label gpunode.io/dra.driver=$driver; gpunode fleet does not count the node below capacity"
 
 step "2. a one-GPU claim sees exactly one GPU; two claims see two distinct GPUs"
 template one-gpu ""
