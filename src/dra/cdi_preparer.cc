@@ -352,6 +352,10 @@ StatusOr<PreparedClaim> CdiPreparer::Build(const ClaimRef& claim, ClaimAllocatio
     WriteOptions w;
     w.mode = 0644;
     w.keep_mode = false;
+    // A transient spec (the CDI runtime folder, cleared at boot): renamed into place whole, but not
+    // fsync'ed — after a crash the checkpoint (durable) still names the claim, and a prepare that
+    // finds its spec missing writes it again.
+    w.durable = false;
     written = fs_.WriteFileAtomically(out.cdi_spec, cdi::RenderSpecYaml(spec), w).status();
   }
   if (!written.ok()) {
