@@ -157,6 +157,15 @@ StatusOr<node::NodeInventory> NodeSession::Inventory() const {
   return inv;
 }
 
+StatusOr<node::NodeInventory> NodeSession::InventoryWithNvml() const {
+  GPUNODE_ASSIGN_OR_RETURN(node::NodeInventory inv, Inventory());
+  if (!inv.driver.status.ok()) {
+    return Status(inv.driver.status.code(),
+                  absl::StrCat("NVML: ", inv.driver.status.message(), " (run `gpunode doctor`)"));
+  }
+  return inv;
+}
+
 StatusOr<OutputFormat> ParseOutputFormat(const std::string& text, bool allow_yaml) {
   if (text == "table" || text == "text" || text.empty()) return OutputFormat::kTable;
   if (text == "json") return OutputFormat::kJson;

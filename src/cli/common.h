@@ -59,6 +59,9 @@ class NodeSession {
   const std::optional<std::string>& simulated() const { return simulated_; }
   // Runs every probe.
   StatusOr<node::NodeInventory> Inventory() const;
+  // The inventory of a service's --print: an error too when NVML does not work ("NVML: ... (run
+  // `gpunode doctor`)"), as the service would have no devices to show.
+  StatusOr<node::NodeInventory> InventoryWithNvml() const;
   // A simulated node's host root stays locked in a program this process execs (the OCI shim's
   // runtime mounts from it); the first --simulate run after that program ends removes it.
   void KeepAcrossExec() const;

@@ -76,13 +76,9 @@ int RunDraPlugin(const GlobalOptions& global, const DraFlags& f) {
   (*session)->probe_options().live_metrics = false;
   if (f.print) {
     // What the node's ResourceSlices would say (no API server needed).
-    auto inv = (*session)->Inventory();
+    auto inv = (*session)->InventoryWithNvml();
     if (!inv.ok()) {
       PrintError(inv.status());
-      return kExitFailed;
-    }
-    if (!inv->driver.status.ok()) {
-      PrintError(absl::StrCat("NVML: ", inv->driver.status.message(), " (run `gpunode doctor`)"));
       return kExitFailed;
     }
     auto format = ParseOutputFormat(global.output);

@@ -213,13 +213,9 @@ int RunPlugin(const GlobalOptions& global, PluginFlags flags, const NvidiaFlags&
   (*session)->probe_options().query_topology = true;
   (*session)->probe_options().live_metrics = false;
   if (flags.print) {
-    auto inv = (*session)->Inventory();
+    auto inv = (*session)->InventoryWithNvml();
     if (!inv.ok()) {
       PrintError(inv.status());
-      return kExitFailed;
-    }
-    if (!inv->driver.status.ok()) {
-      PrintError(absl::StrCat("NVML: ", inv->driver.status.message(), " (run `gpunode doctor`)"));
       return kExitFailed;
     }
     auto resources = devices::BuildResources(*inv, *config);
