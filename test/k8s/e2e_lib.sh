@@ -2,7 +2,7 @@
 # run. Expects `src` (the repository) and $1 (the Release build tree); sets build, ns (default
 # gpunode-e2e), bin/PATH, state and node, defines skip/fail/ok/step, dump and the cleanup trap
 # (GPUNODE_E2E_KEEP=1 keeps a failed run's cluster), brings the cluster up and imports the gpunode
-# image built from $build (as localhost/gpunode:$version).
+# image built from $build (as localhost/gpunode:$version; not with E2E_IMAGE=0).
 build=$(realpath -m "${1:-$src/build-rel}")
 ns=${ns:-gpunode-e2e}
 skip() {
@@ -46,13 +46,21 @@ step "cluster up"
 eval "$("$src/test/k8s/cluster.sh" up)" || fail "cluster.sh up"
 node=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
 ok "node $node Ready ($(kubectl get node "$node" -o jsonpath='{.status.nodeInfo.kubeletVersion}'))"
+# Pods in `default` need its service account, which the controller manager makes a moment later.
+deadline=$((SECONDS + 60))
+until kubectl get serviceaccount default -n default >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || fail "no service account default/default 60 s after the cluster came up"
+  sleep 0.5
+done
 
+version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+# E2E_IMAGE=0: a suite that runs gpunode as a host process (test/peers/dra_test.sh) needs no image.
+[ "${E2E_IMAGE:-1}" = 0 ] && return 0
 step "gpunode image from $build, imported into containerd"
 image_tar=$state/gpunode-image.tar
 "$src/deploy/image/build.sh" "$build" --output "$image_tar" >"$state/logs/image-build.log" 2>&1 ||
   { tail -20 "$state/logs/image-build.log"; fail "deploy/image/build.sh"; }
 ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$image_tar" >/dev/null ||
   fail "ctr images import"
-version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 ok "localhost/gpunode:$version ($(du -h "$image_tar" | cut -f1) archive)"
 

@@ -2,7 +2,8 @@
 # Runs COMMAND in a private mount namespace shaped like a GPU node's plugin container, so that
 # NVIDIA's device plugin can run beside gpunode's on a simulated node without touching the machine:
 #   /var/lib/kubelet/device-plugins  empty tmpfs (NVIDIA's plugin serves its socket there, fixed)
-#   /var/run/cdi                     empty tmpfs (where it writes CDI specs)
+#   /var/run/cdi                     empty tmpfs (where it writes CDI specs; the host's with
+#                                    PLUGIN_NS_HOST_CDI=1)
 #   /sys, /proc/driver               the simulated node's (PCI devices, NUMA nodes, MIG caps)
 #   /dev                             tmpfs: null, zero, full, random, urandom, tty bound from the
 #                                    real /dev, plus the node's nvidia* entries (NVIDIA's plugin
@@ -21,7 +22,9 @@ fi
 unset PLUGIN_NS_INNER
 mkdir -p /var/lib/kubelet/device-plugins /var/run/cdi
 mount -t tmpfs gpunode-peers /var/lib/kubelet/device-plugins
-mount -t tmpfs gpunode-peers /var/run/cdi
+# PLUGIN_NS_HOST_CDI=1: the host's /var/run/cdi (a plugin beside a real kubelet and containerd,
+# whose containers must find the claims' specs there: test/peers/dra_test.sh).
+[ "${PLUGIN_NS_HOST_CDI:-}" = 1 ] || mount -t tmpfs gpunode-peers /var/run/cdi
 mount --bind "$root/sys" /sys
 # /proc/driver too: NVIDIA's components read the MIG capability minors from
 # /proc/driver/nvidia-caps of the machine they run on, not under their driver root.

@@ -15,7 +15,9 @@
 //   - collections (the parent path of objects, or one named by ServeCollection): lists with
 //     limit/continue and the resourceVersion,
 //     and watches streamed as chunked JSON lines from a resourceVersion (ADDED/MODIFIED/DELETED,
-//     BOOKMARK when asked), fieldSelector=metadata.name=...; Compact() makes older versions 410
+//     BOOKMARK when asked; with sendInitialEvents the current objects, then the initial-events-end
+//     BOOKMARK, as client-go's streaming list expects), fieldSelector on string fields (a=b, a!=b,
+//     comma-joined); Compact() makes older versions 410
 //     (an ERROR event with code 410, as the API server sends);
 //   - per route, injected answers that come first (On): 409/410/429 with Retry-After, a hostile
 //     or broken server — wrong-typed JSON, a huge body, an endless watch line, an answer trickled
@@ -353,11 +355,52 @@ class FakeApiServer : public FakeApiResponders {
   static bool NameMatches(const httplib::Request& req, const json& o) {
     return NameMatches(req.get_param_value("fieldSelector"), o);
   }
+  // A fieldSelector as the API server applies it: comma-separated `path=value`, `path==value` or
+  // `path!=value` terms on the object's string fields (metadata.name, spec.nodeName, spec.driver...);
+  // a missing field is "".
   static bool NameMatches(const std::string& selector, const json& o) {
-    const std::string prefix = "metadata.name=";
-    if (selector.rfind(prefix, 0) != 0) return true;
-    return o.is_object() && o.contains("metadata") && o["metadata"].is_object() &&
-           o["metadata"].value("name", "") == selector.substr(prefix.size());
+    size_t pos = 0;
+    while (pos <= selector.size()) {
+      size_t end = selector.find(',', pos);
+      if (end == std::string::npos) end = selector.size();
+      const std::string term = selector.substr(pos, end - pos);
+      pos = end + 1;
+      const size_t eq = term.find('=');
+      if (term.empty() || eq == std::string::npos || eq == 0) continue;
+      const bool negate = term[eq - 1] == '!';
+      const std::string path = term.substr(0, negate ? eq - 1 : eq);
+      const std::string want = term.substr(term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1);
+      const json* at = &o;
+      size_t from = 0;
+      while (at != nullptr && from <= path.size()) {
+        size_t dot = path.find('.', from);
+        if (dot == std::string::npos) dot = path.size();
+        const std::string key = path.substr(from, dot - from);
+        at = at->is_object() && at->contains(key) ? &(*at)[key] : nullptr;
+        from = dot + 1;
+      }
+      const std::string got = at != nullptr && at->is_string() ? at->get<std::string>() : "";
+      if ((got == want) == negate) return false;
+    }
+    return true;
+  }
+  // The kind of a collection's objects, for the bookmark that ends a watch's initial events.
+  static std::string KindOf(const std::string& collection) {
+    static const std::map<std::string, std::string> kinds = {
+        {"nodes", "Node"}, {"pods", "Pod"}, {"events", "Event"}, {"daemonsets", "DaemonSet"},
+        {"leases", "Lease"}, {"resourceslices", "ResourceSlice"}, {"resourceclaims", "ResourceClaim"},
+        {"deviceclasses", "DeviceClass"}};
+    const std::string plural = collection.substr(collection.rfind('/') + 1);
+    auto it = kinds.find(plural);
+    return it != kinds.end() ? it->second : plural;
+  }
+  // "/apis/resource.k8s.io/v1/resourceslices" -> "resource.k8s.io/v1"; "/api/v1/nodes" -> "v1".
+  static std::string ApiVersionOf(const std::string& collection) {
+    if (collection.rfind("/api/", 0) == 0) return collection.substr(5, collection.find('/', 5) - 5);
+    if (collection.rfind("/apis/", 0) != 0) return "v1";
+    const size_t group_end = collection.find('/', 6);
+    const size_t version_end = collection.find('/', group_end + 1);
+    return collection.substr(6, version_end - 6);
   }
 
   void List(const httplib::Request& req, httplib::Response& res, const std::string& collection) {
@@ -474,11 +517,20 @@ class FakeApiServer : public FakeApiResponders {
     {
       std::lock_guard<std::mutex> l(mu_);
       generation = watch_generation_;
-      if (rv.empty() || rv == "0") {
+      // client-go's streaming list (WatchListClient): the current objects as ADDED, then a
+      // BOOKMARK annotated k8s.io/initial-events-end, whatever resourceVersion was given.
+      const bool initial_events = req.get_param_value("sendInitialEvents") == "true";
+      if (rv.empty() || rv == "0" || initial_events) {
         for (const auto& [p, o] : objects_) {
           if (Collection(p) == collection && NameMatches(req, o)) *pending += json{{"type", "ADDED"}, {"object", o}}.dump() + "\n";
         }
         *next = version_;
+        if (initial_events) {
+          const json mark = {{"kind", KindOf(collection)}, {"apiVersion", ApiVersionOf(collection)},
+                             {"metadata", {{"resourceVersion", std::to_string(version_)},
+                                           {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}};
+          *pending += json{{"type", "BOOKMARK"}, {"object", mark}}.dump() + "\n";
+        }
       } else {
         *next = std::stoll(rv);
         if (*next < compacted_) {
@@ -488,7 +540,9 @@ class FakeApiServer : public FakeApiResponders {
       }
     }
     const std::string selector = req.get_param_value("fieldSelector");
-    res.set_chunked_content_provider("application/json", [this, selector, collection, bookmarks, deadline, next, pending,
+    // Never gzip a watch (cpp-httplib compresses application/json when the client accepts gzip, as
+    // Go clients do, and its compressor holds the events back): the API server does not either.
+    res.set_chunked_content_provider("application/json; charset=utf-8", [this, selector, collection, bookmarks, deadline, next, pending,
                                                           generation](size_t, httplib::DataSink& sink) {
       std::string out;
       out.swap(*pending);

@@ -141,6 +141,23 @@ class KubeletDraEmulator {
     return it->second.info;
   }
 
+  // Talks to `driver`'s node service at `endpoint` without a registration (a plugin that a real
+  // kubelet registered: a tool reaching it beside that kubelet). OK when the socket answers in 10 s.
+  bool Connect(const std::string& driver, const std::string& endpoint, const std::string& service = kV1) {
+    auto channel = grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials());
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) return false;
+    DraPluginInfo p;
+    p.socket = endpoint;
+    p.type = "DRAPlugin";
+    p.name = driver;
+    p.endpoint = endpoint;
+    p.service = service;
+    p.versions = {service};
+    std::lock_guard<std::mutex> lock(mu_);
+    plugins_[driver] = Registered{p, channel, 0};
+    return true;
+  }
+
   // NodePrepareResources through `service` (default: the one chosen at registration).
   grpc::Status Prepare(const std::string& driver, const std::vector<DraClaim>& claims,
                        std::map<std::string, DraClaimResult>* out, std::string service = "",

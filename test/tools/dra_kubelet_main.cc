@@ -11,11 +11,20 @@
 // answer with its latency (first, with --bench N, it prepares and unprepares N one-device claims
 // of that device and prints p50/p99); with --hold-file waits until that file exists (the caller ran its container)
 // before NodeUnprepareResources.
+//
+//   dra_kubelet --socket SOCKET --claims FILE
+//
+// The benchmark beside a real kubelet (test/peers/dra_test.sh): the plugin at SOCKET (its node
+// service, registered with that kubelet) prepares and unprepares, one after the other, each claim of
+// FILE ("<uid> <namespace> <name>" per line: ResourceClaims the caller allocated in the real API
+// server as the scheduler would); prints p50/p99 of each call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -55,10 +64,57 @@ void Print(const json& j) { std::cout << j.dump() << std::endl; }
 
 double Ms(steady_clock::duration d) { return duration<double, std::milli>(d).count(); }
 
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
+}
+
+json Summary(const std::vector<double>& v) {
+  return {{"p50", Percentile(v, 0.5)}, {"p99", Percentile(v, 0.99)}, {"max", Percentile(v, 1.0)}};
+}
+
+// --socket mode (see the header comment).
+int BenchSocket(const std::string& socket, const std::string& claims_file) {
+  std::vector<gpunode::testing::DraClaim> claims;
+  std::ifstream in(claims_file);
+  std::string uid, ns, name;
+  while (in >> uid >> ns >> name) claims.push_back({uid, ns, name, {"gpu"}});
+  if (claims.empty()) {
+    Print({{"event", "error"}, {"error", "no claim in " + claims_file}});
+    return 3;
+  }
+  gpunode::testing::KubeletDraEmulator kubelet(std::filesystem::path(socket).parent_path().string());
+  if (!kubelet.Connect(kDriver, socket)) {
+    Print({{"event", "error"}, {"error", "no node service answers at " + socket}});
+    return 2;
+  }
+  std::vector<double> prep, unprep;
+  for (const auto& c : claims) {
+    std::map<std::string, gpunode::testing::DraClaimResult> a;
+    auto t0 = steady_clock::now();
+    grpc::Status st = kubelet.Prepare(kDriver, {c}, &a);
+    prep.push_back(Ms(steady_clock::now() - t0));
+    if (!st.ok() || !a[c.uid].error.empty() || a[c.uid].devices.empty()) {
+      Print({{"event", "error"}, {"error", "prepare " + c.name + ": " + st.error_message() + a[c.uid].error}});
+      return 1;
+    }
+    std::map<std::string, std::string> e;
+    t0 = steady_clock::now();
+    st = kubelet.Unprepare(kDriver, {c}, &e);
+    unprep.push_back(Ms(steady_clock::now() - t0));
+    if (!st.ok() || !e[c.uid].empty()) {
+      Print({{"event", "error"}, {"error", "unprepare " + c.name + ": " + st.error_message() + e[c.uid]}});
+      return 1;
+    }
+  }
+  Print({{"event", "bench"}, {"n", claims.size()}, {"prepare_ms", Summary(prep)}, {"unprepare_ms", Summary(unprep)}});
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, node, device, hold_file;
+  std::string dir, node, device, hold_file, socket, claims_file;
   int timeout_s = 60, bench = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -69,11 +125,15 @@ int main(int argc, char** argv) {
     else if (a == "--timeout-s") timeout_s = std::atoi(next().c_str());
     else if (a == "--bench") bench = std::atoi(next().c_str());
     else if (a == "--hold-file") hold_file = next();
+    else if (a == "--socket") socket = next();
+    else if (a == "--claims") claims_file = next();
     else {
-      std::cerr << "usage: dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s S] [--bench N] [--hold-file F]\n";
+      std::cerr << "usage: dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s S] [--bench N] [--hold-file F]\n"
+                   "       dra_kubelet --socket SOCKET --claims FILE\n";
       return 3;
     }
   }
+  if (!socket.empty()) return BenchSocket(socket, claims_file);
   if (dir.empty() || node.empty()) {
     std::cerr << "dra_kubelet: --dir and --node are required\n";
     return 3;
@@ -137,13 +197,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    auto pct = [](std::vector<double> v, double p) {
-      std::sort(v.begin(), v.end());
-      return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
-    };
-    Print({{"event", "bench"}, {"n", bench},
-           {"prepare_ms", {{"p50", pct(prep, 0.5)}, {"p99", pct(prep, 0.99)}, {"max", pct(prep, 1.0)}}},
-           {"unprepare_ms", {{"p50", pct(unprep, 0.5)}, {"p99", pct(unprep, 0.99)}, {"max", pct(unprep, 1.0)}}}});
+    Print({{"event", "bench"}, {"n", bench}, {"prepare_ms", Summary(prep)}, {"unprepare_ms", Summary(unprep)}});
   }
   api.PutObject("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/proof", Claim("proof", Uid(0), node, device));
   std::map<std::string, gpunode::testing::DraClaimResult> answers;
