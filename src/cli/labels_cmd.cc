@@ -196,7 +196,7 @@ StatusOr<Sink> ResolveSink(const GlobalOptions& global, const LabelsFlags& flags
   return sink;
 }
 
-// GFD's flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.18.2,
+// GFD's flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.19.0,
 // cmd/gpu-feature-discovery/main.go, internal/flags; docs/nvidia-flags.md).
 void AddGfdFlags(CLI::App* cmd, NvidiaFlags& nv) {
   using K = NvidiaKind;
@@ -206,7 +206,7 @@ void AddGfdFlags(CLI::App* cmd, NvidiaFlags& nv) {
   nv.Add(cmd, {"--device-discovery-strategy", {"DEVICE_DISCOVERY_STRATEGY"}, K::kString,
                "auto, nvml, tegra or vfio; gpunode discovers GPUs through NVML"});
   nv.Add(cmd, {"--use-node-feature-api", {"GFD_USE_NODE_FEATURE_API", "USE_NODE_FEATURE_API"}, K::kBool,
-               "publish NFD NodeFeature objects",
+               "publish NFD NodeFeature objects (GFD's default: true since v0.19.0)",
                "gpunode creates no NodeFeature objects: it writes the features file, which NFD's worker reads "
                "either way, or with --node-labels puts the labels straight onto the Node"});
   nv.Add(cmd, {"--driver-root-ctr-path,--container-driver-root", {"DRIVER_ROOT_CTR_PATH", "CONTAINER_DRIVER_ROOT"},
@@ -214,6 +214,8 @@ void AddGfdFlags(CLI::App* cmd, NvidiaFlags& nv) {
                "gpunode reads the host's files through --host-root (GPUNODE_HOST_ROOT)"});
   const std::string no_nodefeature = "it is for NFD NodeFeature objects, which gpunode does not create";
   nv.Add(cmd, {"--namespace", {"NAMESPACE"}, K::kString, "namespace of the NodeFeature objects", no_nodefeature});
+  nv.Add(cmd, {"--pod-name", {"POD_NAME"}, K::kString,
+               "this Pod: with its DaemonSet, the owner of the NodeFeature objects", no_nodefeature});
   nv.Add(cmd, {"--kube-api-qps", {"KUBE_API_QPS"}, K::kFloat, "client rate limit",
                "gpunode's Kubernetes client sends a few requests per relabelling and has no client-side rate limit"});
   nv.Add(cmd, {"--kube-api-burst", {"KUBE_API_BURST"}, K::kInt, "client burst",

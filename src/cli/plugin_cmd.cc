@@ -46,7 +46,7 @@ struct PluginFlags {
 };
 
 
-// NVIDIA's plugin flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.18.2,
+// NVIDIA's plugin flags beyond gpunode's own options (NVIDIA/k8s-device-plugin v0.19.0,
 // cmd/nvidia-device-plugin/main.go; docs/nvidia-flags.md). The settings NVIDIA's plugin also
 // reads from the environment are wired by exporting that variable when the flag is given: the
 // component resolves flag/environment, then config file, at every (re)start.
@@ -64,9 +64,12 @@ void AddNvidiaPluginFlags(CLI::App* cmd, NvidiaFlags& nv) {
                "auto, nvml or tegra; gpunode discovers GPUs through NVML"});
   const std::string toolkit_env =
       "gpunode's Allocate does not ask the container toolkit for it (NVIDIA_GDRCOPY / NVIDIA_GDS / NVIDIA_MOFED)";
-  nv.Add(cmd, {"--gdrcopy-enabled", {"GDRCOPY_ENABLED"}, K::kBool, "GDRCopy in GPU containers", toolkit_env});
-  nv.Add(cmd, {"--gds-enabled", {"GDS_ENABLED"}, K::kBool, "GPUDirect Storage in GPU containers", toolkit_env});
-  nv.Add(cmd, {"--mofed-enabled", {"MOFED_ENABLED"}, K::kBool, "MOFED in GPU containers", toolkit_env});
+  nv.Add(cmd, {"--gdrcopy-enabled", {"GDRCOPY_ENABLED"}, K::kBool,
+               "GDRCopy in GPU containers (NVIDIA's default: true since v0.19.0)", toolkit_env});
+  nv.Add(cmd, {"--gds-enabled", {"GDS_ENABLED"}, K::kBool,
+               "GPUDirect Storage in GPU containers (NVIDIA's default: true since v0.19.0)", toolkit_env});
+  nv.Add(cmd, {"--mofed-enabled", {"MOFED_ENABLED"}, K::kBool,
+               "MOFED in GPU containers (NVIDIA's default: true since v0.19.0)", toolkit_env});
   nv.Add(cmd, {"--nvidia-cdi-hook-path,--nvidia-ctk-path", {"NVIDIA_CDI_HOOK_PATH", "NVIDIA_CTK_PATH"}, K::kString,
                "nvidia-cdi-hook in generated CDI specs",
                "the plugin generates no CDI spec; `gpunode cdi generate` writes specs that call gpunode's own hooks"});

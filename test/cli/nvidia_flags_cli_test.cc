@@ -1,7 +1,7 @@
 // NVIDIA's flags and variables on `gpunode plugin`, `labels` and `exporter` (the real binary, a
 // simulated node): every one is accepted with NVIDIA's spelling, booleans bare or =true|false as
 // Go reads them, each setting gpunode ignores noted exactly once, bad values and unknown flags
-// refused with exit 3. Sources: NVIDIA/k8s-device-plugin v0.18.2 (cmd/nvidia-device-plugin,
+// refused with exit 3. Sources: NVIDIA/k8s-device-plugin v0.19.0 (cmd/nvidia-device-plugin,
 // cmd/gpu-feature-discovery), NVIDIA/dcgm-exporter 4.5.3-4.8.2 (pkg/cmd/app.go); the table is
 // docs/nvidia-flags.md.
 #include <algorithm>
@@ -134,6 +134,7 @@ TEST(NvidiaFlagsCliTest, EveryGfdFlagAndVariableIsAccepted) {
           {"--use-node-feature-api", {"GFD_USE_NODE_FEATURE_API=true", "USE_NODE_FEATURE_API=true"}, true},
           {"--container-driver-root /driver-root", {"DRIVER_ROOT_CTR_PATH=/x", "CONTAINER_DRIVER_ROOT=/x"}, true},
           {"--namespace gpu-operator", {"NAMESPACE=gpu-operator"}, true},
+          {"--pod-name gfd-x7k2p", {"POD_NAME=gfd-x7k2p"}, true},
           {"--kube-api-qps 5", {"KUBE_API_QPS=5.5"}, true},
           {"--kube-api-burst 10", {"KUBE_API_BURST=10"}, true},
           {"--mig-strategy none --sleep-interval 30s --machine-type-file /sys/class/dmi/id/product_name", {}, false},

@@ -13,7 +13,8 @@
 //   - the node: a simulated host root (`gpunode sim hostroot`) as GPUNODE_HOST_ROOT and the
 //     simulated NVML as GPUNODE_NVML_LIBRARY / GPUNODE_SIM_PROFILE (in a pod, the container
 //     toolkit injects libnvidia-ml.so.1 and the volumes give the host's files);
-//   - the downward API: fieldRef spec.nodeName = sim-node-1, metadata.namespace = nvidia;
+//   - the downward API: fieldRef spec.nodeName = sim-node-1, metadata.namespace = nvidia,
+//     metadata.name = gpu-feature-discovery-x7k2p;
 //   - the volumes: the kubelet's device-plugin folder is a temporary folder (--kubelet-dir), the
 //     pod-resources socket a path in a temporary folder (DCGM_POD_RESOURCES_KUBELET_SOCKET), the
 //     chart's counters ConfigMap a temporary file of our own with the argument pointing at it;
@@ -52,6 +53,7 @@ using ::testing::HasSubstr;
 
 constexpr char kNodeName[] = "sim-node-1";
 constexpr char kNamespace[] = "nvidia";
+constexpr char kPodName[] = "gpu-feature-discovery-x7k2p";
 
 struct Manifest {
   std::string component;
@@ -78,7 +80,10 @@ Manifest LoadManifest(const std::string& name) {
       value = e["value"].as<std::string>();
     } else {
       const std::string ref = e["fieldRef"].as<std::string>();
-      value = ref == "spec.nodeName" ? kNodeName : ref == "metadata.namespace" ? kNamespace : "";
+      value = ref == "spec.nodeName"       ? kNodeName
+              : ref == "metadata.namespace" ? kNamespace
+              : ref == "metadata.name"      ? kPodName
+                                            : "";
       EXPECT_FALSE(value.empty()) << "fieldRef " << ref;
     }
     m.env.emplace_back(e["name"].as<std::string>(), value);

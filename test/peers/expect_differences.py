@@ -4,12 +4,14 @@
   expect_differences.py EXPECTED.txt FOUND.tsv [--cases CASE...]
 
 FOUND: one difference per line, "CASE<TAB>ASPECT<TAB>details...". EXPECTED: lines
-"CASE<TAB>ASPECT<TAB>reason" ('#' comments and blank lines ignored); CASE may be '*' (every case
-where it occurs; it must occur in at least one). Fails (exit 1) on a found difference that is not
-expected, and on an expected one that did not occur (stale: the list must stay true). With
---cases, only expectations of those cases are checked for staleness.
+"CASE<TAB>ASPECT<TAB>reason" ('#' comments and blank lines ignored); CASE and ASPECT may hold
+fnmatch wildcards: CASE '*' is every case where it occurs, ASPECT '* allocate * env X' every
+resource and request size (each line must match at least one difference). Fails (exit 1) on a
+found difference that is not expected, and on an expected one that did not occur (stale: the
+list must stay true). With --cases, only expectations of those cases are checked for staleness.
 """
 import argparse
+import fnmatch
 import sys
 
 
@@ -32,15 +34,14 @@ def main():
     used = set()
     bad = []
     for f in found:
-        key = (f[0], f[1])
-        if key in expected:
-            used.add(key)
-        elif ("*", f[1]) in expected:
-            used.add(("*", f[1]))
+        match = [k for k in expected if fnmatch.fnmatchcase(f[0], k[0]) and fnmatch.fnmatchcase(f[1], k[1])]
+        if match:
+            used.update(match)
         else:
             bad.append(f)
     cases = set(a.cases) if a.cases else None
-    stale = [k for k in expected if k not in used and (cases is None or k[0] in cases or k[0] == "*")]
+    stale = [k for k in expected
+             if k not in used and (cases is None or any(fnmatch.fnmatchcase(c, k[0]) for c in cases))]
     for f in bad:
         print("UNEXPLAINED DIFFERENCE: " + " | ".join(f))
     for k in stale:

@@ -2,7 +2,7 @@
 # Labels conformance: NVIDIA's gpu-feature-discovery (one-shot) and `gpunode labels --print` on the
 # same simulated node must give the same nvidia.com/ labels, except the differences listed in
 # test/peers/labels_differences.txt (each one explained in docs/labels.md, "Compared with
-# gpu-feature-discovery v0.18.2").
+# gpu-feature-discovery v0.19.0").
 #
 #   test/peers/labels_test.sh <gpunode-release-build-dir>
 #
@@ -15,7 +15,9 @@
 # fixture host root of the profile (`gpunode sim hostroot`). gpunode reads that root through
 # --host-root; GFD reads /sys itself, so it runs in a private mount namespace (unshare -m) where
 # the fixture's sys/ is bind-mounted on /sys. Both read the machine type from the same file,
-# /sys/class/dmi/id/product_name of that root.
+# /sys/class/dmi/id/product_name of that root. GFD writes the features file, as gpunode does:
+# since v0.19.0 its default is to publish NodeFeature objects through the API server instead
+# (--use-node-feature-api), which this suite turns off.
 #
 # Exit: 0 pass, 1 fail (a difference not listed, a listed one that no longer occurs, a peer that
 # did not run), 77 skip (no Go, no Release build, or no mount namespace for GFD).
@@ -86,7 +88,7 @@ for c in "${cases[@]}"; do
   rc=0
   GPUNODE_SIM_PROFILE=$dir/profile.yaml LD_LIBRARY_PATH=$SIM_LIBDIR \
     timeout 60 unshare -m sh -c 'mount --bind "$1/sys" /sys && shift && exec "$@"' sh "$dir/root" \
-    "$GFD" --oneshot --no-timestamp --output-file="$dir/gfd.out" \
+    "$GFD" --oneshot --no-timestamp --use-node-feature-api=false --output-file="$dir/gfd.out" \
     --machine-type-file=/sys/class/dmi/id/product_name --mig-strategy="$strategy" \
     >"$dir/gfd.log" 2>&1 || rc=$?
   if [ "$rc" != 0 ] || [ ! -f "$dir/gfd.out" ]; then
