@@ -467,12 +467,7 @@ void SimState::SeedMig(const std::string& text) {
   // The state line: the last one in the text (file), else the in-process copy (built-in).
   std::string state;
   if (!file_path_.empty()) {
-    size_t pos = text.rfind(kStateMarker);
-    if (pos != std::string::npos && (pos == 0 || text[pos - 1] == '\n')) {
-      size_t begin = pos + std::strlen(kStateMarker);
-      size_t end = text.find('\n', begin);
-      state = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-    }
+    state = StateLine(text, kStateMarker);
   } else if (auto it = mig_memory_.find(profile_ref_); it != mig_memory_.end()) {
     state = it->second;
   }
@@ -566,11 +561,26 @@ void SimState::SaveMigState() {
     mig_memory_[profile_ref_] = state;
     return;
   }
+  WriteStateLine(kStateMarker, state, "the MIG layout");
+}
+
+std::string SimState::StateLine(const std::string& text, const char* marker) {
+  size_t pos = text.rfind(marker);
+  while (pos != std::string::npos && pos != 0 && text[pos - 1] != '\n') {
+    pos = pos == 0 ? std::string::npos : text.rfind(marker, pos - 1);
+  }
+  if (pos == std::string::npos) return "";
+  const size_t begin = pos + std::strlen(marker);
+  const size_t end = text.find('\n', begin);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+void SimState::WriteStateLine(const char* marker, const std::string& state, const char* what) {
   std::string text;
   {
     FILE* f = std::fopen(file_path_.c_str(), "rb");
     if (f == nullptr) {
-      Warn(str::Cat("cannot save the MIG layout in ", file_path_, ": cannot read it"));
+      Warn(str::Cat("cannot save ", what, " in ", file_path_, ": cannot read it"));
       return;
     }
     char buf[65536];
@@ -578,25 +588,25 @@ void SimState::SaveMigState() {
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
     std::fclose(f);
   }
-  // Drop earlier state lines, append the new one.
+  // Drop earlier lines of this marker, keep every other line, append the new one.
   std::string out;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     std::string_view line(text.data() + pos, (end == std::string::npos ? text.size() : end) - pos);
-    if (line.substr(0, std::strlen(kStateMarker)) != kStateMarker) {
+    if (line.substr(0, std::strlen(marker)) != marker) {
       out.append(line);
       out.push_back('\n');
     }
     if (end == std::string::npos) break;
     pos = end + 1;
   }
-  str::Append(&out, kStateMarker, state, "\n");
+  str::Append(&out, marker, state, "\n");
   WriteOptions options;
   options.durable = false;  // a simulated node: speed over crash safety
   auto written = HostFs::Local().WriteFileAtomically(file_path_, out, options);
   if (!written.ok()) {
-    Warn(str::Cat("cannot save the MIG layout: ", std::string(written.status().message())));
+    Warn(str::Cat("cannot save ", what, ": ", std::string(written.status().message())));
     return;
   }
   // Our own write is not a change to reload.

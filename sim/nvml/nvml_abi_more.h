@@ -61,4 +61,32 @@ typedef struct {
 
 #endif  // GPUNODE_SIM_ABI_MORE_DRA
 
+// ---- Compute mode and time slice (sim/nvml/compute.cc): what nvidia-smi -c and nvidia-smi
+// compute-policy --set-timeslice change, which NVIDIA's DRA driver runs for a claim's sharing.
+#ifndef GPUNODE_SIM_ABI_MORE_COMPUTE
+#define GPUNODE_SIM_ABI_MORE_COMPUTE
+
+typedef enum nvmlComputeMode_enum {
+  NVML_COMPUTEMODE_DEFAULT = 0,
+  NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,  // support removed (CUDA 8 on)
+  NVML_COMPUTEMODE_PROHIBITED = 2,
+  NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+  NVML_COMPUTEMODE_COUNT
+} nvmlComputeMode_t;
+
+#define GPUNODE_SIM_COMPUTE_FUNCTIONS(X)                                              \
+  X(nvmlReturn_t, nvmlDeviceGetComputeMode, (nvmlDevice_t device, nvmlComputeMode_t * mode)) \
+  X(nvmlReturn_t, nvmlDeviceSetComputeMode, (nvmlDevice_t device, nvmlComputeMode_t mode))
+
+// The simulator's own exports (not NVML's: NVML 13.0 has no public time-slice call; the real
+// nvidia-smi sets it through the driver). The GPU's compute time slice as nvidia-smi
+// compute-policy names it: 0 DEFAULT, 1 SHORT, 2 MEDIUM, 3 LONG. NVML's error codes: UNINITIALIZED,
+// INVALID_ARGUMENT (bad handle, null pointer, a value above 3), NOT_SUPPORTED (a MIG device handle,
+// a GPU in MIG mode), GPU_IS_LOST.
+#define GPUNODE_SIM_PRIVATE_FUNCTIONS(X)                                                          \
+  X(nvmlReturn_t, gpunodeSimDeviceGetTimeslice, (nvmlDevice_t device, unsigned int* timeslice)) \
+  X(nvmlReturn_t, gpunodeSimDeviceSetTimeslice, (nvmlDevice_t device, unsigned int timeslice))
+
+#endif  // GPUNODE_SIM_ABI_MORE_COMPUTE
+
 #endif  // GPUNODE_SIM_NVML_NVML_ABI_MORE_H_

@@ -85,6 +85,7 @@ nvmlReturn_t SimState::Load() {
   last_check_ = std::chrono::steady_clock::now();
   profile_ref_ = env;
   SeedMig(text);
+  SeedCompute(text);
   return NVML_SUCCESS;
 }
 
@@ -122,6 +123,7 @@ void SimState::MaybeReload(bool force) {
   }
   *profile_ = *std::move(parsed);
   SeedMig(text);
+  SeedCompute(text);
 }
 
 nvmlDevice_t SimState::Handle(unsigned gpu, int mig) {

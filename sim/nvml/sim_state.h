@@ -98,6 +98,18 @@ class SimState {
   bool ValidGiHandle(nvmlGpuInstance_t h) const { return gi_handle_set_.count(h) > 0; }
   bool ValidCiHandle(nvmlComputeInstance_t h) const { return ci_handle_set_.count(h) > 0; }
 
+  // Compute mode and time slice per GPU (sim/nvml/compute.cc), kept like the MIG layout: in one
+  // comment line of the profile file (`# gpunode-simnvml-compute-state: {"<uuid>": {"computeMode":
+  // 3, "timeslice": 2}}`, GPUs at DEFAULT/0 left out), seeded on every (re)load, written after
+  // every change, so that other processes simulating the same file (the simulated nvidia-smi, an
+  // agent) see it within GPUNODE_SIM_RELOAD_MS; built-in profiles keep it in the process only.
+  struct ComputeState {
+    unsigned mode = 0;       // nvmlComputeMode_t
+    unsigned timeslice = 0;  // 0..3
+  };
+  std::vector<ComputeState>& compute() { return compute_; }
+  void SaveComputeState();
+
   int nvml_refcount = 0;
   bool cuda_initialized = false;
   std::set<nvmlEventSet_t> event_sets;
@@ -124,6 +136,17 @@ class SimState {
   std::map<std::pair<unsigned, int>, nvmlDevice_t> handle_index_;
   std::set<nvmlDevice_t> handle_set_;
   std::set<std::string> warned_;
+
+  // Replaces the line that starts with `marker` at the end of the profile file by marker + state
+  // (other lines, other markers' included, are kept). `what` names it in warnings.
+  void WriteStateLine(const char* marker, const std::string& state, const char* what);
+  // The state after the last line starting with `marker` in `text` ("" when none).
+  static std::string StateLine(const std::string& text, const char* marker);
+
+  // Compute mode and time slice (compute.cc).
+  void SeedCompute(const std::string& text);
+  std::vector<ComputeState> compute_;
+  std::map<std::string, std::string> compute_memory_;  // built-in profile name -> state JSON
 
   // MIG (mig.cc).
   void SeedMig(const std::string& text);

@@ -262,11 +262,10 @@ StatusOr<std::string> WithSoname(std::string image, const std::string& soname) {
   return image;
 }
 
-// The simulated MPS control daemon (gpunode-sim-mps-control), looked for where the simulated NVML
-// library is: beside $GPUNODE_SIM_LIBRARY, else beside the running program (the build tree), else
-// in ../lib/gpunode (installed layout). "" when it is in none of them.
-std::string FindSimMpsControl() {
-  constexpr char kName[] = "gpunode-sim-mps-control";
+// A program of the simulated driver (gpunode-sim-mps-control, gpunode-sim-nvidia-smi), looked for
+// where the simulated NVML library is: beside $GPUNODE_SIM_LIBRARY, else beside the running program
+// (the build tree), else in ../lib/gpunode (installed layout). "" when it is in none of them.
+std::string FindSimProgram(const char* name) {
   std::vector<std::string> dirs;
   if (const char* lib = std::getenv("GPUNODE_SIM_LIBRARY"); lib != nullptr && *lib != '\0') {
     dirs.push_back(fs::path(lib).parent_path().string());
@@ -278,7 +277,7 @@ std::string FindSimMpsControl() {
     dirs.push_back((exe.parent_path() / ".." / "lib" / "gpunode").string());
   }
   for (const std::string& d : dirs) {
-    const fs::path candidate = fs::path(d.empty() ? "." : d) / kName;
+    const fs::path candidate = fs::path(d.empty() ? "." : d) / name;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
   }
   return "";
@@ -643,10 +642,16 @@ Status WriteHostRoot(const NodeProfile& p, const std::string& dir) {
   // The driver's utilities come with its user-space libraries (a stand-in that starts like an ELF
   // file, as `cdi generate` checks, and runs nowhere).
   if (p.host.nvidia_utils && !p.driver.version.empty()) {
-    GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", std::string("\x7f" "ELF (gpunode simulated nvidia-smi)\n")));
-    GPUNODE_RETURN_IF_ERROR(w.Mode("usr/bin/nvidia-smi", 0755));  // executable, as the driver installs it
+    // The simulated nvidia-smi (sim/smi) is a real program: copied in when it was built, else a
+    // stub that only looks like one.
+    if (std::string smi = FindSimProgram("gpunode-sim-nvidia-smi"); !smi.empty()) {
+      GPUNODE_RETURN_IF_ERROR(w.Executable("usr/bin/nvidia-smi", smi));
+    } else {
+      GPUNODE_RETURN_IF_ERROR(w.File("usr/bin/nvidia-smi", std::string("\x7f" "ELF (gpunode simulated nvidia-smi)\n")));
+      GPUNODE_RETURN_IF_ERROR(w.Mode("usr/bin/nvidia-smi", 0755));  // executable, as the driver installs it
+    }
     // The simulated MPS control daemon is a real program (sim/mps): copied in when it was built.
-    if (std::string mps = FindSimMpsControl(); !mps.empty()) {
+    if (std::string mps = FindSimProgram("gpunode-sim-mps-control"); !mps.empty()) {
       GPUNODE_RETURN_IF_ERROR(w.Executable("usr/bin/nvidia-cuda-mps-control", mps));
     }
   }

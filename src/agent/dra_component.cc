@@ -4,7 +4,9 @@
 //     devices as the ResourceSlices of one pool (SlicePublisher: nothing written when unchanged);
 //   - prepares claims through CdiPreparer (one transient CDI spec per claim, a checkpoint) behind
 //     the kubelet's registration and node service sockets (KubeletPlugin: served again when the
-//     kubelet's folders are wiped);
+//     kubelet's folders are wiped), their TimeSlicing and MPS settings carried out by
+//     NodeSharingApplier (src/dra/sharing.h: the driver root's nvidia-smi, an MPS daemon per claim
+//     under <plugins dir>/<driver>/mps, the host's paths through --host-root);
 //   - health as device taints: a critical XID (gpu.nvidia.com/xid=<code>) or a lost GPU
 //     (gpu.nvidia.com/gpu-lost) taints that GPU and its MIG devices NoSchedule, a closed validation
 //     gate taints every device (gpunode.io/gpu-stack-not-ready=<reason>); each taint goes again on
@@ -27,6 +29,8 @@
 #include "src/dra/device_model.h"
 #include "src/dra/registration.h"
 #include "src/dra/resource_slices.h"
+#include "src/dra/sharing.h"
+#include "src/devices/mps.h"
 
 namespace gpunode::agent {
 namespace {
@@ -116,6 +120,19 @@ class DraComponent final : public Component {
         po.disabled_hooks.insert(h);
       }
     }
+    // Sharing: time slices through the driver root's nvidia-smi, an MPS control daemon per MPS
+    // claim (children of this component: they stop with it and start again from the checkpoint).
+    devices::MpsManager mps(*po.node_fs, {}, log_.For(name()));
+    mps.Start();
+    dra::NodeSharingOptions so;
+    so.node_fs = *po.node_fs;
+    so.driver_root = s_.driver_root;
+    so.plugins_dir = s_.plugins_dir;
+    so.driver_name = s_.driver_name;
+    so.mps = &mps;
+    so.log = [this](const std::string& m) { log_.Info(name(), m); };
+    dra::NodeSharingApplier sharing(so);
+    po.sharing = &sharing;
     po.devices = [this] { return Devices(); };
     po.inventory = [this] { return ctx_.Inventory(); };
     po.client = &client;

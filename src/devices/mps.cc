@@ -75,6 +75,7 @@ StatusOr<std::vector<MpsDaemonSpec>> PlanMpsDaemons(const PluginConfig& config,
   for (const Resource& r : resources) {
     if (!r.shared) continue;
     MpsDaemonSpec spec;
+    spec.id = r.name;
     spec.resource = r.name;
     spec.replicas = r.replicas;
     spec.active_thread_percentage = MpsActiveThreadPercentage(r.replicas);
@@ -141,7 +142,7 @@ void MpsManager::Monitor(std::stop_token stop) {
   }
 }
 
-StatusOr<std::string> MpsManager::FindControlProgram(const PluginConfig& config) const {
+StatusOr<std::string> MpsManager::FindControlProgram(const std::string& root) const {
   if (!options_.control_program.empty()) {
     if (!host_.Exists(options_.control_program)) {
       return absl::NotFoundError(absl::StrCat("MPS control daemon ", options_.control_program,
@@ -149,7 +150,7 @@ StatusOr<std::string> MpsManager::FindControlProgram(const PluginConfig& config)
     }
     return options_.control_program;
   }
-  const std::string driver_root = config.driver_root.empty() ? "/" : config.driver_root;
+  const std::string driver_root = root.empty() ? "/" : root;
   auto driver = host_.Sub(driver_root);
   if (driver.ok()) {
     std::string found = node::FindHostProgram(*driver, kMpsControlProgram);
@@ -225,10 +226,10 @@ ExecSpec MpsManager::SpecFor(const Daemon& d, std::vector<std::string> args, Sta
       absl::StrCat("CUDA_MPS_PIPE_DIRECTORY=", seen(d.status.spec.pipe_dir)),
       absl::StrCat("CUDA_MPS_LOG_DIRECTORY=", seen(d.status.spec.log_dir)),
   };
-  if (driver_root_ != "/") {
-    spec.env.push_back(absl::StrCat("LD_LIBRARY_PATH=", seen(JoinPath(driver_root_, "/usr/lib/x86_64-linux-gnu")), ":",
-                                    seen(JoinPath(driver_root_, "/usr/lib64")), ":",
-                                    seen(JoinPath(driver_root_, "/usr/lib"))));
+  if (d.driver_root != "/") {
+    spec.env.push_back(absl::StrCat("LD_LIBRARY_PATH=", seen(JoinPath(d.driver_root, "/usr/lib/x86_64-linux-gnu")), ":",
+                                    seen(JoinPath(d.driver_root, "/usr/lib64")), ":",
+                                    seen(JoinPath(d.driver_root, "/usr/lib"))));
   }
   if (chroot) spec.chroot_dir = host_.root();
   if (options_.isolate_shm) {
@@ -258,11 +259,11 @@ StatusOr<std::string> MpsManager::RunControl(const Daemon& d, const std::string&
   return r->output;
 }
 
-StatusOr<std::string> MpsManager::Command(const std::string& resource, const std::string& command) {
+StatusOr<std::string> MpsManager::Command(const std::string& id, const std::string& command) {
   absl::MutexLock l(&mu_);
-  auto it = daemons_.find(resource);
+  auto it = daemons_.find(id);
   if (it == daemons_.end()) {
-    return absl::NotFoundError(absl::StrCat("MPS: no control daemon for ", resource));
+    return absl::NotFoundError(absl::StrCat("MPS: no control daemon for ", id));
   }
   return RunControl(it->second, command);
 }
@@ -359,17 +360,20 @@ Status MpsManager::StartDaemon(Daemon* d) {
                                                                 r.status().message())));
     }
   }
-  if (auto r = RunControl(*d, absl::StrCat("set_default_active_thread_percentage ", s.active_thread_percentage));
-      !r.ok()) {
-    return fail(absl::Status(r.status().code(), absl::StrCat("MPS: set the active thread percentage for ", s.resource,
-                                                              ": ", r.status().message())));
+  if (s.active_thread_percentage) {
+    if (auto r = RunControl(*d, absl::StrCat("set_default_active_thread_percentage ", *s.active_thread_percentage));
+        !r.ok()) {
+      return fail(absl::Status(r.status().code(), absl::StrCat("MPS: set the active thread percentage for ",
+                                                                s.resource, ": ", r.status().message())));
+    }
   }
   d->status.starts++;
   d->status.healthy = true;
   d->status.last_error.clear();
   log_(absl::StrCat("MPS: started the control daemon for ", s.resource, " (pid ", d->status.pid, ", GPUs ",
                     absl::StrJoin(s.gpu_uuids, ","), ", ", s.replicas, " replicas: active threads ",
-                    s.active_thread_percentage, "%, pinned memory ",
+                    s.active_thread_percentage ? absl::StrCat(*s.active_thread_percentage, "%") : "default",
+                    ", pinned memory ",
                     s.pinned_mem_limits.empty() ? "-" : absl::StrJoin(s.pinned_mem_limits, ","),
                     " per client; pipe ", s.pipe_dir, ", log ", s.log_dir, ")"));
   return absl::OkStatus();
@@ -466,18 +470,21 @@ Status MpsManager::CheckNow() {
 
 Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>& resources) {
   GPUNODE_ASSIGN_OR_RETURN(std::vector<MpsDaemonSpec> plan, PlanMpsDaemons(config, resources));
+  const std::string driver_root = config.driver_root.empty() ? "/" : config.driver_root;
   std::string program;
   if (!plan.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(program, FindControlProgram(config));
+    GPUNODE_ASSIGN_OR_RETURN(program, FindControlProgram(driver_root));
   }
   absl::MutexLock l(&mu_);
-  driver_root_ = config.driver_root.empty() ? "/" : config.driver_root;
-  std::set<std::string> wanted;
-  for (const MpsDaemonSpec& s : plan) wanted.insert(s.resource);
-  // Quit what is no longer needed or changed.
+  // Quit what is no longer needed or changed (Apply's own daemons only).
   for (auto it = daemons_.begin(); it != daemons_.end();) {
-    auto p = std::find_if(plan.begin(), plan.end(), [&](const MpsDaemonSpec& s) { return s.resource == it->first; });
-    if (p != plan.end() && *p == it->second.status.spec && it->second.program == program) {
+    if (!it->second.from_config) {
+      ++it;
+      continue;
+    }
+    auto p = std::find_if(plan.begin(), plan.end(), [&](const MpsDaemonSpec& s) { return s.id == it->first; });
+    if (p != plan.end() && *p == it->second.status.spec && it->second.program == program &&
+        it->second.driver_root == driver_root) {
       ++it;
       continue;
     }
@@ -486,11 +493,17 @@ Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>
   }
   std::vector<std::string> errors;
   for (const MpsDaemonSpec& s : plan) {
-    if (daemons_.count(s.resource)) continue;
-    Daemon& d = daemons_[s.resource];
+    if (daemons_.count(s.id)) {
+      if (daemons_[s.id].from_config) continue;
+      errors.push_back(absl::StrCat(s.resource, ": a daemon of id ", s.id, " exists already"));
+      continue;
+    }
+    Daemon& d = daemons_[s.id];
     d.backoff = Backoff({.initial = options_.min_backoff, .max = options_.max_backoff});
     d.status.spec = s;
     d.program = program;
+    d.driver_root = driver_root;
+    d.from_config = true;
     if (Status st = StartDaemon(&d); !st.ok()) {
       d.status.last_error = std::string(st.message());
       d.next_attempt = clock_.Now() + d.backoff.Next();
@@ -501,6 +514,51 @@ Status MpsManager::Apply(const PluginConfig& config, const std::vector<Resource>
   if (!errors.empty()) {
     return absl::UnavailableError(absl::StrCat("MPS: start the control daemon(s): ", absl::StrJoin(errors, "; ")));
   }
+  return absl::OkStatus();
+}
+
+Status MpsManager::Ensure(const MpsDaemonSpec& spec, const std::string& driver_root) {
+  if (spec.id.empty() || spec.gpu_uuids.empty() || spec.pinned_mem_limits.size() != spec.gpu_uuids.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("MPS: the daemon for ", spec.resource,
+                                                   " needs an id, devices and a pinned limit (or \"\") per device"));
+  }
+  const std::string root = driver_root.empty() ? "/" : driver_root;
+  GPUNODE_ASSIGN_OR_RETURN(std::string program, FindControlProgram(root));
+  absl::MutexLock l(&mu_);
+  if (auto it = daemons_.find(spec.id); it != daemons_.end()) {
+    Daemon& d = it->second;
+    if (d.from_config) {
+      return absl::AlreadyExistsError(absl::StrCat("MPS: ", spec.id, " is the device plugin's daemon"));
+    }
+    if (d.status.spec == spec && d.program == program && d.driver_root == root && d.running && Alive(&d)) {
+      return absl::OkStatus();
+    }
+    StopDaemon(&d, "its settings changed");
+    daemons_.erase(it);
+  }
+  Daemon& d = daemons_[spec.id];
+  d.backoff = Backoff({.initial = options_.min_backoff, .max = options_.max_backoff});
+  d.status.spec = spec;
+  d.program = program;
+  d.driver_root = root;
+  if (Status st = StartDaemon(&d); !st.ok()) {
+    StopDaemon(&d, "its start failed");
+    daemons_.erase(spec.id);
+    return absl::Status(st.code(), absl::StrCat("MPS: start the control daemon for ", spec.resource, ": ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+Status MpsManager::Remove(const std::string& id) {
+  absl::MutexLock l(&mu_);
+  auto it = daemons_.find(id);
+  if (it == daemons_.end()) return absl::OkStatus();
+  StopDaemon(&it->second, "no longer needed");
+  if (!it->second.reaped && it->second.status.pid != 0) {
+    return absl::UnavailableError(absl::StrCat("MPS: the control daemon for ", it->second.status.spec.resource,
+                                               " (pid ", it->second.status.pid, ") did not end"));
+  }
+  daemons_.erase(it);
   return absl::OkStatus();
 }
 

@@ -97,11 +97,14 @@ struct MpsExecSpec;  // how a program of the driver is started (mps_exec.h)
 
 // One control daemon: what it runs for and what it is told.
 struct MpsDaemonSpec {
-  std::string resource;                        // "nvidia.com/gpu"
-  std::vector<std::string> gpu_uuids;          // CUDA_VISIBLE_DEVICES, in this order
+  // The daemon's key in MpsManager: the resource for the device plugin's daemons
+  // ("nvidia.com/gpu"), "<claim uid>-<hash>" for a DRA claim's (src/dra/sharing.h).
+  std::string id;
+  std::string resource;                        // what it serves, for messages: "nvidia.com/gpu", "claim <uid>"
+  std::vector<std::string> gpu_uuids;          // CUDA_VISIBLE_DEVICES, in this order (MIG UUIDs too)
   int replicas = 0;
-  int active_thread_percentage = 100;
-  std::vector<std::string> pinned_mem_limits;  // per ordinal of gpu_uuids; "" when unknown
+  std::optional<int> active_thread_percentage = 100;  // nullopt: not set (MPS's default, 100)
+  std::vector<std::string> pinned_mem_limits;  // per ordinal of gpu_uuids; "" when unknown or not set
   std::string pipe_dir;                        // host paths
   std::string log_dir;
   std::string shm_dir;
@@ -167,8 +170,17 @@ class MpsManager {
   // Makes the running daemons those `config` and `resources` need: unchanged daemons are kept,
   // changed or no longer needed ones quit, new ones started and configured. A daemon that fails
   // to start is an error naming it; it is retried by the monitor with backoff (the others stay).
-  // A config that cannot be planned (PlanMpsDaemons) changes nothing.
+  // A config that cannot be planned (PlanMpsDaemons) changes nothing. Only the daemons Apply
+  // started are its to quit: those of Ensure stay.
   Status Apply(const PluginConfig& config, const std::vector<Resource>& resources);
+  // The spec-level entry (a DRA claim's daemon): starts and configures the daemon `spec`, keyed by
+  // spec.id, with the driver's nvidia-cuda-mps-control of `driver_root` (a host path); a daemon
+  // of that id that runs with the same spec is kept, one with another spec is replaced. A start
+  // that fails is an error naming the daemon, and nothing of it stays (no retry: the caller
+  // asks again). Once started it is watched and restarted as Apply's daemons are.
+  Status Ensure(const MpsDaemonSpec& spec, const std::string& driver_root);
+  // Quits the daemon `id` and removes its pipe files; none of that id: OK.
+  Status Remove(const std::string& id);
   // Quits every daemon and stops the monitor. Idempotent.
   void Stop();
 
@@ -180,13 +192,16 @@ class MpsManager {
   std::vector<MpsDaemonStatus> Daemons() const;
 
   // Sends one command through the daemon's control pipe (as `echo CMD | nvidia-cuda-mps-control`)
-  // and returns what it printed. For tests and diagnostics.
-  StatusOr<std::string> Command(const std::string& resource, const std::string& command);
+  // and returns what it printed. `id`: the daemon's (the resource, for Apply's). For tests and
+  // diagnostics.
+  StatusOr<std::string> Command(const std::string& id, const std::string& command);
 
  private:
   struct Daemon {
     MpsDaemonStatus status;
     std::string program;  // host path
+    std::string driver_root = "/";  // host path
+    bool from_config = false;  // started by Apply (and quit by it)
     Clock::TimePoint next_attempt{};
     Backoff backoff;  // min_backoff doubling to max_backoff (set by Apply)
     bool running = false;
@@ -208,7 +223,7 @@ class MpsManager {
   StatusOr<std::string> RunControl(const Daemon& d, const std::string& command,
                                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0))
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  StatusOr<std::string> FindControlProgram(const PluginConfig& config) const;
+  StatusOr<std::string> FindControlProgram(const std::string& driver_root) const;
   void PrepareShm(const std::string& shm_dir);
   void CleanPipeDir(const std::string& pipe_dir);
   void Monitor(std::stop_token stop);
@@ -218,8 +233,7 @@ class MpsManager {
   Logger log_;
 
   mutable absl::Mutex mu_;
-  std::string driver_root_ ABSL_GUARDED_BY(mu_) = "/";
-  std::map<std::string, Daemon> daemons_ ABSL_GUARDED_BY(mu_);  // by resource
+  std::map<std::string, Daemon> daemons_ ABSL_GUARDED_BY(mu_);  // by spec id
 
   Clock& clock_;
   // Guards monitor_ (its start and its stop). The monitor waits on clock_ with the thread's

@@ -126,6 +126,25 @@ StatusOr<std::unique_ptr<CdiPreparer>> CdiPreparer::Create(HostFs fs, CdiPrepare
   } else if (cp.boot_id.empty()) {
     cp.boot_id = boot;  // written with the next change
   }
+  // What the checkpoint says was applied is applied again: an MPS daemon of the plugin's is gone
+  // after its restart (a time slice, kept by the driver, is set to the same value).
+  if (p->options_.sharing != nullptr) {
+    for (const auto& [uid, claim] : cp.claims) {
+      for (const SharingRecord& r : claim.sharing) {
+        if (!r.applied) continue;
+        if (StatusOr<cdi::ContainerEdits> e = p->options_.sharing->Apply(uid, r); !e.ok()) {
+          p->start_notes_.push_back(absl::StrCat("claim ", uid, " (", claim.ns, "/", claim.name,
+                                                 "): its sharing settings could not be applied again: ",
+                                                 e.status().message()));
+        } else {
+          p->start_notes_.push_back(absl::StrCat("claim ", uid, " (", claim.ns, "/", claim.name, "): ",
+                                                 r.config.sharing ? SharingStrategyName(r.config.sharing->strategy)
+                                                                  : "sharing",
+                                                 " settings applied again"));
+        }
+      }
+    }
+  }
   return p;
 }
 

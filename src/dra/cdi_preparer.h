@@ -22,11 +22,14 @@
 // access, not a share) is refused, as NVIDIA does. After a reboot (another boot id) the checkpoint's
 // claims are forgotten and their spec files removed: the kubelet prepares them again.
 //
-// Sharing (TimeSlicing, MPS) is validated and recorded in the checkpoint; carrying it out is the
-// job of an injected SharingApplier, which gpunode does not have yet (TODO(issue 29): NVML's
-// time-slice setting and an MPS control daemon per claim through src/devices' MPS support).
-// Without one, a claim with sharing settings gets its devices without them (the GPU's current
-// time slice, no MPS daemon) and the checkpoint says `applied: false`.
+// Sharing (TimeSlicing, MPS) is validated and recorded in the checkpoint, and carried out by an
+// injected SharingApplier (gpunode's: NodeSharingApplier, sharing.h — the driver's nvidia-smi for
+// time slices, an MPS control daemon per claim); undone at unprepare and when the prepare fails
+// after it. At Create, the checkpoint's applied records are applied again (an MPS daemon, a child
+// of the plugin, is gone after a restart); one that fails is a start note, and its claim's
+// containers find what is left. Without an applier, a claim with sharing settings gets its
+// devices without them (the GPU's current time slice, no MPS daemon) and the checkpoint says
+// `applied: false`.
 #ifndef GPUNODE_DRA_CDI_PREPARER_H_
 #define GPUNODE_DRA_CDI_PREPARER_H_
 
@@ -65,10 +68,7 @@ std::string ClaimSpecFileName(absl::string_view driver, absl::string_view claim_
 // "k8s.gpu.nvidia.com/claim=<uid>-gpu-0".
 std::string ClaimCdiDeviceId(absl::string_view driver, absl::string_view claim_uid, absl::string_view device);
 
-// Carries out a claim's sharing settings on its devices. TODO(issue 29): not implemented in
-// gpunode yet — the GPU's time slice (NVIDIA's driver runs `nvidia-smi compute-policy -i <uuid>
-// --set-timeslice <0..3>`, and Default again at unprepare) and an MPS control daemon per claim
-// (NVIDIA's MpsManager; src/devices runs MPS daemons for the device plugin).
+// Carries out a claim's sharing settings on its devices (gpunode's: sharing.h).
 class SharingApplier {
  public:
   virtual ~SharingApplier() = default;
@@ -115,7 +115,8 @@ class CdiPreparer final : public ClaimPreparer {
 
   // The prepared claims, as checkpointed.
   Checkpoint checkpoint() const;
-  // What Create noticed (a reboot, spec files that could not be removed).
+  // What Create noticed (a reboot, spec files that could not be removed, sharing that could not be
+  // applied again).
   const std::vector<std::string>& start_notes() const { return start_notes_; }
 
  private:
