@@ -55,6 +55,13 @@ install -m 0755 "$build/bin/gpunode" "$root/usr/bin/gpunode"
 install -m 0755 "$build/bin/libgpunode-simnvml.so" "$root/usr/lib/gpunode/libgpunode-simnvml.so"
 strip --strip-all "$root/usr/bin/gpunode"
 strip --strip-unneeded "$root/usr/lib/gpunode/libgpunode-simnvml.so"
+# The simulated driver's programs beside its library (`gpunode sim hostroot` installs them into the
+# simulated root as usr/bin/nvidia-smi and nvidia-cuda-mps-control: DRA claims' time slices and MPS
+# daemons run them there). Built with gpunode_simnvml.
+for p in gpunode-sim-nvidia-smi gpunode-sim-mps-control; do
+  install -m 0755 "$build/bin/$p" "$root/usr/lib/gpunode/$p"
+  strip --strip-all "$root/usr/lib/gpunode/$p"
+done
 ln -s gpunode "$root/usr/bin/nvidia-container-runtime"
 ln -s gpunode "$root/usr/bin/gpunode-oci-runtime"
 ln -s gpunode "$root/usr/bin/nvidia-container-runtime-hook"  # Docker offers --gpus when it finds it
@@ -63,7 +70,7 @@ for n in nvidia-device-plugin gpu-feature-discovery dcgm-exporter; do ln -s gpun
 
 # Every library ldd resolves for both files, copied (links followed) to the path the loader finds
 # it under, and the loader itself. The loader's own name is /lib64/ld-linux-x86-64.so.2.
-libs=$( { ldd "$build/bin/gpunode"; ldd "$build/bin/libgpunode-simnvml.so"; } |
+libs=$( { ldd "$build/bin/gpunode"; ldd "$build/bin/libgpunode-simnvml.so"; ldd "$build/bin/gpunode-sim-nvidia-smi"; } |
         awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
 for lib in $libs; do
   real=$(realpath "$lib")

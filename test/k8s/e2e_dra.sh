@@ -11,11 +11,18 @@
 #   4. a bad opaque config (resource.nvidia.com/v1beta1 GpuConfig with an unknown field): the pod
 #      does not start and its events name the field
 #   4b. the plugin's pod deleted under a pod with a claim: the pod keeps running, its claim is
-#      unprepared by the new plugin when it ends; 20 claims created and deleted at once leave no
-#      claim spec
+#      unprepared by the new plugin when it ends; 100 claims created and deleted at once leave no
+#      claim spec and no checkpoint entry
+#   4d. sharing from NVIDIA's opaque config: a TimeSlicing (Long) claim sets its GPU's time slice
+#      (the node's nvidia-smi) and unprepare sets it back; an MPS claim's container gets the claim's
+#      own control daemon (CUDA_MPS_PIPE_DIRECTORY, its control pipe); three pods sharing one
+#      claim see the same GPU
 #   4c. a pod asking for nvidia.com/gpu: 1 without a claim runs on one GPU through the
 #      gpu.nvidia.com class's extendedResourceName (DRAExtendedResource, on in 1.36)
-#   5. GPU 3 falls off the bus -> its device is tainted gpu.nvidia.com/gpu-lost; back -> untainted
+#   5. GPU 3 falls off the bus -> its device is tainted gpu.nvidia.com/gpu-lost and a claim for all
+#      8 GPUs stays Pending; back -> untainted, and that claim runs
+#   5b. the node becomes an a100-mig node (helm upgrade): its slice has the MIG devices, a claim of
+#      the mig.nvidia.com class runs on one
 #   6. helm uninstall -> no ResourceSlice of the driver, no claim spec left in /var/run/cdi
 # Usage: test/k8s/e2e_dra.sh BUILD_DIR (a Release build tree: the image is built from it).
 # Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
@@ -165,7 +172,7 @@ done
 ok "pod 'badcfg': $(kubectl get events --field-selector involvedObject.name=badcfg -o jsonpath='{.items[*].message}' | grep -o '[^;]*intervall[^;]*' | head -1 | cut -c1-200)"
 kubectl delete pod badcfg one two big --wait=true >/dev/null
 
-step "4b. the plugin restarted under a running pod: unprepared after the restart; 20 claims created and deleted quickly leave nothing"
+step "4b. the plugin restarted under a running pod: unprepared after the restart; 100 claims created and deleted quickly leave nothing"
 pod_with_claims long 'ls /dev | grep -E "^nvidia[0-9]+$"; sleep 600' one-gpu
 kubectl wait --for=condition=Ready pod/long --timeout=120s >/dev/null || fail "pod 'long' did not start"
 specs_before=$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)
@@ -180,16 +187,20 @@ until [ "$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)" = 0 
   sleep 0.5
 done
 ok "pod 'long' ran through a plugin restart; its claim unprepared by the new plugin"
-for i in $(seq 20); do pod_with_claims "q$i" 'true' one-gpu; done
-for i in $(seq 20); do kubectl delete pod "q$i" --wait=false >/dev/null 2>&1 || true; done
-deadline=$((SECONDS + 120))
+for i in $(seq 100); do pod_with_claims "q$i" 'true' one-gpu; done
+for i in $(seq 100); do kubectl delete pod "q$i" --wait=false >/dev/null 2>&1 || true; done
+deadline=$((SECONDS + 240))
 until [ -z "$(kubectl get pods -o name | grep '^pod/q' || true)" ] && [ -z "$(kubectl get resourceclaims -o name 2>/dev/null | grep 'q[0-9]*-one-gpu' || true)" ]; do
-  [ $SECONDS -lt $deadline ] || fail "pods or claims of the 20 left: $(kubectl get pods,resourceclaims -o name | tr '\n' ' ')"
+  [ $SECONDS -lt $deadline ] || fail "pods or claims of the 100 left: $(kubectl get pods,resourceclaims -o name | tr '\n' ' ')"
   sleep 1
 done
 left=$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)
-[ "$left" = 0 ] || fail "$left claim specs left after 20 claims created and deleted"
-ok "20 claims created and deleted at once: no claim spec left"
+[ "$left" = 0 ] || fail "$left claim specs left after 100 claims created and deleted"
+ckpt=$state/kubelet/plugins/$driver/gpunode-checkpoint.json
+[ -f "$ckpt" ] || fail "no checkpoint at $ckpt"
+python3 -c "import json,sys; sys.exit(len(json.load(open(sys.argv[1]))['data']['claims']) != 0)" "$ckpt" ||
+  fail "the checkpoint still holds claims after 100 were created and deleted: $(head -c 400 "$ckpt")"
+ok "100 claims created and deleted at once: no claim spec left, the checkpoint empty"
 
 step "4c. nvidia.com/gpu: 1 without a claim, served by DRA (the class's extendedResourceName)"
 kubectl apply -f - >/dev/null <<YAML
@@ -213,7 +224,75 @@ else
 fi
 kubectl delete pod ext --wait=true >/dev/null
 
-step "5. GPU 3 falls off the bus -> gpu-3 tainted gpu.nvidia.com/gpu-lost; back -> untainted"
+step "4d. sharing: TimeSlicing sets the GPU's time slice; MPS gives the claim its own daemon; one claim shared by 3 pods"
+nvsmi() { LD_PRELOAD=$build/bin/libgpunode-simnvml.so GPUNODE_SIM_PROFILE=/var/lib/gpunode/sim/profile.yaml /var/lib/gpunode/sim/usr/bin/nvidia-smi "$@"; }
+nvsmi -L >/dev/null || fail "the simulated node's nvidia-smi does not run: $(nvsmi -L 2>&1 | head -3)"
+template ts "" '{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}}'
+pod_with_claims ts "$LIST; sleep 600" ts
+kubectl wait --for=condition=Ready pod/ts --timeout=120s >/dev/null ||
+  fail "pod 'ts' did not start: $(kubectl get events --field-selector involvedObject.name=ts -o jsonpath='{.items[*].message}' | tail -c 400)"
+ts_gpu=$(gpus_of ts | tr -dc '0-9')
+slice=$(nvsmi compute-policy -i "$ts_gpu" -l | sed -n 's/.*Timeslice \([0-9]\).*/\1/p')
+[ "$slice" = 3 ] || fail "GPU $ts_gpu has time slice '$slice' under a Long claim, not 3"
+kubectl delete pod ts --wait=true >/dev/null
+deadline=$((SECONDS + 60))
+until [ "$(nvsmi compute-policy -i "$ts_gpu" -l | sed -n 's/.*Timeslice \([0-9]\).*/\1/p')" = 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "GPU $ts_gpu kept its Long time slice after the claim's unprepare"
+  sleep 0.5
+done
+ok "GPU $ts_gpu: time slice 3 (Long) while the claim was prepared, 0 (Default) after"
+template mps "" '{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50}}}'
+pod_with_claims mps 'echo pipe=$CUDA_MPS_PIPE_DIRECTORY; ls /tmp/nvidia-mps; ls /dev | grep -E "^nvidia[0-9]+$"' mps
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/mps --timeout=120s >/dev/null ||
+  fail "pod 'mps' did not run: $(kubectl get events --field-selector involvedObject.name=mps -o jsonpath='{.items[*].message}' | tail -c 400)"
+out=$(kubectl logs mps)
+echo "$out" | grep -q '^pipe=/tmp/nvidia-mps$' || fail "pod 'mps' has no CUDA_MPS_PIPE_DIRECTORY: $out"
+echo "$out" | grep -q '^control$' || fail "pod 'mps' sees no MPS control pipe in /tmp/nvidia-mps: $out"
+daemons=$(ls "$state/kubelet/plugins/$driver/mps" 2>/dev/null | wc -l)
+kubectl delete pod mps --wait=true >/dev/null
+deadline=$((SECONDS + 60))
+until [ "$(ls "$state/kubelet/plugins/$driver/mps" 2>/dev/null | wc -l)" = 0 ]; do
+  [ $SECONDS -lt $deadline ] || fail "the MPS claim's folder stayed after its unprepare: $(ls "$state/kubelet/plugins/$driver/mps")"
+  sleep 0.5
+done
+ok "pod 'mps' ($(echo "$out" | grep -E '^nvidia[0-9]+$')): CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps with its daemon's control pipe ($daemons daemon folder); gone after unprepare"
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared}
+spec:
+  devices:
+    requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+YAML
+for i in 1 2 3; do
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: share$i}
+spec:
+  restartPolicy: Never
+  resourceClaims: [{name: gpu, resourceClaimName: shared}]
+  containers:
+    - name: share$i
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, '$LIST']
+      resources: {claims: [{name: gpu}]}
+YAML
+done
+for i in 1 2 3; do
+  kubectl wait --for=jsonpath='{.status.phase}'=Succeeded "pod/share$i" --timeout=120s >/dev/null || fail "pod 'share$i' did not run"
+done
+s1=$(gpus_of share1)
+[ "$(echo "$s1" | wc -w)" = 1 ] && [ "$(gpus_of share2)" = "$s1" ] && [ "$(gpus_of share3)" = "$s1" ] ||
+  fail "3 pods sharing one claim see '$s1' '$(gpus_of share2)' '$(gpus_of share3)'"
+ok "3 pods sharing one claim all see $s1"
+kubectl delete pod share1 share2 share3 --wait=true >/dev/null
+kubectl delete resourceclaim shared --wait=true >/dev/null
+
+step "5. GPU 3 falls off the bus -> gpu-3 tainted gpu.nvidia.com/gpu-lost, a claim for 8 GPUs waits; back -> untainted, it runs"
 profile=/var/lib/gpunode/sim/profile.yaml
 [ -w "$profile" ] || fail "no simulated profile at $profile"
 cp "$profile" "$state/profile.orig"
@@ -228,6 +307,22 @@ until devices | grep -q '^gpu-3 .*gpu.nvidia.com/gpu-lost'; do
 done
 t1=$(date +%s.%N)
 ok "gpu-3 tainted gpu.nvidia.com/gpu-lost $(python3 -c "print(round($t1-$t0,1))") s after the loss; others: $(devices | grep -vc gpu-lost) untainted"
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: all-gpus}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 8}
+YAML
+pod_with_claims all8 "$LIST" all-gpus
+sleep 5
+[ "$(kubectl get pod all8 -o jsonpath='{.status.phase}')" = Pending ] ||
+  fail "pod 'all8' (8 GPUs) is $(kubectl get pod all8 -o jsonpath='{.status.phase}') while gpu-3 is tainted"
+ok "pod 'all8' (8 GPUs) Pending while gpu-3 is tainted: $(kubectl get pod all8 -o jsonpath='{.status.conditions[?(@.type=="PodScheduled")].message}' | cut -c1-160)"
 cp "$state/profile.orig" "$profile.tmp" && mv "$profile.tmp" "$profile"
 deadline=$((SECONDS + 60))
 until ! devices | grep -q 'gpu-lost'; do
@@ -235,6 +330,54 @@ until ! devices | grep -q 'gpu-lost'; do
   sleep 1
 done
 ok "gpu-3 untainted again after the quiet period (dra.healthRecovery=5s)"
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/all8 --timeout=120s >/dev/null ||
+  fail "pod 'all8' did not run after gpu-3 recovered: $(kubectl get pod all8 -o jsonpath='{.status.phase} {.status.conditions[*].message}')"
+[ "$(gpus_of all8 | wc -w)" = 8 ] || fail "pod 'all8' sees '$(gpus_of all8)'"
+ok "pod 'all8' ran on all 8 GPUs once gpu-3 was untainted"
+kubectl delete pod all8 --wait=true >/dev/null
+
+step "5b. an a100-mig node (helm upgrade): its MIG devices in the slice; a mig.nvidia.com claim runs on one"
+helm upgrade gpunode "$src/deploy/helm/gpunode" -n "$ns" --reuse-values --set simulate.profile=a100-mig >/dev/null ||
+  fail "helm upgrade to a100-mig"
+kubectl -n "$ns" rollout status daemonset/gpunode --timeout=180s >/dev/null || fail "the a100-mig gpunode pod did not start"
+deadline=$((SECONDS + 120))
+until devices | grep -q -- '-mig-'; do
+  [ $SECONDS -lt $deadline ] || fail "no MIG device in the slices 120 s after the upgrade: $(devices | tr '\n' ';')"
+  sleep 0.5
+done
+migs=$(devices | awk '$1 ~ /-mig-/ {print $1}')
+ok "MIG devices: $(echo "$migs" | wc -l) ($(echo "$migs" | head -3 | tr '\n' ' ')...); full GPUs: $(devices | awk '$1 !~ /-mig-/' | wc -l)"
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-mig}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: mig
+          exactly: {deviceClassName: mig.nvidia.com}
+YAML
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: mig}
+spec:
+  restartPolicy: Never
+  resourceClaims: [{name: mig, resourceClaimTemplateName: one-mig}]
+  containers:
+    - name: mig
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, 'ls /dev | grep -E "^nvidia[0-9]+$"; ls /dev/nvidia-caps']
+      resources: {claims: [{name: mig}]}
+YAML
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod/mig --timeout=120s >/dev/null ||
+  fail "pod 'mig' did not run: $(kubectl get events --field-selector involvedObject.name=mig -o jsonpath='{.items[*].message}' | tail -c 400)"
+[ "$(kubectl logs mig | grep -c '^nvidia-cap[0-9]*$')" -ge 1 ] ||
+  fail "pod 'mig' sees no MIG capability node: $(kubectl logs mig | tr '\n' ' ')"
+ok "pod 'mig' runs on $(kubectl get resourceclaims -o jsonpath='{.items[?(@.metadata.annotations.resource\.kubernetes\.io/pod-claim-name=="mig")].status.allocation.devices.results[0].device}' 2>/dev/null) and sees $(kubectl logs mig | tr '\n' ' ')"
+kubectl delete pod mig --wait=true >/dev/null
 
 step "6. helm uninstall -> no ResourceSlice, no claim spec"
 helm uninstall gpunode -n "$ns" --wait --timeout 180s >"$state/logs/uninstall.log" 2>&1 || { cat "$state/logs/uninstall.log"; fail "helm uninstall"; }

@@ -8,19 +8,24 @@
 #      afterwards: every difference in device names, attributes and capacities must be listed in
 #      test/peers/dra_differences.txt with its reason (an unlisted one fails, a stale line too)
 #   2. the same claims: a one-GPU claim sees exactly one GPU; two claims two distinct GPUs; CEL on
-#      productName and memory; three pods sharing one ResourceClaim see the same GPU
+#      productName and memory; three pods sharing one ResourceClaim see the same GPU; a TimeSlicing
+#      (Long) claim sets its GPU's time slice (the node's nvidia-smi: the simulated driver's), and
+#      what is left after its unprepare (NVIDIA with its TimeSlicingSettings gate on)
 #   3. NodePrepareResources/NodeUnprepareResources at the gRPC level (test/tools/dra_kubelet
 #      --socket on the node service the kubelet registered): CLAIMS ResourceClaims allocated through
 #      the real API server as the scheduler writes it, each prepared and unprepared in turn
 #   4. claim created -> pod Running for PODS pods one after the other (a ResourceClaimTemplate per
 #      pod), from the pod's ADDED event to its Running event in one `kubectl get --watch`
 #   5. GPU 3 falls off the bus (the simulated profile) -> the time until the slice shows a taint,
-#      which devices are tainted, and whether the taint goes when the GPU is back
+#      which devices are tainted, and whether the taint goes when the GPU is back (NVIDIA with
+#      its NVMLDeviceHealthCheck gate on); behaviour that differs is listed like the slices' fields
 #   6. idle: RSS and CPU over 10 s with nothing to do
 # Numbers go to RESULTS (a JSON file) when DRA_PEERS_RESULTS names one: benchmarks/dra_bench.sh
 # runs this suite with 20 pods and 100 claims and writes benchmarks/results/dra-peers-*.md.
 #
-#   test/peers/dra_test.sh BUILD_DIR        (a Release tree: gpunode, gpunode_simnvml, dra_kubelet)
+#   test/peers/dra_test.sh BUILD_DIR [DRA_KUBELET]
+# BUILD_DIR: a Release tree (gpunode, gpunode_simnvml); DRA_KUBELET: test/tools/dra_kubelet (default:
+# the one in BUILD_DIR/bin).
 # Environment: DRA_PEERS_PODS (default 5), DRA_PEERS_CLAIMS (default 20), DRA_PEERS_RESULTS.
 # Needs root, Go (the cluster and NVIDIA's plugin are built from their modules), podman (the test
 # images). Exit 77 (skipped) without them, unless CI=true: then that is a failure.
@@ -36,8 +41,8 @@ results=${DRA_PEERS_RESULTS:-}
 peers_setup "$(realpath -m "${1:-$src/build-rel}")" gpu-kubelet-plugin
 nvidia_plugin=$PEERS_BIN/gpu-kubelet-plugin
 [ -x "$nvidia_plugin" ] || { echo "FAIL: $nvidia_plugin was not built by test/peers/build.sh" >&2; exit 1; }
-dra_kubelet=$(dirname "$GPUNODE")/dra_kubelet
-[ -x "$dra_kubelet" ] || peers_skip "no dra_kubelet in $(dirname "$GPUNODE") (cmake --build BUILD --target dra_kubelet)"
+dra_kubelet=${2:-$(dirname "$GPUNODE")/dra_kubelet}
+[ -x "$dra_kubelet" ] || peers_skip "no $dra_kubelet (cmake --build BUILD --target dra_kubelet, or name it)"
 peers_work=$WORK
 ns=gpunode-dra-peers
 E2E_IMAGE=0
@@ -85,7 +90,7 @@ start_nvidia() {
     --kubeconfig "$KUBECONFIG" --cdi-root /var/run/cdi --nvidia-driver-root "$root" \
     --container-driver-root "$root" --nvidia-cdi-hook-path /bin/true \
     --kubelet-registrar-directory-path "$registrar" --kubelet-plugins-directory-path "$plugins" \
-    --healthcheck-port -1 --feature-gates NVMLDeviceHealthCheck=true >"$WORK/nvidia.log" 2>&1 &
+    --healthcheck-port -1 --feature-gates NVMLDeviceHealthCheck=true,TimeSlicingSettings=true >"$WORK/nvidia.log" 2>&1 &
   plugin_pid=$!
 }
 
@@ -113,9 +118,10 @@ stop_watch_log() {
 since() { python3 -c "print(round(($(now) - $1) * 1000))"; }
 LIST='ls /dev | grep -E "^nvidia[0-9]+$"'
 gpus_of() { kubectl logs "$1" -c c | grep -E '^nvidia[0-9]+$' | sort | tr '\n' ' '; }
-template() {  # NAME [SELECTOR-CEL]
-  local sel=""
+template() {  # NAME [SELECTOR-CEL [CONFIG-JSON]]
+  local sel="" cfg=""
   [ -z "${2:-}" ] || sel="            selectors: [{cel: {expression: '$2'}}]"
+  [ -z "${3:-}" ] || cfg="      config: [{opaque: {driver: $driver, parameters: $3}}]"
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -128,7 +134,13 @@ spec:
           exactly:
             deviceClassName: gpu.nvidia.com
 $sel
+$cfg
 YAML
+}
+# The time slice of GPU N as the node's nvidia-smi reports it (the simulated driver's program).
+timeslice_of() {
+  LD_PRELOAD=$SIM_LIB GPUNODE_SIM_PROFILE=$profile "$root/usr/bin/nvidia-smi" compute-policy -i "$1" -l |
+    sed -n 's/^GPU [0-9]* (.*): Timeslice \([0-9]\).*/\1/p'
 }
 pod() {  # NAME COMMAND CLAIM-SOURCE... (a source: "t:TEMPLATE" or "c:CLAIM")
   local name=$1 cmd=$2 claims="" refs="" n=0 s
@@ -219,6 +231,27 @@ YAML
   ok "one: $(gpus_of one)| two: $(gpus_of two)| CEL: $(gpus_of big)| 3 pods sharing a claim: $s1"
   kubectl delete pod one two big share1 share2 share3 --wait=true >/dev/null
   kubectl delete resourceclaim shared --wait=true >/dev/null
+
+  step "$who: a TimeSlicing claim (interval Long) sets its GPU's time slice"
+  template ts "" '{apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}}'
+  pod ts "$LIST; sleep 600" t:ts
+  kubectl wait --for=condition=Ready pod/ts --timeout=120s >/dev/null ||
+    fail "$who: pod 'ts' did not start: $(kubectl get events --field-selector involvedObject.name=ts -o jsonpath='{.items[*].message}' | tail -c 400)"
+  deadline=$((SECONDS + 10))
+  until [ -n "$(gpus_of ts)" ]; do [ $SECONDS -lt $deadline ] || break; sleep 0.2; done
+  local ts_gpu ts_during ts_after
+  ts_gpu=$(gpus_of ts | tr -dc '0-9')
+  [ -n "$ts_gpu" ] || fail "$who: pod 'ts' sees no GPU"
+  ts_during=$(timeslice_of "$ts_gpu")
+  [ "$ts_during" = 3 ] || fail "$who: GPU $ts_gpu has time slice '$ts_during' while the Long claim is prepared, not 3"
+  kubectl delete pod ts --wait=true >/dev/null
+  deadline=$((SECONDS + 30))  # the claim goes with its pod; unprepared a moment later
+  while [ $SECONDS -lt $deadline ] && ls /var/run/cdi | grep -q '^k8s.gpu.nvidia.com-claim_'; do sleep 0.2; done
+  ts_after=$(timeslice_of "$ts_gpu")
+  echo "$ts_during $ts_after" >"$WORK/$who-timeslice.txt"
+  ok "GPU $ts_gpu: time slice $ts_during while prepared, $ts_after after the claim was unprepared"
+  # Leave the GPU as it was for the other driver.
+  LD_PRELOAD=$SIM_LIB GPUNODE_SIM_PROFILE=$profile "$root/usr/bin/nvidia-smi" compute-policy -i "$ts_gpu" --set-timeslice 0 >/dev/null
 
   step "$who: NodePrepareResources/NodeUnprepareResources of $claims_n claims (gRPC, the kubelet's socket)"
   local i docs="" uid
@@ -355,6 +388,21 @@ mkdir -p "$state/dra-peers" && cp "$WORK"/*-slices.json "$WORK"/*.log "$state/dr
 step "slices compared (test/peers/dra_differences.txt)"
 python3 "$here/dra_compare.py" "$WORK/gpunode-slices.json" "$WORK/nvidia-slices.json" >"$WORK/found.tsv" ||
   fail "dra_compare.py"
+# Behaviour seen above, where the two differ (case "claims" and "health").
+python3 - "$WORK" >>"$WORK/found.tsv" <<'PY'
+import json, sys
+w = sys.argv[1]
+g, n = json.load(open(w + "/gpunode.json")), json.load(open(w + "/nvidia.json"))
+gt, nt = open(w + "/gpunode-timeslice.txt").read().split(), open(w + "/nvidia-timeslice.txt").read().split()
+if gt[0] != nt[0]:
+    print(f"claims\ttime slice while prepared\tgpunode {gt[0]}, NVIDIA {nt[0]}")
+if gt[1] != nt[1]:
+    print(f"claims\ttime slice after unprepare\tgpunode {gt[1]}, NVIDIA {nt[1]}")
+if sorted(g["tainted"]) != sorted(n["tainted"]):
+    print(f"health\ttainted when GPU 3 is lost\tgpunode {' '.join(sorted(g['tainted']))}; NVIDIA {' '.join(sorted(n['tainted']))}")
+if (g["untaint_ms"] is None) != (n["untaint_ms"] is None):
+    print(f"health\tuntainted when GPU 3 is back\tgpunode after {g['untaint_ms']} ms, NVIDIA after {n['untaint_ms']} ms (None: not within 30 s)")
+PY
 cut -f2- "$WORK/found.tsv" | sed 's/^/   /'
 python3 "$here/expect_differences.py" "$here/dra_differences.txt" "$WORK/found.tsv" || fail "slice differences"
 ok "every difference is listed"

@@ -3,14 +3,15 @@
 // API server stand-in (test/testing/fake_api_server.h: the Node, the ResourceSlices the plugin
 // publishes, ResourceClaims) and the kubelet's plugin registry; prints one JSON object per line.
 //
-//   dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s 60] [--bench N] [--hold-file F]
+//   dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s 60] [--bench N] [--hold-file F] [--config JSON]
 //
 // Writes DIR/kubeconfig (for `gpunode dra-plugin --kubeconfig`), watches DIR/reg for the plugin's
 // registration, prints the ResourceSlices it published, allocates --device (default: the first
 // device) to a ResourceClaim as the scheduler would, calls NodePrepareResources and prints the
 // answer with its latency (first, with --bench N, it prepares and unprepares N one-device claims
-// of that device and prints p50/p99); with --hold-file waits until that file exists (the caller ran its container)
-// before NodeUnprepareResources.
+// of that device and prints p50/p99); --config JSON gives that claim NVIDIA's opaque parameters
+// (a GpuConfig: its sharing); with --hold-file waits until that file exists (the caller ran its
+// container, looked at the GPU) before NodeUnprepareResources.
 //
 //   dra_kubelet --socket SOCKET --claims FILE
 //
@@ -48,7 +49,13 @@ std::string Uid(int i) {
   return buf;
 }
 
-json Claim(const std::string& name, const std::string& uid, const std::string& node, const std::string& device) {
+json Claim(const std::string& name, const std::string& uid, const std::string& node, const std::string& device,
+           const json& parameters = nullptr) {
+  json config = json::array();
+  if (!parameters.is_null()) {
+    config.push_back({{"source", "FromClaim"}, {"requests", json::array({"gpu"})},
+                      {"opaque", {{"driver", kDriver}, {"parameters", parameters}}}});
+  }
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceClaim"},
           {"metadata", {{"name", name}, {"namespace", "default"}, {"uid", uid}}},
@@ -57,7 +64,7 @@ json Claim(const std::string& name, const std::string& uid, const std::string& n
            {{"allocation",
              {{"devices",
                {{"results", json::array({{{"request", "gpu"}, {"driver", kDriver}, {"pool", node}, {"device", device}}})},
-                {"config", json::array()}}}}}}}};
+                {"config", config}}}}}}}};
 }
 
 void Print(const json& j) { std::cout << j.dump() << std::endl; }
@@ -114,7 +121,7 @@ int BenchSocket(const std::string& socket, const std::string& claims_file) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir, node, device, hold_file, socket, claims_file;
+  std::string dir, node, device, hold_file, socket, claims_file, config;
   int timeout_s = 60, bench = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -126,9 +133,10 @@ int main(int argc, char** argv) {
     else if (a == "--bench") bench = std::atoi(next().c_str());
     else if (a == "--hold-file") hold_file = next();
     else if (a == "--socket") socket = next();
+    else if (a == "--config") config = next();
     else if (a == "--claims") claims_file = next();
     else {
-      std::cerr << "usage: dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s S] [--bench N] [--hold-file F]\n"
+      std::cerr << "usage: dra_kubelet --dir DIR --node NAME [--device NAME] [--timeout-s S] [--bench N] [--hold-file F] [--config JSON]\n"
                    "       dra_kubelet --socket SOCKET --claims FILE\n";
       return 3;
     }
@@ -199,7 +207,16 @@ int main(int argc, char** argv) {
     }
     Print({{"event", "bench"}, {"n", bench}, {"prepare_ms", Summary(prep)}, {"unprepare_ms", Summary(unprep)}});
   }
-  api.PutObject("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/proof", Claim("proof", Uid(0), node, device));
+  json parameters = nullptr;
+  if (!config.empty()) {
+    parameters = json::parse(config, nullptr, false);
+    if (parameters.is_discarded() || !parameters.is_object()) {
+      Print({{"event", "error"}, {"error", "--config: not a JSON object: " + config}});
+      return 3;
+    }
+  }
+  api.PutObject("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/proof",
+                Claim("proof", Uid(0), node, device, parameters));
   std::map<std::string, gpunode::testing::DraClaimResult> answers;
   auto t0 = steady_clock::now();
   grpc::Status st = kubelet.Prepare(kDriver, {{Uid(0), "default", "proof", {"gpu"}}}, &answers);
