@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
+#include "src/base/well_known.h"
 
 namespace grpc {
 class ClientContext;
@@ -73,7 +74,7 @@ struct PodMapping {
 };
 
 // The DRA driver whose claims attribute GPUs, and this node's pool.
-inline constexpr char kDefaultDraDriver[] = "gpu.nvidia.com";  // src/dra/driver_name.h's default
+inline constexpr const char* kDefaultDraDriver = wellknown::kDraGpuDriver;  // "gpu.nvidia.com"
 struct DraSource {
   std::string driver = kDefaultDraDriver;  // "": DRA claims are not read
   // This node's pool (the node's name: gpunode and NVIDIA publish one pool per node named after
