@@ -24,11 +24,11 @@ namespace {
 
 class ExporterComponent final : public Component {
  public:
-  ExporterComponent(NodeContext& ctx, ExporterSection s, std::string publish_dir, Log& log,
+  ExporterComponent(NodeContext& ctx, ExporterSection s, std::string publish_dir, exporter::DraSource dra, Log& log,
                     std::function<std::string()> extra,
                     std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes)
-      : ctx_(ctx), s_(std::move(s)), publish_dir_(std::move(publish_dir)), log_(log), extra_(std::move(extra)),
-        routes_(std::move(routes)) {}
+      : ctx_(ctx), s_(std::move(s)), publish_dir_(std::move(publish_dir)), dra_(std::move(dra)),
+        log_(log), extra_(std::move(extra)), routes_(std::move(routes)) {}
   std::string name() const override { return "exporter"; }
   bool Ready() const override {
     absl::MutexLock lock(&mu_);
@@ -70,6 +70,7 @@ class ExporterComponent final : public Component {
       exporter::PodMapperOptions pods;
       pods.socket_path = s_.pod_resources_socket;
       pods.resource_names = s_.resource_names;
+      pods.dra = dra_;
       options.pods = pods;
     }
     auto exp = std::make_unique<exporter::Exporter>(*nvml, std::move(options));
@@ -123,6 +124,7 @@ class ExporterComponent final : public Component {
   NodeContext& ctx_;
   ExporterSection s_;
   std::string publish_dir_;
+  exporter::DraSource dra_;  // the DRA driver whose claims attribute GPUs, this node's pool
   Log& log_;
   std::function<std::string()> extra_;
   std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes_;
@@ -135,8 +137,11 @@ class ExporterComponent final : public Component {
 std::unique_ptr<Component> MakeExporter(NodeContext& ctx, const AgentConfig& c, Log& log,
                                         std::function<std::string()> extra_metrics,
                                         std::function<std::optional<exporter::RouteResponse>(std::string_view)> routes) {
-  return std::make_unique<ExporterComponent>(ctx, c.exporter, c.publish_dir, log, std::move(extra_metrics),
-                                             std::move(routes));
+  // DRA claims of the node's GPU driver (dra.driverName, whether or not the dra component runs:
+  // NVIDIA's DRA driver has the same name) in this node's pool (its name; "": any pool).
+  return std::make_unique<ExporterComponent>(ctx, c.exporter, c.publish_dir,
+                                             exporter::DraSource{.driver = c.dra.driver_name, .pool = c.node_name}, log,
+                                             std::move(extra_metrics), std::move(routes));
 }
 
 }  // namespace gpunode::agent

@@ -41,6 +41,10 @@ inline constexpr char kLabelAgentVersion[] = "gpunode.io/agent.version";
 // The DRA driver that serves the node's GPUs as ResourceClaims (the agent's dra component is on):
 // its GPUs are not counted in allocatable nvidia.com/gpu.
 inline constexpr char kLabelDraDriver[] = "gpunode.io/dra.driver";
+// The DRA driver name of NVIDIA's GPUs (NVIDIA's DRA driver and gpunode's dra component by
+// default): the driver of the ResourceSlices gpunode fleet counts and of the claims the exporter
+// attributes, when a node does not name another in gpunode.io/dra.driver.
+inline constexpr char kDraGpuDriver[] = "gpu.nvidia.com";
 
 // What the agent reads on its Node (set by an administrator or the GPU Operator's tooling).
 inline constexpr char kDeployLabelPrefix[] = "nvidia.com/gpu.deploy.";  // + component: "false" switches it off

@@ -143,8 +143,10 @@ class Reloader {
     const auto after = agent::ConfigToJson(*fresh);
     auto m = BuildComponents(ctx_, *fresh, log_, harness_, metrics_, exporter_routes_);
     std::vector<std::string> changed;
+    // The exporter attributes GPUs from claims of dra.driverName too.
+    const bool dra_driver_changed = before["dra"]["driverName"] != after["dra"]["driverName"];
     for (const std::string& name : agent::ComponentNames()) {
-      if (before[name] == after[name]) continue;
+      if (before[name] == after[name] && !(name == "exporter" && dra_driver_changed)) continue;
       changed.push_back(name);
       harness_.Replace(std::move(m[name]));
       // The config's switch only: a Node label's veto (OffReason::kNodeLabel) stays.

@@ -51,6 +51,7 @@ struct ExporterFlags {
   bool kubernetes_off = false;  // --kubernetes=false: no pod attribution even where the socket exists
   std::string pod_resources_socket;
   std::string resource_names;
+  std::string dra_driver = exporter::kDefaultDraDriver;  // --dra-driver-name; "": DRA claims not read
   std::string hostname_label = "Hostname";
   bool no_hostname = false;    // -n/--no-hostname (NvidiaFlags)
   std::string log_format = "text";  // --log-format (NvidiaFlags)
@@ -150,8 +151,9 @@ void AddDcgmExporterFlags(CLI::App* cmd, NvidiaFlags& nv) {
   nv.Add(cmd, {"--dump-directory", {"DCGM_EXPORTER_DUMP_DIRECTORY"}, K::kString, "debug dump folder", dump});
   nv.Add(cmd, {"--dump-retention", {"DCGM_EXPORTER_DUMP_RETENTION"}, K::kInt, "debug dump retention, hours", dump});
   nv.Add(cmd, {"--dump-compression", {"DCGM_EXPORTER_DUMP_COMPRESSION"}, K::kBool, "gzip debug dumps", dump});
-  nv.Add(cmd, {"--kubernetes-enable-dra", {"KUBERNETES_ENABLE_DRA"}, K::kBool, "attribute DRA resource claims",
-               "gpunode attributes the device plugin's allocations; DRA resource claims are not read"});
+  nv.Add(cmd, {"--kubernetes-enable-dra", {"KUBERNETES_ENABLE_DRA"}, K::kBool,
+               "attribute GPUs allocated through DRA ResourceClaims (of --dra-driver-name); on by default in "
+               "gpunode, =false turns it off"});
   nv.Add(cmd, {"--disable-startup-validate", {"DISABLE_STARTUP_VALIDATE"}, K::kBool, "skip DCGM start-up checks",
                "gpunode runs no DCGM start-up validation"});
   nv.Add(cmd, {"--enable-gpu-bind-unbind-watch", {"DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH"}, K::kBool,
@@ -194,6 +196,8 @@ StatusOr<std::vector<std::string>> ResolveDcgmExporterFlags(const NvidiaFlags& n
   if (auto t = nv.Value("kubernetes-gpu-id-type", &source); t && *t != "uid" && *t != "device-name") {
     return absl::InvalidArgumentError(absl::StrCat(source, " \"", *t, "\": want uid or device-name"));
   }
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> dra, nv.Bool("kubernetes-enable-dra"));
+  if (dra && !*dra) flags->dra_driver.clear();
   if (auto d = nv.Value("devices"); d && *d != "f" && *d != "g") {
     notes.push_back(nv.Note("devices", "gpunode exports every GPU NVML sees (f or g); a selection is not supported"));
   }
@@ -207,7 +211,7 @@ int RunFront(const ExporterFlags& flags, const CLI::App& cmd) {
   // Settings of sampling and rendering, given as flags, are refused (their environment variables
   // are ignored: a front's environment may be copied from an exporter's).
   for (const char* f : {"--collectors", "--collect-interval", "--pod-resources-socket", "--nvidia-resource-names",
-                        "--hostname-label", "--once", "--kubernetes", "--no-hostname"}) {
+                        "--dra-driver-name", "--hostname-label", "--once", "--kubernetes", "--no-hostname"}) {
     if (cmd.count(f) > 0) {
       PrintError(absl::StrCat(f, " does not apply with --from-dir: the agent samples and renders the page (set it in "
                                  "the exporter section of the agent's config)"));
@@ -391,6 +395,7 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   const std::string socket = flags.pod_resources_socket.empty() ? kDefaultPodResourcesSocket : flags.pod_resources_socket;
   struct stat st {};
   const bool socket_exists = ::stat(socket.c_str(), &st) == 0;
+  std::string dra_pool;
   if (!flags.once && !flags.kubernetes_off &&
       (flags.kubernetes || !flags.pod_resources_socket.empty() || socket_exists)) {
     exporter::PodMapperOptions pods;
@@ -398,8 +403,13 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
     for (absl::string_view r : absl::StrSplit(flags.resource_names, ',', absl::SkipWhitespace())) {
       pods.resource_names.emplace_back(absl::StripAsciiWhitespace(r));
     }
+    // The pool is checked only against NODE_NAME: the host name of a pod is the pod's name.
+    const char* node = std::getenv("NODE_NAME");
+    pods.dra = {.driver = flags.dra_driver, .pool = node != nullptr ? node : ""};
+    dra_pool = pods.dra.pool;
     options.pods = pods;
-    Log(absl::StrCat("pod attribution from ", socket, socket_exists ? "" : " (not there yet)"));
+    Log(absl::StrCat("pod attribution from ", socket, socket_exists ? "" : " (not there yet)",
+                     flags.dra_driver.empty() ? "" : absl::StrCat(", DRA claims of ", flags.dra_driver)));
   }
 
   if (flags.once) {
@@ -427,6 +437,8 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   e.web_config_file = flags.web_config_file;
   e.hostname_label = options.render.hostname_label;
   if (options.pods) e.resource_names = options.pods->resource_names;
+  c.dra.driver_name = flags.dra_driver;
+  c.node_name = dra_pool;  // the exporter component's DRA pool
   return RunComponentCommand(global, **session, c, "exporter", options.hostname);
 }
 
@@ -475,6 +487,10 @@ Examples:
   cmd->add_option("--nvidia-resource-names", flags->resource_names,
                   "extra resource names to attribute, comma-separated (nvidia.com/gpu and nvidia.com/mig-* "
                   "always) [env NVIDIA_RESOURCE_NAMES]");
+  cmd->add_option("--dra-driver-name", flags->dra_driver,
+                  "the DRA driver whose ResourceClaims attribute GPUs to pods (its devices gpu-<minor>, "
+                  "gpu-<minor>-mig-... in this node's pool, NODE_NAME)")
+      ->capture_default_str();
   cmd->add_option("--hostname-label", flags->hostname_label,
                   "name of the host label: Hostname (every released dcgm-exporter) or hostname (its main "
                   "branch)")

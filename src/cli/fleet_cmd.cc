@@ -2,6 +2,7 @@
 // (--kubeconfig, GET /api/v1/nodes paginated, read item by item) or from a saved NodeList (--from FILE, - for stdin),
 // and prints pools, findings, a compat verdict per pool or a drain plan. The analysis is
 // src/fleet; this file turns flags into inputs and prints.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -76,7 +77,9 @@ Loaded Load(const FleetFlags& f) {
       out.rc = kExitUsage;
       return out;
     }
+    const bool slices = std::any_of(nodes->begin(), nodes->end(), [](const fleet::FleetNode& n) { return n.dra.listed; });
     out.report = fleet::Analyze(std::move(*nodes), source);
+    if (slices) out.report.slices_source = source;
     return out;
   }
   auto conn = kube::ResolveConnection(f.kubeconfig);
@@ -98,8 +101,17 @@ Loaded Load(const FleetFlags& f) {
     out.rc = kExitFailed;
     return out;
   }
+  // The GPU driver's ResourceSlices: DRA devices per node (403 or no resource.k8s.io: a note).
+  auto slices = fleet::ListResourceSlices(client, *nodes);
+  if (!slices.ok()) {
+    PrintError(Annotate(slices.status(), "list resourceslices"));
+    out.rc = kExitFailed;
+    return out;
+  }
   const std::string source = absl::StrCat(conn->scheme, "://", conn->host, ":", conn->port, " (", conn->source, ")");
   out.report = fleet::Analyze(std::move(*nodes), source);
+  out.report.slices_source = slices->api_version;
+  out.report.notes = slices->notes;
   return out;
 }
 
@@ -211,7 +223,8 @@ int RunDrainPlan(const GlobalOptions& global, const FleetFlags& f) {
 void AddInputOptions(CLI::App* cmd, FleetFlags* f) {
   AddKubeconfigOption(cmd, &f->kubeconfig);
   cmd->add_option("--from", f->from,
-                  "Read a saved NodeList instead of the cluster (kubectl get nodes -o json > FILE; - for stdin)");
+                  "Read a saved NodeList instead of the cluster (kubectl get nodes -o json > FILE, or with the DRA "
+                  "devices kubectl get nodes,resourceslices -o json; - for stdin)");
   cmd->add_option("--html", f->html, "Also write one self-contained HTML page to this file");
 }
 
@@ -229,10 +242,11 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Subcommands:\n"
       "  compat      which pools can run an image, the rule and the smallest fix\n"
       "  drain-plan  the waves in which to cordon, drain and upgrade nodes to a driver\n"
-      "Reads GET /api/v1/nodes (RBAC: get, list on nodes) through --kubeconfig, $KUBECONFIG, the pod's\n"
-      "service account or ~/.kube/config; or a saved NodeList with --from.\n"
-      "Exit codes: 0 no error finding, 1 a node below capacity, failing validation, with unhealthy GPUs or\n"
-      "NotReady, 2 the API failed, 3 usage or malformed input.\n"
+      "Reads GET /api/v1/nodes (RBAC: get, list on nodes) and the ResourceSlices of resource.k8s.io (list on\n"
+      "resourceslices; without it a note, DRA devices not counted) through --kubeconfig, $KUBECONFIG, the pod's\n"
+      "service account or ~/.kube/config; or a saved List with --from (kubectl get nodes,resourceslices -o json).\n"
+      "Exit codes: 0 no error finding, 1 a node below capacity (device plugin or DRA), failing validation, with\n"
+      "unhealthy GPUs or NotReady, 2 the API failed, 3 usage or malformed input.\n"
       "Examples:\n"
       "  gpunode fleet\n"
       "  gpunode fleet --from nodes.json -o json          # kind: FleetReport\n"

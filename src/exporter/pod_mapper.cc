@@ -66,6 +66,32 @@ bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A number as NVIDIA's device names write it: decimal, no leading zero, at most 5 digits.
+bool DraNumber(std::string_view s) { return AllDigits(s) && s.size() <= 5 && (s.size() == 1 || s[0] != '0'); }
+
+void AddRef(PodMapping& m, std::string key, const v1::PodResources& pod, const v1::ContainerResources& c) {
+  m.by_device[std::move(key)].push_back(PodRef{pod.name(), pod.namespace_(), c.name()});
+}
+
+// The container's DRA devices of `dra.driver` in `dra.pool` (any pool when empty), by device name.
+void AddDraDevices(PodMapping& m, const v1::PodResources& pod, const v1::ContainerResources& c, const DraSource& dra) {
+  int claims = 0;
+  for (const v1::DynamicResource& claim : c.dynamic_resources()) {
+    const bool claim_over = ++claims > kMaxDraClaimsPerContainer;
+    int devices = 0;
+    for (const v1::ClaimResource& r : claim.claim_resources()) {
+      if (r.driver_name() != dra.driver) continue;
+      const bool device_over = ++devices > kMaxDraDevicesPerClaim;
+      if (claim_over || device_over || (!dra.pool.empty() && r.pool_name() != dra.pool) ||
+          !IsNvidiaDraDeviceName(r.device_name())) {
+        ++m.dra_ignored;
+        continue;
+      }
+      AddRef(m, r.device_name(), pod, c);
+    }
+  }
+}
+
 }  // namespace
 
 std::string PodDeviceKey(std::string_view id) {
@@ -83,12 +109,36 @@ std::string PodDeviceKey(std::string_view id) {
   return std::string(id);
 }
 
+std::string DraGpuName(unsigned minor) { return absl::StrCat("gpu-", minor); }
+
+bool IsNvidiaDraDeviceName(std::string_view name) {
+  constexpr std::string_view kGpu = "gpu-";
+  constexpr std::string_view kMig = "-mig-";
+  if (name.size() > 63 || name.substr(0, kGpu.size()) != kGpu) return false;
+  std::string_view rest = name.substr(kGpu.size());
+  const size_t mig = rest.find(kMig);
+  if (mig == std::string_view::npos) return DraNumber(rest);  // gpu-<minor>
+  if (!DraNumber(rest.substr(0, mig))) return false;
+  // <profile>-<GI profile id>-<placement start>; the profile may hold dashes itself ("1g10gb-me").
+  rest = rest.substr(mig + kMig.size());
+  const size_t start_dash = rest.rfind('-');
+  if (start_dash == std::string_view::npos || !DraNumber(rest.substr(start_dash + 1))) return false;
+  rest = rest.substr(0, start_dash);
+  const size_t id_dash = rest.rfind('-');
+  if (id_dash == std::string_view::npos || !DraNumber(rest.substr(id_dash + 1))) return false;
+  const std::string_view profile = rest.substr(0, id_dash);
+  if (profile.empty() || profile.front() == '-' || profile.back() == '-') return false;
+  return std::all_of(profile.begin(), profile.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
 bool IsGpuResource(std::string_view name, const std::vector<std::string>& resource_names) {
   if (name == kGpuResource || name.substr(0, kMigPrefix.size()) == kMigPrefix) return true;
   return std::find(resource_names.begin(), resource_names.end(), name) != resource_names.end();
 }
 
-PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names) {
+PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names,
+                           const DraSource& dra) {
   PodMapping m;
   m.ok = true;
   for (const v1::PodResources& pod : resp.pod_resources()) {
@@ -98,9 +148,10 @@ PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::
         for (const std::string& id : d.device_ids()) {
           std::string key = PodDeviceKey(id);
           if (key.empty()) continue;
-          m.by_device[std::move(key)].push_back(PodRef{pod.name(), pod.namespace_(), c.name()});
+          AddRef(m, std::move(key), pod, c);
         }
       }
+      if (!dra.driver.empty()) AddDraDevices(m, pod, c, dra);
     }
   }
   for (auto& [key, refs] : m.by_device) {
@@ -110,8 +161,9 @@ PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::
   return m;
 }
 
-const std::vector<PodRef>* PodMapping::ForGpu(std::string_view uuid, std::string_view device_name) const {
-  for (std::string_view key : {uuid, device_name}) {
+const std::vector<PodRef>* PodMapping::ForGpu(std::string_view uuid, std::string_view device_name,
+                                              std::string_view dra_device) const {
+  for (std::string_view key : {uuid, device_name, dra_device}) {
     if (key.empty()) continue;
     auto it = by_device.find(std::string(key));
     if (it != by_device.end()) return &it->second;
@@ -126,7 +178,7 @@ StatusOr<PodMapping> ListOnce(const PodMapperOptions& options) {
   grpc::ClientContext ctx;
   v1::ListPodResourcesResponse resp;
   GPUNODE_RETURN_IF_ERROR(CallList(*stub, ctx, options.timeout, options.socket_path, &resp));
-  PodMapping m = BuildPodMapping(resp, options.resource_names);
+  PodMapping m = BuildPodMapping(resp, options.resource_names, options.dra);
   m.last_success_timestamp_seconds = NowSeconds();
   return m;
 }
@@ -216,13 +268,14 @@ void PodMapper::RefreshOnce() {
   const std::shared_ptr<const PodMapping> prev = Latest();
   auto next = std::make_shared<PodMapping>();
   if (status.ok()) {
-    *next = BuildPodMapping(resp, options_.resource_names);
+    *next = BuildPodMapping(resp, options_.resource_names, options_.dra);
     next->last_success_timestamp_seconds = NowSeconds();
     next->refresh_errors_total = prev->refresh_errors_total;
   } else {
     next->ok = false;
     next->status = std::move(status);
     next->by_device = prev->by_device;  // stale but kept (see PodMapping::by_device)
+    next->dra_ignored = prev->dra_ignored;
     next->last_success_timestamp_seconds = prev->last_success_timestamp_seconds;
     next->refresh_errors_total = prev->refresh_errors_total + 1;
   }

@@ -4,6 +4,9 @@
 // device of nvidia.com/gpu, nvidia.com/mig-* and any extra resource names. Unlike dcgm-exporter,
 // which calls List inside every scrape, PodMapper refreshes in its own thread and a scrape only
 // reads Latest(); the receive limit is 64 MiB (dcgm-exporter's 4 MiB default broke big nodes, #509).
+// GPUs allocated through DRA come from the same List: each container's dynamic_resources name the
+// claim's devices by driver, pool and device name; those of the GPU driver (gpu.nvidia.com, NVIDIA's
+// and gpunode's) in this node's pool are keyed by NVIDIA's device names (src/dra/device_model.h).
 #ifndef GPUNODE_EXPORTER_POD_MAPPER_H_
 #define GPUNODE_EXPORTER_POD_MAPPER_H_
 
@@ -21,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
+#include "src/base/well_known.h"
 
 namespace grpc {
 class ClientContext;
@@ -52,21 +56,43 @@ struct PodMapping {
   // Device key -> the containers using it, sorted by (namespace, pod, container), no duplicates.
   // Keys: "GPU-<uuid>" (time-sliced replicas "GPU-<uuid>::N" are stripped of "::N"), "MIG-<uuid>"
   // as given, GKE device names "nvidia0" (from "nvidia0", "nvidia0/gi0", "nvidia0/gi0/vgpu1",
-  // "nvidia0/vgpu1"). After a failed List, PodMapper keeps the last successful mapping here (with
+  // "nvidia0/vgpu1"); DRA devices by NVIDIA's names, "gpu-<minor>" for a GPU and
+  // "gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>" for a MIG device (kept whole, as
+  // MIG UUIDs are). After a failed List, PodMapper keeps the last successful mapping here (with
   // ok = false), so a kubelet restart does not drop pod labels; consumers that want to drop stale
   // attribution compare last_success_timestamp_seconds with the clock.
   std::map<std::string, std::vector<PodRef>> by_device;
+  // DRA devices of the GPU driver the last List named but that were not mapped: another pool, a
+  // name that is not NVIDIA's shape, or past the bounds (kMaxDraClaimsPerContainer,
+  // kMaxDraDevicesPerClaim). Other drivers' devices are not counted.
+  uint64_t dra_ignored = 0;
 
   // The containers using one GPU: by UUID ("GPU-..." or "MIG-...") first, then by device name
-  // ("nvidia0", GKE); nullptr when none (or both arguments empty).
-  const std::vector<PodRef>* ForGpu(std::string_view uuid, std::string_view device_name) const;
+  // ("nvidia0", GKE), then by DRA device name ("gpu-0"); nullptr when none (or all empty).
+  const std::vector<PodRef>* ForGpu(std::string_view uuid, std::string_view device_name,
+                                    std::string_view dra_device = {}) const;
 };
+
+// The DRA driver whose claims attribute GPUs, and this node's pool.
+inline constexpr const char* kDefaultDraDriver = wellknown::kDraGpuDriver;  // "gpu.nvidia.com"
+struct DraSource {
+  std::string driver = kDefaultDraDriver;  // "": DRA claims are not read
+  // This node's pool (the node's name: gpunode and NVIDIA publish one pool per node named after
+  // it); "": any pool (the kubelet lists only this node's pods, whose devices are this node's).
+  std::string pool;
+};
+
+// Bounds on what one List may name through DRA (the rest is counted in dra_ignored): claims per
+// container, devices per claim (resource.k8s.io/v1 AllocationResultsMaxSize is 32).
+inline constexpr int kMaxDraClaimsPerContainer = 256;
+inline constexpr int kMaxDraDevicesPerClaim = 32;
 
 struct PodMapperOptions {
   std::string socket_path = "/var/lib/kubelet/pod-resources/kubelet.sock";
   // Extra resource names besides nvidia.com/gpu and the prefix nvidia.com/mig- (dcgm-exporter's
   // --nvidia-resource-names), e.g. a renamed time-sliced resource "nvidia.com/gpu.shared".
   std::vector<std::string> resource_names;
+  DraSource dra;  // GPUs allocated through DRA (ResourceClaims of dra.driver)
   std::chrono::milliseconds refresh_interval{10000};
   std::chrono::milliseconds timeout{5000};  // per List call
 };
@@ -77,9 +103,17 @@ std::string PodDeviceKey(std::string_view device_id);
 // Whether a resource is attributed: nvidia.com/gpu, nvidia.com/mig-*, or one of `resource_names`.
 bool IsGpuResource(std::string_view resource_name, const std::vector<std::string>& resource_names);
 
+// NVIDIA's DRA name of a GPU: "gpu-<minor>" (the /dev/nvidia<minor> minor number).
+std::string DraGpuName(unsigned minor);
+// Whether `name` has the shape of NVIDIA's DRA device names: "gpu-<minor>" or
+// "gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>" (numbers without leading zeros,
+// the profile lower-case letters, digits and dashes), a DNS label of at most 63 characters.
+bool IsNvidiaDraDeviceName(std::string_view name);
+
 // Pure: one List response -> mapping (ok = true, status OK, no timestamp). Other resources
-// (CPUs, memory, other device plugins, DRA claims) are ignored.
-PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names);
+// (CPUs, memory, other device plugins, other DRA drivers' claims) are ignored.
+PodMapping BuildPodMapping(const v1::ListPodResourcesResponse& resp, const std::vector<std::string>& resource_names,
+                           const DraSource& dra = {});
 
 // One synchronous List over a fresh channel (unix:<socket_path>, 64 MiB receive limit, deadline
 // options.timeout). A missing socket file is reported without dialing (NotFound, naming the path);

@@ -141,7 +141,7 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
       Append(labels[i], ",", name, "=\"", EscapeLabelValue(value), "\"");
     if (options.pods != nullptr && options.pods->ok) {  // a failed List: no pod labels at all
       const GpuSample& g = snapshot.gpus[i];
-      if (const std::vector<PodRef>* refs = options.pods->ForGpu(g.uuid, g.device);
+      if (const std::vector<PodRef>* refs = options.pods->ForGpu(g.uuid, g.device, g.dra_device);
           refs != nullptr && !refs->empty()) {
         const PodRef& p = refs->front();
         Append(labels[i], ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "src/exporter/nvml_extras.h"
+#include "src/exporter/pod_mapper.h"
 #include "src/gpu/gpu_reader.h"
 
 namespace gpunode::exporter {
@@ -74,6 +75,7 @@ GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   s.uuid = info.uuid;
   s.pci_bus_id = DcgmBusId(info.pci_bus_id);
   s.device = absl::StrCat("nvidia", info.index);
+  if (info.minor_number) s.dra_device = DraGpuName(*info.minor_number);
   s.model_name = info.name;
   if (info.memory_total_bytes) s.memory_total_mib = static_cast<double>(*info.memory_total_bytes) / kMiB;
 

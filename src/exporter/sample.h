@@ -30,6 +30,9 @@ struct GpuSample {
   std::string
       pci_bus_id;      // pci_bus_id="00000000:18:00.0" (NVML/DCGM form: 8-digit domain, upper case)
   std::string device;  // device="nvidia0" (nvidia<gpu id>)
+  // NVIDIA's DRA device name "gpu-<minor>" (pod attribution of DRA claims; no label); "" when
+  // the minor number is unknown.
+  std::string dra_device;
   std::string model_name;  // modelName="NVIDIA H200"
   std::optional<double> memory_total_mib;  // for the status page (not a default dcgm field)
 

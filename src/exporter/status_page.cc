@@ -121,7 +121,8 @@ std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptio
                       Num(g.value(FieldId::kPowerUsage), "%.1f", " W"), "</td>", HealthCell(g));
       if (options.pods != nullptr) {
         std::string pod = "&ndash;";
-        if (const std::vector<PodRef>* refs = options.pods->ok ? options.pods->ForGpu(g.uuid, g.device) : nullptr;
+        if (const std::vector<PodRef>* refs =
+                options.pods->ok ? options.pods->ForGpu(g.uuid, g.device, g.dra_device) : nullptr;
             refs != nullptr) {
           pod.clear();
           for (const PodRef& p : *refs) {

@@ -126,6 +126,9 @@ std::string ActionFor(const std::string& cause, const FleetNode& n) {
   if (cause == "device-plugin-not-registered") return "check the gpunode pod on the node (or whichever device plugin you run): it is not running or cannot reach /var/lib/kubelet/device-plugins/kubelet.sock";
   if (cause == "gpus-unhealthy") return "run `gpunode doctor` on the node; a lost or failed GPU usually needs a reset or a reboot, a failed row remap a replacement";
   if (cause == "resource-renamed") return "none needed if intended: request the renamed resource in pods (MIG mixed strategy or sharing with renameByDefault)";
+  if (cause == "no-resource-slices") return "check the agent's dra component on the node (or NVIDIA's kubelet plugin): it is not running, cannot register with the kubelet or cannot write ResourceSlices (RBAC: resourceslices of its own node)";
+  if (cause == "devices-tainted") return "the driver tainted those devices (a lost GPU, a critical XID): run `gpunode doctor` on the node; gpunode's driver removes its taints when the GPU recovers, NVIDIA's only when it restarts";
+  if (cause == "devices-missing") return "compare `gpunode doctor` on the node with the DRA driver's log: a GPU it cannot name (no minor number) or cannot read is left out of its slices";
   if (cause == "plugin-marked-unhealthy") return "the device plugin saw health events (XIDs) on those GPUs: check `gpunode doctor` and the plugin's log on the node";
   return "compare `gpunode doctor` on the node with the device plugin's log; the plugin may be configured to skip GPUs";
 }
@@ -147,6 +150,8 @@ void CountGpuNode(const FleetNode& n, FleetSummary& s, Tally& t) {
   const int64_t physical = n.physical_gpus.value_or(0);
   s.gpus += physical;
   s.allocatable += n.Allocatable(kResourceGpu);
+  if (n.ServedThroughDra()) ++s.dra_nodes;
+  s.dra_allocatable += n.dra.gpus_allocatable;
   const std::string product = n.model.empty() ? "unknown" : n.model;
   const std::string driver = n.driver ? n.driver->ToString() : "unknown";
   Pool& p = t.pools[{product, driver}];
@@ -180,6 +185,7 @@ void CountGpuNode(const FleetNode& n, FleetSummary& s, Tally& t) {
   p.ready_nodes += n.Ready() ? 1 : 0;
   p.gpus += physical;
   p.allocatable += n.Allocatable(kResourceGpu);
+  p.dra_allocatable += n.dra.gpus_allocatable;
   t.drivers_by_product[product][driver].push_back(n.name);
   if (!n.branch.empty()) t.nodes_by_branch[n.branch].push_back(n.name);
   if (n.driver) t.drivers.insert(driver);
@@ -247,8 +253,8 @@ void GpuFindings(const FleetNode& n, const std::string& pool, std::vector<Findin
     const int64_t expected = *n.physical_gpus * n.replicas;
     const int64_t alloc = n.Allocatable(kResourceGpu);
     // A node serving its GPUs through DRA has them in ResourceSlices, not in allocatable: without
-    // a device plugin beside (allocatable 0) it is not below capacity.
-    const bool dra_only = !n.dra_driver.empty() && alloc == 0;
+    // a device plugin beside (allocatable 0) it is not below capacity (DraFindings counts them).
+    const bool dra_only = n.ServedThroughDra() && alloc == 0;
     if (alloc < expected && !dra_only) {
       std::vector<ShortCause> causes = ShortCauses(n, expected);
       const bool only_renamed = causes.size() == 1 && causes[0].id == "resource-renamed";
@@ -270,6 +276,52 @@ void GpuFindings(const FleetNode& n, const std::string& pool, std::vector<Findin
                               "-o wide --field-selector spec.nodeName=", n.name),
                  {}, {n.name}});
   }
+}
+
+// "gpu-3: gpu.nvidia.com/xid=79 (NoSchedule), gpu-5: gpu.nvidia.com/gpu-lost (NoSchedule)".
+std::string TaintList(const NodeDra& d) {
+  std::vector<std::string> parts;
+  for (const DraTaintSeen& t : d.taints) {
+    if (parts.size() == 8) {
+      parts.push_back(absl::StrCat("(", d.taints.size() - 8, " more)"));
+      break;
+    }
+    parts.push_back(absl::StrCat(t.device, ": ", t.key, t.value.empty() ? "" : "=", t.value, " (", t.effect, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// A node served through DRA whose ResourceSlices offer fewer GPUs than it has (the analogue of
+// below-capacity), and slices past the API's bounds.
+void DraFindings(const FleetNode& n, const std::string& pool, std::vector<Finding>& f) {
+  const NodeDra& d = n.dra;
+  for (const std::string& w : d.warnings) {
+    f.push_back({"resource-slice-malformed", Severity::kWarning, n.name, pool, w,
+                 "the driver that wrote it does not keep the API's limits: check its version and log", {}, {n.name}});
+  }
+  if (!d.listed || !n.ServedThroughDra() || !n.physical_gpus) return;
+  const int64_t expected = *n.physical_gpus;
+  std::vector<ShortCause> causes;
+  if (!d.present()) {
+    causes.push_back({"no-resource-slices", absl::StrCat("no ResourceSlice of ", d.driver, " has spec.nodeName ", n.name,
+                                                         " (", kLabelDraDriver, "=", n.dra_driver, ")")});
+  } else {
+    if (d.gpus_allocatable >= expected) return;
+    if (d.tainted_devices > 0) {
+      causes.push_back({"devices-tainted", absl::StrCat(d.tainted_devices, " device(s) tainted: ", TaintList(d))});
+    }
+    if (d.gpus_published < expected) {
+      causes.push_back({"devices-missing", absl::StrCat(d.gpus_published, " of ", expected, " GPUs in the slices (",
+                                                        d.gpus, " GPU and ", d.mig_devices, " MIG devices)")});
+    }
+  }
+  if (causes.empty()) return;
+  std::vector<std::string> parts;
+  for (const ShortCause& c : causes) parts.push_back(absl::StrCat(c.id, " (", c.detail, ")"));
+  f.push_back({"dra-below-capacity", Severity::kError, n.name, pool,
+               absl::StrCat("DRA (", d.driver, ") can allocate ", d.gpus_allocatable, " of ", expected,
+                            " GPUs: ", absl::StrJoin(parts, "; ")),
+               ActionFor(causes.front().id, n), causes, {n.name}});
 }
 
 // Driver skew per product.
@@ -377,6 +429,7 @@ FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source) {
     const std::string pool = r.pool_of[n.name];
     StateFindings(n, pool, r.findings);
     GpuFindings(n, pool, r.findings);
+    DraFindings(n, pool, r.findings);
   }
   DriverSkew(t, r.findings);
   BranchSkew(t, r.findings);

@@ -183,13 +183,19 @@ StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& whe
 
 namespace {
 
-// A List's item that is not a Node (kubectl's `List` may hold other kinds).
-Status CheckItemKind(const nlohmann::json& item, const std::string& where) {
-  if (!item.is_object()) return absl::OkStatus();  // ParseNode says what it is
+constexpr char kResourceSlice[] = "ResourceSlice";
+
+// A List's item that is not a Node (kubectl's `List` may hold other kinds); `also` is the one other
+// kind accepted ("": none). The item's kind ("" when it has none: a Node of a NodeList).
+StatusOr<std::string> CheckItemKind(const nlohmann::json& item, const std::string& where, const char* also = "") {
+  if (!item.is_object()) return std::string();  // ParseNode says what it is
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields f, kube::Fields::Root(item, where));
-  GPUNODE_ASSIGN_OR_RETURN(const std::string kind, f.String("kind"));
-  if (!kind.empty() && kind != "Node") return absl::InvalidArgumentError(absl::StrCat(where, " is a ", kind, ", not a Node"));
-  return absl::OkStatus();
+  GPUNODE_ASSIGN_OR_RETURN(std::string kind, f.String("kind"));
+  if (!kind.empty() && kind != "Node" && (*also == '\0' || kind != also)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is a ", TerminalSafe(kind), ", not a Node", *also == '\0' ? "" : " or a ", also));
+  }
+  return kind;
 }
 
 }  // namespace
@@ -210,16 +216,26 @@ StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const
   if (items->is_null()) return nodes;  // the API server writes null for an empty list
   nodes.reserve(items->size());
   std::set<std::string> names;
+  std::vector<size_t> slices;  // the items that are ResourceSlices
   size_t i = 0;
   for (const nlohmann::json& item : *items) {
     const std::string where = absl::StrCat(source, ": items[", i, "]");
-    GPUNODE_RETURN_IF_ERROR(CheckItemKind(item, where));
+    GPUNODE_ASSIGN_OR_RETURN(const std::string item_kind, CheckItemKind(item, where, kResourceSlice));
+    if (item_kind == kResourceSlice) {
+      slices.push_back(i++);
+      continue;
+    }
     GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, where));
     if (!names.insert(n.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": Node \"", TerminalSafe(n.name), "\" appears twice"));
     }
     nodes.push_back(std::move(n));
     ++i;
+  }
+  if (!slices.empty()) {
+    SliceTally tally(nodes);
+    for (size_t at : slices) GPUNODE_RETURN_IF_ERROR(tally.Add((*items)[at], absl::StrCat(source, ": items[", at, "]")));
+    tally.Apply(nodes);
   }
   return nodes;
 }
@@ -240,7 +256,7 @@ StatusOr<std::vector<FleetNode>> ListNodes(kube::Client& client, const ListNodes
     size_t i = 0;
     auto listed = client.List("/api/v1/nodes", lo, [&](nlohmann::json& item) -> Status {
       const std::string where = absl::StrCat("GET /api/v1/nodes: items[", i++, "]");
-      GPUNODE_RETURN_IF_ERROR(CheckItemKind(item, where));
+      GPUNODE_RETURN_IF_ERROR(CheckItemKind(item, where).status());
       GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, where));
       if (!names.insert(n.name).second) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": Node \"", TerminalSafe(n.name), "\" appears twice"));

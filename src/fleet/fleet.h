@@ -26,6 +26,10 @@
 #include "src/compat/engine.h"
 #include "src/kube/client.h"
 
+namespace gpunode::kube {
+class Fields;
+}  // namespace gpunode::kube
+
 namespace gpunode::fleet {
 
 // The label keys read, the GPU resource and the GpuStackReady condition are src/base/well_known.h's
@@ -40,7 +44,35 @@ struct Condition {
   std::string message;
 };
 
-// What fleet knows of one Node, read from the Node object alone.
+// One device taint that keeps pods off a DRA device (effect NoSchedule or NoExecute).
+struct DraTaintSeen {
+  std::string device;  // "gpu-3"
+  std::string key;     // "gpu.nvidia.com/gpu-lost"
+  std::string value;   // "79" for an XID, often ""
+  std::string effect;  // "NoSchedule", "NoExecute"
+};
+
+// What the node's ResourceSlices of its GPU driver publish (resource.k8s.io; src/fleet/dra.cc):
+// only the slices with spec.nodeName = the node, of the newest generation of each pool.
+struct NodeDra {
+  bool listed = false;   // fleet read the cluster's (or the file's) ResourceSlices
+  std::string driver;    // the driver counted: gpunode.io/dra.driver, else gpu.nvidia.com
+  int slices = 0;        // slices counted
+  int64_t gpus = 0;         // full-GPU devices (type gpu)
+  int64_t mig_devices = 0;  // MIG devices (type mig)
+  int64_t other_devices = 0;  // devices of another type
+  int64_t gpus_published = 0;  // GPUs behind the devices: full GPUs and the distinct parents of MIG devices
+  // GPUs with at least one device that has no NoSchedule/NoExecute taint: what DRA can allocate.
+  int64_t gpus_allocatable = 0;
+  int64_t tainted_devices = 0;       // devices with a NoSchedule/NoExecute taint
+  std::vector<DraTaintSeen> taints;  // those taints, by device (at most kMaxDraTaintsKept)
+  std::vector<std::string> warnings;  // slices past the API's bounds, named, and what was counted
+
+  bool present() const { return slices > 0; }
+};
+inline constexpr size_t kMaxDraTaintsKept = 256;
+
+// What fleet knows of one Node, read from the Node object (and its ResourceSlices).
 struct FleetNode {
   std::string name;
   std::map<std::string, std::string> labels;        // nvidia.com/*, gpunode.io/* and NFD's pci-10de
@@ -71,6 +103,9 @@ struct FleetNode {
   std::string sharing;                    // nvidia.com/gpu.sharing-strategy when not "none"
   std::string mig_strategy;               // nvidia.com/mig.strategy
   std::vector<std::string> warnings;      // labels present but malformed, named with their value
+  NodeDra dra;                            // its DRA devices (ListResourceSlices, ParseNodeList)
+  // Served through DRA: gpunode.io/dra.driver, or ResourceSlices of the GPU driver.
+  bool ServedThroughDra() const { return !dra_driver.empty() || dra.present(); }
 
   bool Ready() const { return ready.present && ready.status == "True"; }
   // Cordoned or not Ready: the node already counts as unavailable.
@@ -79,13 +114,19 @@ struct FleetNode {
   int64_t Capacity(const std::string& resource) const;
 };
 
+// The GPU driver whose ResourceSlices count for a node: its gpunode.io/dra.driver, else
+// gpu.nvidia.com.
+std::string DraDriverOf(const FleetNode& n);
+
 // One Node object -> FleetNode. InvalidArgument when the object has no metadata.name, or when a
 // field has the wrong type ("<where>: metadata.labels: expected an object, got string"); every
 // other missing part (labels, status, conditions) is simply absent. `where` names the object.
 StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& where);
 // A NodeList (or kubectl's `List`) -> its nodes in order. InvalidArgument naming `source` when the
 // document is not a list of Node objects (no `items` array, an item that is not an object, a Node
-// without a name, the same name twice).
+// without a name, the same name twice). A `List` may also hold ResourceSlices (kubectl get
+// nodes,resourceslices -o json): when it holds any, they are counted into each node's `dra`
+// (listed = true) as ListResourceSlices does; any other kind is refused.
 StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const std::string& source);
 // The same from text (ParseJson: depth-limited, no exceptions).
 StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const std::string& source);
@@ -106,6 +147,53 @@ struct ListNodesOptions {
 // rather than a loop.
 StatusOr<std::vector<FleetNode>> ListNodes(kube::Client& client, const ListNodesOptions& options = {});
 
+// ResourceSlices of the GPU nodes' drivers, counted into each node's `dra`.
+class SliceTally {
+ public:
+  // The nodes of `nodes` and their drivers (DraDriverOf).
+  explicit SliceTally(const std::vector<FleetNode>& nodes);
+  // One ResourceSlice object of any version (v1, v1beta2; v1beta1's devices[].basic): slices of
+  // another driver or node, or not node-local, are skipped; a field of the wrong type is
+  // InvalidArgument naming `where` and the field. Bounds (128 devices a slice, 16 taints a device,
+  // 4096 devices a node) are warnings on the node, the rest not counted.
+  Status Add(const nlohmann::json& slice, const std::string& where);
+  // Each node's `dra`, listed = true; a node with slices of its GPU driver has_gpus.
+  void Apply(std::vector<FleetNode>& nodes) const;
+
+ private:
+  struct Device {
+    std::string gpu;  // the GPU it is on: the GPU device's name, a MIG device's parent
+    char kind = 'o';  // 'g' GPU, 'm' MIG, 'o' other
+    std::vector<DraTaintSeen> taints;  // NoSchedule/NoExecute only
+  };
+  struct Pool {
+    int64_t generation = -1;
+    int slices = 0;
+    std::map<std::string, Device> devices;  // by name
+  };
+  // One device of `driver` (v1's device, or v1beta1's `basic`): its kind, its GPU, its taints.
+  static StatusOr<Device> ReadDevice(const kube::Fields& body, const std::string& name, const std::string& driver,
+                                     const std::string& where, std::vector<std::string>* warnings);
+  struct PerNode {
+    std::string driver;
+    std::map<std::string, Pool> pools;  // by pool name
+    size_t devices = 0;
+    std::vector<std::string> warnings;
+  };
+  std::map<std::string, PerNode> nodes_;  // by node name
+};
+
+struct SliceListing {
+  std::string api_version;  // "resource.k8s.io/v1" ("" when none was read)
+  std::vector<std::string> notes;  // why slices were not read (403, no resource.k8s.io), for the report
+};
+// Lists the cluster's ResourceSlices as ListNodes lists Nodes (pages, watch cache first) from
+// resource.k8s.io/v1, falling back to v1beta2 then v1beta1 on 404, and counts them into `nodes`.
+// 403 (no RBAC for resourceslices) and no version served are notes, not errors (the nodes keep
+// listed = false); other errors are the client's or SliceTally::Add's.
+StatusOr<SliceListing> ListResourceSlices(kube::Client& client, std::vector<FleetNode>& nodes,
+                                          const ListNodesOptions& options = {});
+
 // Nodes with the same GPU product and driver version.
 struct Pool {
   std::string name;     // readable and unique: "h100-80gb-hbm3-580.95.05"
@@ -120,6 +208,7 @@ struct Pool {
   int ready_nodes = 0;
   int64_t gpus = 0;         // physical GPUs
   int64_t allocatable = 0;  // nvidia.com/gpu allocatable
+  int64_t dra_allocatable = 0;  // GPUs DRA can allocate (NodeDra::gpus_allocatable)
   int compute_major = 0, compute_minor = 0;  // from the first node that has them (0 = unknown)
 };
 
@@ -130,13 +219,15 @@ absl::string_view SeverityName(Severity s);
 // Why a node's allocatable nvidia.com/gpu is below its physical GPU count.
 struct ShortCause {
   std::string id;      // node-not-ready | validation-failing | device-plugin-not-registered |
-                       // gpus-unhealthy | resource-renamed | plugin-marked-unhealthy | plugin-advertises-fewer
+                       // gpus-unhealthy | resource-renamed | plugin-marked-unhealthy | plugin-advertises-fewer;
+                       // dra-below-capacity: no-resource-slices | devices-tainted | devices-missing
   std::string detail;  // the evidence, e.g. "gpunode.io/gpu.unhealthy-count=2"
 };
 
 struct Finding {
-  std::string id;  // driver-skew, branch-skew, below-capacity, gpus-unhealthy, validation-failing,
-                   // node-not-ready, cordoned, agent-skew, no-agent, label-malformed
+  std::string id;  // driver-skew, branch-skew, below-capacity, dra-below-capacity, gpus-unhealthy,
+                   // validation-failing, node-not-ready, cordoned, agent-skew, no-agent, label-malformed,
+                   // resource-slice-malformed
   Severity severity = Severity::kWarning;
   std::string subject;  // a node name, a GPU product or "fleet"
   std::string pool;     // the node's pool, when it is about one node
@@ -154,6 +245,8 @@ struct FleetSummary {
   int cordoned_gpu_nodes = 0;
   int64_t gpus = 0;         // physical
   int64_t allocatable = 0;  // nvidia.com/gpu
+  int dra_nodes = 0;            // GPU nodes served through DRA
+  int64_t dra_allocatable = 0;  // GPUs DRA can allocate (untainted, in ResourceSlices)
   int errors = 0, warnings = 0, infos = 0;
   std::vector<std::string> agent_versions;  // distinct, sorted
   std::vector<std::string> drivers;         // distinct, sorted by version
@@ -166,6 +259,8 @@ struct FleetReport {
   std::vector<Finding> findings;  // errors first, then warnings, then infos; by subject within
   std::vector<FleetNode> nodes;   // every node, sorted by name
   std::map<std::string, std::string> pool_of;  // node name -> pool name (GPU nodes)
+  std::string slices_source;       // "resource.k8s.io/v1", "--from FILE", "" (not read)
+  std::vector<std::string> notes;  // what fleet could not read (ResourceSlices forbidden, ...)
 };
 
 // Pools and findings (docs/fleet.md lists each finding and what to do).

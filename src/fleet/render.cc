@@ -23,6 +23,42 @@ Json ConditionJson(const Condition& c) {
   return {{"status", c.status}, {"reason", OrNull(c.reason)}, {"message", OrNull(c.message)}};
 }
 
+// The node's DRA devices; null when fleet did not read ResourceSlices or the node has none and is
+// not served through DRA.
+Json DraJson(const FleetNode& n) {
+  const NodeDra& d = n.dra;
+  if (!d.listed || !n.ServedThroughDra()) return nullptr;
+  Json taints = Json::array();
+  for (const DraTaintSeen& t : d.taints) {
+    taints.push_back({{"device", t.device}, {"key", t.key}, {"value", OrNull(t.value)}, {"effect", t.effect}});
+  }
+  return {{"driver", d.driver},
+          {"slices", d.slices},
+          {"gpus", d.gpus},
+          {"migDevices", d.mig_devices},
+          {"otherDevices", d.other_devices},
+          {"gpusPublished", d.gpus_published},
+          {"allocatableGpus", d.gpus_allocatable},
+          {"taintedDevices", d.tainted_devices},
+          {"taints", taints}};
+}
+
+// "gpu-3 gpu.nvidia.com/gpu-lost, ...": the tainted devices and their keys (at most 8).
+std::string TaintCell(const NodeDra& d) {
+  std::vector<std::string> parts;
+  for (const DraTaintSeen& t : d.taints) {
+    if (parts.size() == 8) break;
+    parts.push_back(absl::StrCat(t.device, " ", t.key));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// "6/8": GPUs DRA can allocate / the node's GPUs; "-" when not served through DRA or not read.
+std::string DraCell(const FleetNode& n) {
+  if (!n.dra.listed || !n.ServedThroughDra()) return "-";
+  return absl::StrCat(n.dra.gpus_allocatable, "/", n.physical_gpus ? absl::StrCat(*n.physical_gpus) : "?");
+}
+
 Json NodeJson(const FleetNode& n, const std::string& pool) {
   Json capacity = Json::object(), allocatable = Json::object();
   for (const auto& [k, v] : n.capacity) capacity[k] = v;
@@ -49,7 +85,9 @@ Json NodeJson(const FleetNode& n, const std::string& pool) {
           {"gpuStackReady", ConditionJson(n.gpu_stack)},
           {"unschedulable", n.unschedulable},
           {"doctorStatus", OrNull(n.doctor_status)},
-          {"doctorFirstFinding", OrNull(n.doctor_first)}};
+          {"doctorFirstFinding", OrNull(n.doctor_first)},
+          {"draDriver", OrNull(n.dra_driver)},
+          {"dra", DraJson(n)}};
 }
 
 std::string PoolOf(const FleetReport& r, const std::string& node) {
@@ -160,6 +198,7 @@ Json ToJson(const FleetReport& r) {
                      {"readyNodes", p.ready_nodes},
                      {"gpus", p.gpus},
                      {"allocatable", p.allocatable},
+                     {"draAllocatable", p.dra_allocatable},
                      {"agentVersions", p.agent_versions},
                      {"nodes", p.nodes}});
   }
@@ -187,11 +226,15 @@ Json ToJson(const FleetReport& r) {
             {"cordonedGpuNodes", s.cordoned_gpu_nodes},
             {"gpus", s.gpus},
             {"allocatable", s.allocatable},
+            {"draNodes", s.dra_nodes},
+            {"draAllocatable", s.dra_allocatable},
             {"pools", r.pools.size()},
             {"findings", {{"error", s.errors}, {"warning", s.warnings}, {"info", s.infos}}},
             {"drivers", s.drivers},
             {"agentVersions", s.agent_versions},
             {"healthy", s.errors == 0}}},
+          {"resourceSlices", OrNull(r.slices_source)},
+          {"notes", r.notes},
           {"pools", pools},
           {"findings", findings},
           {"nodes", nodes}};
@@ -269,30 +312,42 @@ std::string RenderText(const FleetReport& r, bool list_nodes, bool color) {
   std::string out;
   absl::StrAppend(&out, bold, "fleet: ", reset, s.nodes, s.nodes == 1 ? " node (" : " nodes (", s.gpu_nodes, " with GPUs, ", s.cpu_nodes,
                   " without) from ", T(r.source), "\n");
-  absl::StrAppend(&out, "GPUs: ", s.gpus, " on the nodes, ", s.allocatable, " allocatable as nvidia.com/gpu; ",
-                  s.ready_gpu_nodes, "/", s.gpu_nodes, " GPU nodes Ready, ", s.cordoned_gpu_nodes, " cordoned\n");
+  absl::StrAppend(&out, "GPUs: ", s.gpus, " on the nodes, ", s.allocatable, " allocatable as nvidia.com/gpu",
+                  s.dra_nodes == 0 ? "" : absl::StrCat(", ", s.dra_allocatable, " through DRA (", s.dra_nodes, " node",
+                                                         s.dra_nodes == 1 ? ")" : "s)"),
+                  "; ", s.ready_gpu_nodes, "/", s.gpu_nodes, " GPU nodes Ready, ", s.cordoned_gpu_nodes, " cordoned\n");
   absl::StrAppend(&out, "drivers: ", s.drivers.empty() ? "-" : TJoin(s.drivers, ", "), "; agent versions: ",
                   s.agent_versions.empty() ? "-" : TJoin(s.agent_versions, ", "), "\n");
+  for (const std::string& note : r.notes) absl::StrAppend(&out, "note: ", T(note), "\n");
   absl::StrAppend(&out, "findings: ", s.errors, " error", s.errors == 1 ? "" : "s", ", ", s.warnings, " warning",
                   s.warnings == 1 ? "" : "s", ", ", s.infos, " info\n\n");
-  Table pools({"POOL", "NODES", "READY", "GPUS", "ALLOC", "DRIVER", "BRANCH", "CUDA", "MODULE", "AGENT"},
-              {false, true, true, true, true, false, false, false, false, false});
+  const bool dra = s.dra_nodes > 0;
+  std::vector<std::string> pool_header = {"POOL", "NODES", "READY", "GPUS", "ALLOC", "DRIVER", "BRANCH", "CUDA", "MODULE", "AGENT"};
+  std::vector<bool> pool_right = {false, true, true, true, true, false, false, false, false, false};
+  if (dra) {
+    pool_header.insert(pool_header.begin() + 5, "DRA");
+    pool_right.insert(pool_right.begin() + 5, true);
+  }
+  Table pools(pool_header, pool_right);
   for (const Pool& p : r.pools) {
     std::vector<std::string> agents;
     for (const std::string& a : p.agent_versions) agents.push_back(a.empty() ? "none" : a);
-    pools.Add({p.name, absl::StrCat(p.nodes.size()), absl::StrCat(p.ready_nodes), absl::StrCat(p.gpus),
-               absl::StrCat(p.allocatable), p.driver, Dash(p.branch), Dash(p.cuda_max),
-               Dash(absl::StrJoin(p.kernel_modules, ",")), Dash(absl::StrJoin(agents, ","))});
+    std::vector<std::string> row = {p.name, absl::StrCat(p.nodes.size()), absl::StrCat(p.ready_nodes), absl::StrCat(p.gpus),
+                                    absl::StrCat(p.allocatable), p.driver, Dash(p.branch), Dash(p.cuda_max),
+                                    Dash(absl::StrJoin(p.kernel_modules, ",")), Dash(absl::StrJoin(agents, ","))};
+    if (dra) row.insert(row.begin() + 5, absl::StrCat(p.dra_allocatable));
+    pools.Add(std::move(row));
   }
   out += pools.Render();
   if (list_nodes) {
     out += "\n";
-    Table t({"NODE", "POOL", "READY", "CORDONED", "GPUS", "ALLOC", "UNHEALTHY", "GPUSTACK", "AGENT"},
-            {false, false, false, false, true, true, true, false, false});
+    Table t({"NODE", "POOL", "READY", "CORDONED", "GPUS", "ALLOC", "DRA", "TAINTED", "UNHEALTHY", "GPUSTACK", "AGENT"},
+            {false, false, false, false, true, true, true, true, true, false, false});
     for (const FleetNode& n : r.nodes) {
       if (!n.has_gpus) continue;
       t.Add({n.name, PoolOf(r, n.name), n.ready.present ? n.ready.status : "-", n.unschedulable ? "yes" : "no",
              n.physical_gpus ? absl::StrCat(*n.physical_gpus) : "-", absl::StrCat(n.Allocatable(kResourceGpu)),
+             DraCell(n), n.dra.present() ? absl::StrCat(n.dra.tainted_devices) : "-",
              n.unhealthy_gpus ? absl::StrCat(*n.unhealthy_gpus) : "-",
              n.gpu_stack.present ? absl::StrCat(n.gpu_stack.status, n.gpu_stack.reason.empty() ? "" : " " + n.gpu_stack.reason) : "-",
              Dash(n.agent_version)});
@@ -397,6 +452,11 @@ std::string RenderHtml(const FleetReport& r, const FleetCompatReport* compat, co
                   " GPU nodes Ready, ", s.cordoned_gpu_nodes, " cordoned.<br>Findings: <span class=\"error\">", s.errors,
                   " errors</span>, <span class=\"warning\">", s.warnings, " warnings</span>, <span class=\"info\">",
                   s.infos, " info</span>.</p>\n");
+  if (s.dra_nodes > 0) {
+    absl::StrAppend(&h, "<p>", s.dra_nodes, " GPU node(s) served through DRA: ", s.dra_allocatable,
+                    " GPUs allocatable in their ResourceSlices.</p>\n");
+  }
+  for (const std::string& note : r.notes) absl::StrAppend(&h, "<p class=\"warning\">", HtmlEscape(note), "</p>\n");
 
   if (compat != nullptr) {
     absl::StrAppend(&h, "<h2>Can the pools run <code>", HtmlEscape(compat->image), "</code>?</h2>\n");
@@ -454,13 +514,14 @@ std::string RenderHtml(const FleetReport& r, const FleetCompatReport* compat, co
                     TdN(p.gpus), TdN(p.allocatable), Td(absl::StrJoin(agents, ", ")), "</tr>\n");
   }
   absl::StrAppend(&h, "</table>\n<h2>GPU nodes</h2>\n<table>\n",
-                  Th({"node", "pool", "Ready", "cordoned", "GPUs", "allocatable", "unhealthy", "GpuStackReady", "agent"}));
+                  Th({"node", "pool", "Ready", "cordoned", "GPUs", "allocatable", "DRA", "DRA tainted", "unhealthy",
+                      "GpuStackReady", "agent"}));
   for (const FleetNode& n : r.nodes) {
     if (!n.has_gpus) continue;
     const std::string stack = n.gpu_stack.present ? absl::StrCat(n.gpu_stack.status, n.gpu_stack.reason.empty() ? "" : " " + n.gpu_stack.reason) : "";
     absl::StrAppend(&h, "<tr>", Td(n.name), Td(PoolOf(r, n.name)), Td(n.ready.present ? n.ready.status : "", n.Ready() ? nullptr : "error"),
                     Td(n.unschedulable ? "yes" : ""), TdN(n.physical_gpus.value_or(0)), TdN(n.Allocatable(kResourceGpu)),
-                    TdN(n.unhealthy_gpus.value_or(0)), Td(stack, n.gpu_stack.status == "False" ? "error" : nullptr),
+                    Td(DraCell(n)), Td(n.dra.present() ? TaintCell(n.dra) : ""), TdN(n.unhealthy_gpus.value_or(0)), Td(stack, n.gpu_stack.status == "False" ? "error" : nullptr),
                     Td(n.agent_version), "</tr>\n");
   }
   absl::StrAppend(&h, "</table>\n<p class=\"small\">gpunode ", HtmlEscape(GPUNODE_VERSION),

@@ -90,7 +90,7 @@ TEST(NvidiaFlagsCliTest, EveryDcgmExporterFlagAndVariableIsAccepted) {
           {"--dump-directory /tmp/d", {"DCGM_EXPORTER_DUMP_DIRECTORY=/tmp/d"}, true},
           {"--dump-retention 24", {"DCGM_EXPORTER_DUMP_RETENTION=24"}, true},
           {"--dump-compression", {"DCGM_EXPORTER_DUMP_COMPRESSION=true"}, true},
-          {"--kubernetes-enable-dra", {"KUBERNETES_ENABLE_DRA=true"}, true},
+          {"--kubernetes-enable-dra", {"KUBERNETES_ENABLE_DRA=true"}, false},
           {"--disable-startup-validate", {"DISABLE_STARTUP_VALIDATE=true"}, true},
           {"--enable-gpu-bind-unbind-watch", {"DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH=true"}, true},
           {"--gpu-bind-unbind-poll-interval 1s", {"DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL=1s"}, true},

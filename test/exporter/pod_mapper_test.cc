@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -114,11 +115,116 @@ TEST(PodMappingTest, UnrelatedResourcesIgnored) {
   auto* dra = c->add_dynamic_resources();
   dra->set_claim_name("gpu-claim");
   auto* cr = dra->add_claim_resources();
-  cr->set_driver_name("gpu.nvidia.com");
+  cr->set_driver_name("example.com/other");
+  cr->set_device_name("gpu-0");
   cr->add_cdi_devices()->set_name("nvidia.com/gpu=0");
   PodMapping m = BuildPodMapping(r, {});
   EXPECT_TRUE(m.ok);
   EXPECT_TRUE(m.by_device.empty());
+  EXPECT_EQ(m.dra_ignored, 0u);  // another driver's device is not counted
+}
+
+// ---- DRA claims (dynamic_resources) ----
+
+// One container holding one claim with `devices` (driver, pool, device name).
+void AddClaim(v1::ListPodResourcesResponse* r, const std::string& ns, const std::string& pod,
+              const std::string& container, const std::vector<std::array<std::string, 3>>& devices) {
+  auto* p = r->add_pod_resources();
+  p->set_name(pod);
+  p->set_namespace_(ns);
+  auto* c = p->add_containers();
+  c->set_name(container);
+  auto* claim = c->add_dynamic_resources();
+  claim->set_claim_name(pod + "-gpu");
+  claim->set_claim_namespace(ns);
+  for (const auto& [driver, pool, device] : devices) {
+    auto* cr = claim->add_claim_resources();
+    cr->set_driver_name(driver);
+    cr->set_pool_name(pool);
+    cr->set_device_name(device);
+  }
+}
+
+TEST(PodMappingDraTest, GpuAndMigDevicesOfTheDriverInThisPool) {
+  v1::ListPodResourcesResponse r;
+  AddClaim(&r, "ml", "train-0", "main", {{"gpu.nvidia.com", "node-a", "gpu-2"}, {"gpu.nvidia.com", "node-a", "gpu-3"}});
+  AddClaim(&r, "ml", "infer-0", "server", {{"gpu.nvidia.com", "node-a", "gpu-4-mig-1g18gb-19-6"}});
+  AddClaim(&r, "net", "nic", "app", {{"nic.example.com", "node-a", "gpu-5"}});
+  AddClaim(&r, "ml", "away", "main", {{"gpu.nvidia.com", "node-b", "gpu-6"}});
+  const PodMapping m = BuildPodMapping(r, {}, DraSource{.driver = "gpu.nvidia.com", .pool = "node-a"});
+  ASSERT_EQ(m.by_device.size(), 3u);
+  EXPECT_THAT(m.by_device.at("gpu-2"), ElementsAre(IsRef("ml", "train-0", "main")));
+  EXPECT_THAT(m.by_device.at("gpu-3"), ElementsAre(IsRef("ml", "train-0", "main")));
+  EXPECT_THAT(m.by_device.at("gpu-4-mig-1g18gb-19-6"), ElementsAre(IsRef("ml", "infer-0", "server")));
+  EXPECT_EQ(m.dra_ignored, 1u);  // node-b's gpu-6
+  // Looked up after the UUID and the device name, by the GPU's DRA name.
+  EXPECT_EQ(m.ForGpu("GPU-none", "nvidia2", DraGpuName(2))->front().pod, "train-0");
+  EXPECT_EQ(m.ForGpu("GPU-none", "nvidia5", DraGpuName(5)), nullptr);
+  // Any pool when this node's is not known; no claims at all with no driver.
+  EXPECT_EQ(BuildPodMapping(r, {}, DraSource{.driver = "gpu.nvidia.com", .pool = ""}).by_device.count("gpu-6"), 1u);
+  EXPECT_TRUE(BuildPodMapping(r, {}, DraSource{.driver = "", .pool = ""}).by_device.empty());
+  // By default: gpu.nvidia.com, any pool.
+  EXPECT_EQ(BuildPodMapping(r, {}).by_device.size(), 4u);
+}
+
+TEST(PodMappingDraTest, SharedClaimAndDevicePluginSideBySide) {
+  v1::ListPodResourcesResponse r;
+  Add(&r, "ml", "plugin-pod", "main", "nvidia.com/gpu", {kGpu0});
+  AddClaim(&r, "team-b", "reader", "c", {{"gpu.nvidia.com", "n", "gpu-1"}});
+  AddClaim(&r, "team-a", "writer", "c", {{"gpu.nvidia.com", "n", "gpu-1"}});
+  const PodMapping m = BuildPodMapping(r, {}, DraSource{.driver = "gpu.nvidia.com", .pool = "n"});
+  EXPECT_THAT(m.by_device.at("gpu-1"), ElementsAre(IsRef("team-a", "writer", "c"), IsRef("team-b", "reader", "c")));
+  EXPECT_THAT(m.by_device.at(kGpu0), ElementsAre(IsRef("ml", "plugin-pod", "main")));
+  // The UUID (device plugin) wins over the DRA name.
+  EXPECT_EQ(m.ForGpu(kGpu0, "nvidia1", "gpu-1")->front().pod, "plugin-pod");
+}
+
+TEST(PodMappingDraTest, MalformedNamesAndOverlongListsAreIgnoredAndCounted) {
+  v1::ListPodResourcesResponse r;
+  std::vector<std::array<std::string, 3>> bad;
+  for (const std::string& name : std::vector<std::string>{
+           "", "gpu-", "gpu-01", "gpu-a", "GPU-1", "gpu-1 ", "gpu--1", "gpu-123456", "gpu-1-mig-", "gpu-1-mig-1g10gb-19",
+        "gpu-1-mig--19-0", "gpu-1-mig-1g.10gb-19-0", "gpu-1-mig-1G10GB-19-0", "gpu-1-mig-1g10gb-019-0",
+        "gpu-1-mig-1g10gb-19-0-", "nvidia0", "../../etc/passwd", std::string(64, 'a'),
+        "gpu-1-mig-" + std::string(60, 'a') + "-1-0", std::string("gpu-1\0", 6)}) {
+    bad.push_back({"gpu.nvidia.com", "n", name});
+  }
+  AddClaim(&r, "x", "bad", "c", bad);
+  PodMapping m = BuildPodMapping(r, {}, DraSource{.driver = "gpu.nvidia.com", .pool = "n"});
+  EXPECT_TRUE(m.by_device.empty()) << m.by_device.begin()->first;
+  EXPECT_EQ(m.dra_ignored, bad.size());
+
+  // A claim holds at most kMaxDraDevicesPerClaim devices; the rest are not read.
+  v1::ListPodResourcesResponse many;
+  std::vector<std::array<std::string, 3>> devices;
+  for (int i = 0; i < kMaxDraDevicesPerClaim + 8; ++i) devices.push_back({"gpu.nvidia.com", "n", DraGpuName(i)});
+  AddClaim(&many, "x", "many", "c", devices);
+  m = BuildPodMapping(many, {}, DraSource{.driver = "gpu.nvidia.com", .pool = "n"});
+  EXPECT_EQ(m.by_device.size(), static_cast<size_t>(kMaxDraDevicesPerClaim));
+  EXPECT_EQ(m.dra_ignored, 8u);
+
+  // A container holds at most kMaxDraClaimsPerContainer claims.
+  v1::ListPodResourcesResponse claims;
+  AddClaim(&claims, "x", "claims", "c", {});
+  auto* c = claims.mutable_pod_resources(0)->mutable_containers(0);
+  c->clear_dynamic_resources();
+  for (int i = 0; i < kMaxDraClaimsPerContainer + 3; ++i) {
+    auto* cr = c->add_dynamic_resources()->add_claim_resources();
+    cr->set_driver_name("gpu.nvidia.com");
+    cr->set_pool_name("n");
+    cr->set_device_name(DraGpuName(i));
+  }
+  m = BuildPodMapping(claims, {}, DraSource{.driver = "gpu.nvidia.com", .pool = "n"});
+  EXPECT_EQ(m.by_device.size(), static_cast<size_t>(kMaxDraClaimsPerContainer));
+  EXPECT_EQ(m.dra_ignored, 3u);
+}
+
+TEST(PodMappingDraTest, NvidiaDeviceNames) {
+  for (const char* good : {"gpu-0", "gpu-7", "gpu-255", "gpu-0-mig-1g10gb-19-0", "gpu-3-mig-7g141gb-0-0",
+                           "gpu-1-mig-1g10gb-me-20-4", "gpu-12-mig-1c3g40gb-9-4"}) {
+    EXPECT_TRUE(IsNvidiaDraDeviceName(good)) << good;
+  }
+  EXPECT_EQ(DraGpuName(3), "gpu-3");
 }
 
 TEST(PodMappingTest, GkeDeviceNames) {

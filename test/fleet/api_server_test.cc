@@ -4,6 +4,7 @@
 // API server does (limit, metadata.continue, remainingItemCount), behind a bearer token. The client
 // is the real one (kubeconfig file -> kube::ResolveConnection -> kube::Client -> fleet::ListNodes),
 // in-process and through the real binary (GPUNODE_BIN_DIR).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -202,7 +203,13 @@ TEST_F(FleetApiTest, CliAgainstTheLiveEndpointPrintsTheFleet) {
   EXPECT_EQ(doc["kind"], "FleetReport");
   EXPECT_EQ(doc["summary"]["nodes"], 200);
   EXPECT_THAT(doc["source"].get<std::string>(), HasSubstr("http://127.0.0.1:"));
-  EXPECT_EQ(api.requests().size(), 2u);
+  const std::vector<std::string> reqs = api.requests();
+  EXPECT_EQ(std::count_if(reqs.begin(), reqs.end(), [](const std::string& q) { return q.rfind("/api/v1/nodes", 0) == 0; }), 2);
+  // This server has no resource.k8s.io: v1, v1beta2 and v1beta1 are asked, then a note.
+  EXPECT_THAT(reqs, ::testing::Contains("/apis/resource.k8s.io/v1beta1/resourceslices?limit=500&resourceVersion=0"));
+  ASSERT_EQ(doc["notes"].size(), 1u) << doc["notes"];
+  EXPECT_THAT(doc["notes"][0].get<std::string>(), HasSubstr("serves no ResourceSlices"));
+  EXPECT_TRUE(doc["resourceSlices"].is_null());
 
   api.forbid = true;
   Result denied = RunGpunode("fleet --kubeconfig " + Kubeconfig(api.port()));
