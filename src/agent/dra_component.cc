@@ -14,8 +14,12 @@
 //     taints until it restarts;
 //   - republishes when the inventory changes (a driver change, a GPU lost, a MIG layout).
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -122,7 +126,9 @@ class DraComponent final : public Component {
     }
     // Sharing: time slices through the driver root's nvidia-smi, an MPS control daemon per MPS
     // claim (children of this component: they stop with it and start again from the checkpoint).
-    devices::MpsManager mps(*po.node_fs, {}, log_.For(name()));
+    devices::MpsOptions mps_options;
+    mps_options.isolate_shm = s_.mps_private_shm;
+    devices::MpsManager mps(*po.node_fs, mps_options, log_.For(name()));
     mps.Start();
     dra::NodeSharingOptions so;
     so.node_fs = *po.node_fs;
@@ -216,14 +222,44 @@ class DraComponent final : public Component {
     return {dra::kTaintGpuLost, "", dra::kTaintEffectNoSchedule, ""};
   }
 
-  // The devices as published: the inventory's, with the taints of their GPU and of the gate.
+  // The devices as published: the inventory's, with the taints of their GPU and of the gate. A GPU
+  // that is tainted and gone from a newer inventory (lost: NVML no longer enumerates it) keeps its
+  // devices as last published, tainted, until it is healthy again: a claim must see it tainted, not
+  // vanish and come back (NVIDIA's driver keeps it too).
+  // A GPU back to health that the inventory lacks (read while it was lost) has the node read again.
   std::vector<dra::DraDevice> Devices() {
     std::vector<dra::DraDevice> out;
     auto inv = ctx_.Inventory();
     if (!inv.ok()) return out;
     out = DraDevicesOfNode(**inv, compat_ ? &*compat_ : nullptr);
+    auto gpus_of = [](const std::vector<dra::DraDevice>& devices) {
+      std::set<std::string> gpus;
+      for (const dra::DraDevice& d : devices) gpus.insert(d.parent_uuid.empty() ? d.uuid : d.parent_uuid);
+      return gpus;
+    };
+    bool healed_missing = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::set<std::string> present = gpus_of(out);
+      for (const std::string& gpu : gpus_of(last_devices_)) {
+        if (!present.count(gpu) && !gpu_taints_.count(gpu)) healed_missing = true;
+      }
+    }
+    if (healed_missing) {
+      inv = ctx_.Inventory(/*refresh=*/true);
+      if (!inv.ok()) return out;
+      out = DraDevicesOfNode(**inv, compat_ ? &*compat_ : nullptr);
+    }
     const Gate g = ctx_.gate();
     std::lock_guard<std::mutex> lock(mu_);
+    const std::set<std::string> present = gpus_of(out);
+    for (const dra::DraDevice& d : last_devices_) {
+      const std::string& gpu = d.parent_uuid.empty() ? d.uuid : d.parent_uuid;
+      if (!present.count(gpu) && gpu_taints_.count(gpu)) {
+        out.push_back(d);
+        out.back().taints.clear();
+      }
+    }
     for (dra::DraDevice& d : out) {
       auto it = gpu_taints_.find(d.parent_uuid.empty() ? d.uuid : d.parent_uuid);
       if (it != gpu_taints_.end()) d.taints.push_back(it->second);
@@ -232,6 +268,7 @@ class DraComponent final : public Component {
       }
       d.healthy = d.taints.empty();
     }
+    last_devices_ = out;
     return out;
   }
 
@@ -253,6 +290,7 @@ class DraComponent final : public Component {
   std::condition_variable_any wake_;
   bool woken_ = false;
   std::map<std::string, dra::DraTaint> gpu_taints_;  // GPU UUID -> its taint
+  std::vector<dra::DraDevice> last_devices_;           // as Devices() last made them
   std::optional<compat::CompatData> compat_;          // loaded at the start of Run
 };
 

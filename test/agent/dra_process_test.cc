@@ -181,8 +181,13 @@ TEST_F(DraProcessTest, RegistersPublishesPreparesTaintsAndUnprepares) {
   EXPECT_TRUE(Eventually([&] { return Tainted(Devices()["gpu-3"], "gpu.nvidia.com/gpu-lost"); }, seconds(30)))
       << Log();
   EXPECT_FALSE(Tainted(Devices()["gpu-2"], "gpu.nvidia.com/gpu-lost"));
+  // Still published, tainted, after the node's inventory is read again without it (NVML no longer
+  // enumerates a lost GPU): it does not vanish from the pool.
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(Devices().size(), 8u) << Log();
+  EXPECT_TRUE(Tainted(Devices()["gpu-3"], "gpu.nvidia.com/gpu-lost")) << Log();
   WriteProfile(profile_text_);
-  EXPECT_TRUE(Eventually([&] { return !Tainted(Devices()["gpu-3"], "gpu.nvidia.com/gpu-lost"); }, seconds(30)))
+  EXPECT_TRUE(Eventually([&] { auto d = Devices(); return d.size() == 8 && d.count("gpu-3") && !Tainted(d["gpu-3"], "gpu.nvidia.com/gpu-lost"); }, seconds(30)))
       << "the taint stayed after the GPU recovered\n" << Log();
 
   std::map<std::string, std::string> errors;
