@@ -220,6 +220,7 @@ Status ParseDra(Reader d, DraSection* s) {
     s->additional_xids_to_ignore.push_back(v);
   }
   GPUNODE_RETURN_IF_ERROR(d.Duration("healthRecovery", &s->health_recovery));
+  GPUNODE_RETURN_IF_ERROR(d.Bool("mpsPrivateShm", &s->mps_private_shm));
   for (const auto* p : {&s->cdi_root, &s->registrar_dir, &s->plugins_dir, &s->driver_root}) {
     if (p->empty() || (*p)[0] != '/') {
       const char* key = p == &s->cdi_root ? "cdiRoot" : p == &s->registrar_dir ? "registrarDir"
@@ -414,7 +415,8 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                      {"hookPath", c.dra.hook_path},
                      {"disableHooks", c.dra.disable_hooks},
                      {"additionalXidsToIgnore", c.dra.additional_xids_to_ignore},
-                     {"healthRecovery", Ms(c.dra.health_recovery)}}}};
+                     {"healthRecovery", Ms(c.dra.health_recovery)},
+                     {"mpsPrivateShm", c.dra.mps_private_shm}}}};
 }
 
 }  // namespace gpunode::agent

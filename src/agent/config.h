@@ -103,6 +103,10 @@ struct DraSection {
   std::vector<std::string> disable_hooks;      // create-symlinks, update-ldcache, all
   std::vector<unsigned> additional_xids_to_ignore;  // --additional-xids-to-ignore
   std::chrono::milliseconds health_recovery{std::chrono::minutes(5)};  // a taint goes after this quiet
+  // An MPS claim's daemon gets its claim's shm folder as /dev/shm in a private mount namespace
+  // (needs CAP_SYS_ADMIN, as NVIDIA's daemon pod has). Off only where the agent holds no
+  // capability (the chart's simulated nodes): the daemon then shares the agent's /dev/shm.
+  bool mps_private_shm = true;
 };
 
 struct AgentConfig {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -300,6 +301,15 @@ std::string MpsManager::OutputTail(const Daemon& d) const {
 
 Status MpsManager::StartDaemon(Daemon* d) {
   const MpsDaemonSpec& s = d->status.spec;
+  // The driver's daemon serves the Unix socket <pipe dir>/control: with a longer path than a
+  // socket address holds it exits 1 at once, saying nothing (seen on the H200).
+  constexpr size_t kSocketPathMax = sizeof(sockaddr_un::sun_path) - 1;
+  if (s.pipe_dir.size() + std::strlen("/control") > kSocketPathMax) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("MPS pipe folder ", s.pipe_dir, " is too long: its control socket's path would have ",
+                     s.pipe_dir.size() + std::strlen("/control"), " bytes, a Unix socket's at most ", kSocketPathMax,
+                     " (shorten the MPS root / the kubelet plugins folder)"));
+  }
   d->running = false;
   d->reaped = false;
   d->exit_text.clear();
@@ -370,12 +380,15 @@ Status MpsManager::StartDaemon(Daemon* d) {
   d->status.starts++;
   d->status.healthy = true;
   d->status.last_error.clear();
+  std::vector<std::string> limits;
+  for (size_t i = 0; i < s.pinned_mem_limits.size(); ++i) {
+    if (!s.pinned_mem_limits[i].empty()) limits.push_back(absl::StrCat(i, ":", s.pinned_mem_limits[i]));
+  }
   log_(absl::StrCat("MPS: started the control daemon for ", s.resource, " (pid ", d->status.pid, ", GPUs ",
                     absl::StrJoin(s.gpu_uuids, ","), ", ", s.replicas, " replicas: active threads ",
                     s.active_thread_percentage ? absl::StrCat(*s.active_thread_percentage, "%") : "default",
-                    ", pinned memory ",
-                    s.pinned_mem_limits.empty() ? "-" : absl::StrJoin(s.pinned_mem_limits, ","),
-                    " per client; pipe ", s.pipe_dir, ", log ", s.log_dir, ")"));
+                    ", pinned memory per client ", limits.empty() ? "default" : absl::StrJoin(limits, ","),
+                    "; pipe ", s.pipe_dir, ", log ", s.log_dir, ")"));
   return absl::OkStatus();
 }
 
