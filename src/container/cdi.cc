@@ -536,6 +536,11 @@ StatusOr<DriverFiles> DiscoverDriverFiles(const HostFs& fs, const node::NodeInve
     ReadDeviceNodes(fs, f);
   }
   ReadMigMinors(fs, f);
+  if (f.mig_minors.empty() && f.dev_root != "/") {
+    // None in the host's /proc (the kernel's, where a real driver keeps them): the dev root's own,
+    // where a simulated node's root keeps them beside its device nodes (the chart's test nodes).
+    ReadMigMinors(dev, f);
+  }
 
   GPUNODE_RETURN_IF_ERROR(FindLibraries(fs, driver, inv, f));
   FindBinaries(fs, driver, f);

@@ -188,6 +188,23 @@ TEST(CdiGenerateTest, MigGpusAreOfferedAsTheirMigDevicesWithCapabilityNodes) {
   EXPECT_OK(cdi::ValidateSpec(spec, "a100-mig"));
 }
 
+TEST(CdiGenerateTest, MigMinorsOfADriverRootWhenTheHostHasNone) {
+  // The chart's simulated nodes: the host root is "/" (the spec must name host paths) and the
+  // simulated root is the driver root, /proc/driver/nvidia-caps beside its /dev.
+  SimNode node("a100-mig");
+  DiscoverOptions options;
+  options.driver_root = node.root().string();
+  auto files = DiscoverDriverFiles(HostFs::Local(), node.inventory(), options);
+  ASSERT_OK(files) << files.status();
+  EXPECT_EQ(files->mig_minors.at("gpu0/gi2/access"), 3u);
+  BuildOptions build;
+  build.hook_path = "/usr/bin/gpunode";
+  auto built = BuildSpec(node.inventory(), *files, build);
+  ASSERT_OK(built) << built.status();
+  EXPECT_THAT(NodePaths(built->spec.devices[0].edits),
+              Contains("/dev/nvidia-caps/nvidia-cap3"));
+}
+
 TEST(CdiGenerateTest, TheIndexStrategyNamesDevicesByIndexOnly) {
   SimNode node("pcie-l40s-4");
   auto built = node.Build(NameStrategy::kIndex);
