@@ -11,7 +11,7 @@
 // NVML has no public call for the time slice: the driver's program is the boundary. Each run is
 // bounded (`command_timeout`, 64 KiB of output); a missing nvidia-smi, a run that fails or exits
 // non-zero is an error naming the GPU, the command and what it printed. Revert sets the slice back
-// to Default (0) — NVIDIA leaves a claim's slice on the GPU after the claim; gpunode does not. A
+// to Default (0), as NVIDIA's driver does at unprepare (test/peers/dra_test.sh compares them). A
 // GPU that is gone (nvidia-smi: no such device, exit 6, or GPU lost, 15) has nothing to revert.
 // A time slice for a MIG device is refused (INVALID_ARGUMENT), as NVIDIA's API refuses it.
 //

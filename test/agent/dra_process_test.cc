@@ -173,6 +173,7 @@ TEST_F(DraProcessTest, RegistersPublishesPreparesTaintsAndUnprepares) {
   EXPECT_THAT(spec.str(), ::testing::Not(HasSubstr("/dev/nvidia1\"")));
 
   // GPU 3 falls off the bus: its device is tainted; back and quiet for 2 s: the taint goes.
+  const size_t gpus = Devices().size();
   std::string lost = profile_text_;
   const std::string last = "temperature_c: 31}";
   ASSERT_NE(lost.find(last), std::string::npos);
@@ -184,10 +185,15 @@ TEST_F(DraProcessTest, RegistersPublishesPreparesTaintsAndUnprepares) {
   // Still published, tainted, after the node's inventory is read again without it (NVML no longer
   // enumerates a lost GPU): it does not vanish from the pool.
   std::this_thread::sleep_for(seconds(2));
-  EXPECT_EQ(Devices().size(), 8u) << Log();
+  EXPECT_EQ(Devices().size(), gpus) << Log();
   EXPECT_TRUE(Tainted(Devices()["gpu-3"], "gpu.nvidia.com/gpu-lost")) << Log();
   WriteProfile(profile_text_);
-  EXPECT_TRUE(Eventually([&] { auto d = Devices(); return d.size() == 8 && d.count("gpu-3") && !Tainted(d["gpu-3"], "gpu.nvidia.com/gpu-lost"); }, seconds(30)))
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto d = Devices();
+        return d.size() == gpus && d.count("gpu-3") && !Tainted(d["gpu-3"], "gpu.nvidia.com/gpu-lost");
+      },
+      seconds(30)))
       << "the taint stayed after the GPU recovered\n" << Log();
 
   std::map<std::string, std::string> errors;

@@ -1,7 +1,8 @@
 # Shared by the end-to-end tests on the real test cluster (e2e_test.sh, e2e_dra.sh): sourced, never
 # run. Expects `src` (the repository) and $1 (the Release build tree); sets build, ns (default
 # gpunode-e2e), bin/PATH, state and node, defines skip/fail/ok/step, dump and the cleanup trap
-# (GPUNODE_E2E_KEEP=1 keeps a failed run's cluster), brings the cluster up and imports the gpunode
+# (GPUNODE_E2E_KEEP=1 keeps a failed run's cluster), the DRA helpers (template, claim, pod,
+# devices, gpus_of), brings the cluster up and imports the gpunode
 # image built from $build (as localhost/gpunode:$version; not with E2E_IMAGE=0).
 build=$(realpath -m "${1:-$src/build-rel}")
 ns=${ns:-gpunode-e2e}
@@ -53,6 +54,80 @@ until kubectl get serviceaccount default -n default >/dev/null 2>&1; do
   sleep 0.5
 done
 
+# DRA helpers (e2e_dra.sh, test/peers/dra_test.sh). `driver` (default gpu.nvidia.com) names the
+# DRA driver; pods run the test image in `default`.
+driver=${driver:-gpu.nvidia.com}
+LIST='ls /dev | grep -E "^nvidia[0-9]+$"'
+slice_json() { kubectl get resourceslices -o json --field-selector "spec.nodeName=$node,spec.driver=$driver"; }
+devices() {  # the devices of the node's slices: name taint-keys ("-": none), one per line
+  slice_json | python3 -c '
+import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # grep -q stops reading early
+for s in json.load(sys.stdin)["items"]:
+    for d in s["spec"].get("devices", []):
+        print(d["name"], ",".join(t["key"] for t in d.get("taints", [])) or "-")'
+}
+gpus_of() { kubectl logs "$1" | grep -E '^nvidia[0-9]+$' | sort | tr '\n' ' '; }
+template() {  # NAME [SELECTOR-CEL [CONFIG-JSON]]: a one-GPU ResourceClaimTemplate of the GPU class
+  local sel="" cfg=""
+  [ -z "${2:-}" ] || sel="            selectors: [{cel: {expression: '$2'}}]"
+  [ -z "${3:-}" ] || cfg="      config: [{opaque: {driver: $driver, parameters: $3}}]"
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: $1}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.nvidia.com
+$sel
+$cfg
+YAML
+}
+claim() {  # NAME: a one-GPU ResourceClaim of the GPU class (for pods that share it)
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: $1}
+spec:
+  devices:
+    requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+YAML
+}
+pod() {  # NAME COMMAND SOURCE...: a pod with claims; a SOURCE is t:TEMPLATE or c:CLAIM
+  local name=$1 cmd=$2 claims="" refs="" n=0 s
+  shift 2
+  for s in "$@"; do
+    n=$((n + 1))
+    case $s in
+      t:*) claims+="    - {name: c$n, resourceClaimTemplateName: ${s#t:}}"$'\n' ;;
+      c:*) claims+="    - {name: c$n, resourceClaimName: ${s#c:}}"$'\n' ;;
+    esac
+    refs+="          - {name: c$n}"$'\n'
+  done
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+$claims  containers:
+    - name: c
+      image: gpunode.test/busybox:1
+      imagePullPolicy: Never
+      command: [sh, -c, '$cmd']
+      resources:
+        claims:
+$refs
+YAML
+}
 version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 # E2E_IMAGE=0: a suite that runs gpunode as a host process (test/peers/dra_test.sh) needs no image.
 [ "${E2E_IMAGE:-1}" = 0 ] && return 0

@@ -60,7 +60,6 @@ stop_plugin() {
 }
 trap 'stop_plugin; cleanup; rm -rf "$peers_work"' EXIT
 
-driver=gpu.nvidia.com
 registrar=$state/kubelet/plugins_registry
 plugins=$state/kubelet/plugins
 socket=$plugins/$driver/dra.sock
@@ -94,15 +93,6 @@ start_nvidia() {
   plugin_pid=$!
 }
 
-slice_json() { kubectl get resourceslices -o json --field-selector "spec.nodeName=$node,spec.driver=$driver"; }
-devices() {  # the devices of the node's slices: name taint-keys, one per line
-  slice_json | python3 -c '
-import json, signal, sys
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # grep -q stops reading early
-for s in json.load(sys.stdin)["items"]:
-    for d in s["spec"].get("devices", []):
-        print(d["name"], ",".join(t["key"] for t in d.get("taints", [])) or "-")'
-}
 now() { date +%s.%N; }
 watch_pid=
 watch_log() {  # API-PATH FILE: the watch's events in FILE, each JSON line after its arrival time
@@ -116,60 +106,10 @@ stop_watch_log() {
   wait "$watch_pid" 2>/dev/null || true
 }
 since() { python3 -c "print(round(($(now) - $1) * 1000))"; }
-LIST='ls /dev | grep -E "^nvidia[0-9]+$"'
-gpus_of() { kubectl logs "$1" -c c | grep -E '^nvidia[0-9]+$' | sort | tr '\n' ' '; }
-template() {  # NAME [SELECTOR-CEL [CONFIG-JSON]]
-  local sel="" cfg=""
-  [ -z "${2:-}" ] || sel="            selectors: [{cel: {expression: '$2'}}]"
-  [ -z "${3:-}" ] || cfg="      config: [{opaque: {driver: $driver, parameters: $3}}]"
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: $1}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly:
-            deviceClassName: gpu.nvidia.com
-$sel
-$cfg
-YAML
-}
 # The time slice of GPU N as the node's nvidia-smi reports it (the simulated driver's program).
 timeslice_of() {
   LD_PRELOAD=$SIM_LIB GPUNODE_SIM_PROFILE=$profile "$root/usr/bin/nvidia-smi" compute-policy -i "$1" -l |
     sed -n 's/^GPU [0-9]* (.*): Timeslice \([0-9]\).*/\1/p'
-}
-pod() {  # NAME COMMAND CLAIM-SOURCE... (a source: "t:TEMPLATE" or "c:CLAIM")
-  local name=$1 cmd=$2 claims="" refs="" n=0 s
-  shift 2
-  for s in "$@"; do
-    n=$((n + 1))
-    case $s in
-      t:*) claims+="    - {name: c$n, resourceClaimTemplateName: ${s#t:}}"$'\n' ;;
-      c:*) claims+="    - {name: c$n, resourceClaimName: ${s#c:}}"$'\n' ;;
-    esac
-    refs+="          - {name: c$n}"$'\n'
-  done
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $name}
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  resourceClaims:
-$claims  containers:
-    - name: c
-      image: gpunode.test/busybox:1
-      imagePullPolicy: Never
-      command: [sh, -c, '$cmd']
-      resources:
-        claims:
-$refs
-YAML
 }
 succeeded() {  # POD...
   local p
@@ -209,16 +149,7 @@ run_driver() {
   pod one "$LIST" t:one-gpu
   pod two "$LIST" t:one-gpu t:other-gpu
   pod big "$LIST" t:big
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: shared}
-spec:
-  devices:
-    requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.nvidia.com}
-YAML
+  claim shared
   for i in 1 2 3; do pod "share$i" "$LIST" c:shared; done
   succeeded one two big share1 share2 share3
   [ "$(gpus_of one | wc -w)" = 1 ] || fail "$who: pod 'one' sees '$(gpus_of one)'"
