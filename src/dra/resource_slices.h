@@ -15,6 +15,7 @@
 #ifndef GPUNODE_DRA_RESOURCE_SLICES_H_
 #define GPUNODE_DRA_RESOURCE_SLICES_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -75,6 +76,10 @@ class SlicePublisher {
     // A write refused as a conflict (409: someone changed a slice) starts over from the list, at
     // most this many times more.
     int conflict_retries = 3;
+    // How long the slices as this publisher last wrote them (the API server's answers) stand in
+    // for a list: a change is then one request, not a list and a write. A write refused (409: they
+    // changed meanwhile; 404: deleted) starts over from a list. 0: list every time.
+    std::chrono::milliseconds reuse_written{30000};
     kube::CallOptions call;
   };
 
@@ -87,6 +92,8 @@ class SlicePublisher {
   };
 
   SlicePublisher(kube::Client& client, Options options);
+  ~SlicePublisher();
+  SlicePublisher(SlicePublisher&&) noexcept;
 
   // Makes the API server's slices of this node and driver equal to `devices` (see above). Not
   // safe to call from two threads at once.
@@ -120,6 +127,9 @@ class SlicePublisher {
   int64_t generation_ = 0;
   Writes writes_;
   bool taints_dropped_ = false;
+  // The slices as last written or listed, and when (see Options::reuse_written).
+  std::optional<std::vector<Existing>> known_;
+  std::chrono::steady_clock::time_point known_at_{};
 };
 
 }  // namespace gpunode::dra

@@ -92,6 +92,8 @@ struct SlicePublisher::Existing {
 };
 
 SlicePublisher::SlicePublisher(kube::Client& client, Options options) : client_(client), options_(std::move(options)) {}
+SlicePublisher::~SlicePublisher() = default;
+SlicePublisher::SlicePublisher(SlicePublisher&&) noexcept = default;
 
 StatusOr<SlicePublisher::Existing> SlicePublisher::ReadSlice(const json& item, SliceApi api) const {
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields first, kube::Fields::Root(item, "a ResourceSlice of the list"));
@@ -248,7 +250,16 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
     return s;
   };
   GPUNODE_RETURN_IF_ERROR(EnsureNodeUid());
-  GPUNODE_ASSIGN_OR_RETURN(std::vector<Existing> existing, ListOurs());
+  std::vector<Existing> existing;
+  const auto now = std::chrono::steady_clock::now();
+  auto seen_at = now;
+  if (known_ && api_ && options_.reuse_written.count() > 0 && now - known_at_ < options_.reuse_written) {
+    existing = std::move(*known_);
+    seen_at = known_at_;
+  } else {
+    GPUNODE_ASSIGN_OR_RETURN(existing, ListOurs());
+  }
+  known_.reset();  // known again only once every write below went through
   const SliceApi api = *api_;
 
   // Taints without a time keep the one stored for the same taint of the same device.
@@ -296,6 +307,8 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
   }
   if (same) {
     generation_ = newest;
+    known_ = std::move(existing);
+    known_at_ = seen_at;
     return absl::OkStatus();
   }
 
@@ -310,6 +323,16 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
   for (const Existing& e : existing) {
     if (!wanted_names.count(e.name)) GPUNODE_RETURN_IF_ERROR(write(DeleteSlice(e)));
   }
+  std::vector<Existing> written;  // the slices as the API server answered our writes
+  bool all_read = true;
+  auto remember = [&](const json& answer) {
+    auto e = ReadSlice(answer, api);
+    if (e.ok()) {
+      written.push_back(std::move(*e));
+    } else {
+      all_read = false;
+    }
+  };
   for (json& s : slices) {
     const std::string name = s["metadata"]["name"].get<std::string>();
     auto it = by_name.find(name);
@@ -318,6 +341,7 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
       GPUNODE_RETURN_IF_ERROR(write(answer.status()));
       ++writes_.created;
       NoteWritten(s, *answer, api);
+      remember(*answer);
       continue;
     }
     // An update: the stored object (its uid, labels, resourceVersion for the conflict check) with
@@ -332,8 +356,13 @@ Status SlicePublisher::Reconcile(const std::vector<DraDevice>& devices, bool* st
     GPUNODE_RETURN_IF_ERROR(write(answer.status()));
     ++writes_.updated;
     NoteWritten(s, *answer, api);
+    remember(*answer);
   }
   generation_ = generation;
+  if (all_read) {
+    known_ = std::move(written);
+    known_at_ = std::chrono::steady_clock::now();
+  }
   return absl::OkStatus();
 }
 
@@ -352,6 +381,7 @@ Status SlicePublisher::Publish(const std::vector<DraDevice>& devices) {
 
 Status SlicePublisher::RemoveAll() {
   writes_ = {};
+  known_.reset();
   GPUNODE_RETURN_IF_ERROR(ValidateSlices({options_.driver, options_.node, 1, ""}, {}));
   Status s;
   for (int attempt = 0; attempt <= options_.conflict_retries; ++attempt) {

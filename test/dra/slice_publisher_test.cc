@@ -152,7 +152,9 @@ TEST_F(SlicePublisherTest, AnUnhealthyDeviceIsAnUpdateAtTheNextGeneration) {
   EXPECT_EQ(Writes(), 2);
   devices[5].capacity["memory"] = "143770Mi";
   ASSERT_OK(p.Publish(devices));
-  EXPECT_EQ(Writes(), 3);
+  // Two PUTs: the first, from the slice as last written, is refused (the stamp changed it: 409);
+  // the second after a list.
+  EXPECT_EQ(Writes(), 4);
   slice = api_.Object(SlicePath(kV1, 0));
   EXPECT_EQ(slice["spec"]["pool"]["generation"], 3);
   EXPECT_EQ(slice["spec"]["devices"][3]["taints"][0]["timeAdded"], "2026-12-01T13:00:00Z");
@@ -162,6 +164,37 @@ TEST_F(SlicePublisherTest, AnUnhealthyDeviceIsAnUpdateAtTheNextGeneration) {
   slice = api_.Object(SlicePath(kV1, 0));
   EXPECT_FALSE(slice["spec"]["devices"][3].contains("taints"));
   EXPECT_EQ(slice["spec"]["pool"]["generation"], 4);
+}
+
+TEST_F(SlicePublisherTest, AChangeRightAfterAWriteIsOneRequestWithoutAList) {
+  SlicePublisher p = Publisher();
+  ASSERT_OK(p.Publish(Gpus(8)));
+  const int lists = api_.Count(std::string("GET ") + kV1);
+  std::vector<DraDevice> devices = Gpus(8);
+  devices[3].taints = {{kTaintGpuLost, "", kTaintEffectNoSchedule, ""}};
+  const size_t before = api_.Requests().size();
+  ASSERT_OK(p.Publish(devices));
+  EXPECT_EQ(api_.Requests().size(), before + 1);  // the PUT only
+  EXPECT_EQ(api_.Count(std::string("GET ") + kV1), lists);
+  EXPECT_EQ(api_.Object(SlicePath(kV1, 0))["spec"]["devices"][3]["taints"][0]["key"], "gpu.nvidia.com/gpu-lost");
+
+  // Someone else changed the slice meanwhile: the write is refused (409), the publisher lists and
+  // writes again over what is there.
+  api_.Change(SlicePath(kV1, 0), [](json& o) { o["metadata"]["labels"]["someone"] = "else"; });
+  ASSERT_OK(p.Publish(Gpus(8)));
+  EXPECT_EQ(api_.Count(std::string("GET ") + kV1), lists + 1);
+  EXPECT_FALSE(api_.Object(SlicePath(kV1, 0))["spec"]["devices"][3].contains("taints"));
+  EXPECT_EQ(api_.Object(SlicePath(kV1, 0))["metadata"]["labels"]["someone"], "else");
+
+  // With reuse_written 0 every publish lists first.
+  SlicePublisher::Options o;
+  o.node = kNode;
+  o.reuse_written = std::chrono::milliseconds(0);
+  SlicePublisher listing(*client_, o);
+  const int lists_now = api_.Count(std::string("GET ") + kV1);
+  ASSERT_OK(listing.Publish(Gpus(8)));
+  ASSERT_OK(listing.Publish(devices));
+  EXPECT_EQ(api_.Count(std::string("GET ") + kV1), lists_now + 2);
 }
 
 TEST_F(SlicePublisherTest, FewerDevicesDeleteTheStaleSliceAndRewriteThePool) {
@@ -227,10 +260,11 @@ TEST_F(SlicePublisherTest, WithoutV1ItFallsBackToV1beta1AndRemembersIt) {
   EXPECT_EQ(slice["spec"]["devices"][1]["basic"]["taints"][0]["value"], "79");
   ASSERT_OK(p.Publish(devices));
   EXPECT_EQ(old.Count("POST ") + old.Count("PUT ") + old.Count("DELETE "), 1);
-  // v1 and v1beta2 were asked once, at the first publish.
+  // v1 and v1beta2 were asked once, at the first publish; the second compared with the slices as
+  // written (no list).
   EXPECT_EQ(old.Count(std::string("GET ") + kV1 + "?"), 1);
   EXPECT_EQ(old.Count(std::string("GET ") + kV1beta2 + "?"), 1);
-  EXPECT_EQ(old.Count(std::string("GET ") + kV1beta1 + "?"), 2);
+  EXPECT_EQ(old.Count(std::string("GET ") + kV1beta1 + "?"), 1);
 }
 
 TEST_F(SlicePublisherTest, V1beta2IsTheFirstFallback) {
