@@ -76,10 +76,12 @@ class SlicePublisher {
     // A write refused as a conflict (409: someone changed a slice) starts over from the list, at
     // most this many times more.
     int conflict_retries = 3;
-    // How long the slices as this publisher last wrote them (the API server's answers) stand in
-    // for a list: a change is then one request, not a list and a write. A write refused (409: they
-    // changed meanwhile; 404: deleted) starts over from a list. 0: list every time.
-    std::chrono::milliseconds reuse_written{30000};
+    // How long the slices as this publisher last wrote or listed them (the API server's answers)
+    // stand in for a list: a change is then one request, not a list and a write. Safe for writes
+    // (each carries the resourceVersion it read: a slice changed meanwhile is a 409, deleted a 404,
+    // and either starts over from a list); what it can miss is someone else's change to our slices
+    // while ours do not change, repaired at the next change or list. 0: list every time.
+    std::chrono::milliseconds reuse_written{std::chrono::minutes(10)};
     kube::CallOptions call;
   };
 
