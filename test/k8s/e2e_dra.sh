@@ -147,8 +147,8 @@ until [ "$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)" = 0 
   sleep 0.5
 done
 ok "pod 'long' ran through a plugin restart; its claim unprepared by the new plugin"
-for i in $(seq 100); do pod "q$i" 'true' t:one-gpu; done
-for i in $(seq 100); do kubectl delete pod "q$i" --wait=false >/dev/null 2>&1 || true; done
+for i in $(seq 100); do pod_yaml "q$i" 'true' t:one-gpu; echo ---; done | kubectl apply -f - >/dev/null
+kubectl delete pod $(printf 'q%s ' $(seq 100)) --wait=false >/dev/null 2>&1 || true
 deadline=$((SECONDS + 240))
 until [ -z "$(kubectl get pods -o name | grep '^pod/q' || true)" ] && [ -z "$(kubectl get resourceclaims -o name 2>/dev/null | grep 'q[0-9]*-one-gpu' || true)" ]; do
   [ $SECONDS -lt $deadline ] || fail "pods or claims of the 100 left: $(kubectl get pods,resourceclaims -o name | tr '\n' ' ')"

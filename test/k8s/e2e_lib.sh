@@ -99,7 +99,8 @@ spec:
         exactly: {deviceClassName: gpu.nvidia.com}
 YAML
 }
-pod() {  # NAME COMMAND SOURCE...: a pod with claims; a SOURCE is t:TEMPLATE or c:CLAIM
+pod() { pod_yaml "$@" | kubectl apply -f - >/dev/null; }
+pod_yaml() {  # NAME COMMAND SOURCE...: a pod with claims; a SOURCE is t:TEMPLATE or c:CLAIM
   local name=$1 cmd=$2 claims="" refs="" n=0 s
   shift 2
   for s in "$@"; do
@@ -110,7 +111,7 @@ pod() {  # NAME COMMAND SOURCE...: a pod with claims; a SOURCE is t:TEMPLATE or 
     esac
     refs+="          - {name: c$n}"$'\n'
   done
-  kubectl apply -f - >/dev/null <<YAML
+  cat <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: $name}
