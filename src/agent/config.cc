@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -11,7 +12,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/agent/step_args.h"
+#include "src/base/host_fs.h"
 #include "src/base/yaml.h"
 #include "src/base/yaml_reader.h"
 
@@ -238,6 +241,51 @@ Status ParseMig(Reader m, MigSection* s) {
   return m.Check();
 }
 
+// An absolute path with no ".." component: what a policy file (or the key naming it) may give.
+bool AbsolutePath(const std::string& p) {
+  if (p.empty() || p[0] != '/') return false;
+  for (absl::string_view part : absl::StrSplit(p, '/')) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+// What a policy file may set: the keys a ClusterPolicy maps to (src/upgrade/cluster_policy.h).
+const std::map<std::string, std::vector<std::string>>& PolicySettable() {
+  static const auto* const kSettable = new std::map<std::string, std::vector<std::string>>{
+      {"cdi", {"enabled"}},
+      {"runtime", {"enabled", "args"}},
+      {"plugin", {"enabled", "configDir", "defaultConfig", "migStrategy", "deviceListStrategy", "deviceIdStrategy",
+                  "passDeviceSpecs", "failOnInitError"}},
+      {"labels", {"enabled"}},
+      {"exporter", {"enabled", "collectors"}},
+      {"validator", {"enabled", "cuda"}},
+      {"mig", {"configFile"}},
+  };
+  return *kSettable;
+}
+
+// Every key of the policy file is one it may set, else the error names it, at its line, and what may be set.
+Status CheckPolicyKeys(const YamlValue& top) {
+  return top.ForEachEntry([](const std::string& key, const YamlValue& v) -> Status {
+    if (key == "apiVersion" || key == "kind" || key == "origin") return absl::OkStatus();
+    const auto it = PolicySettable().find(key);
+    if (it == PolicySettable().end()) {
+      std::vector<std::string> sections;
+      for (const auto& [name, keys] : PolicySettable()) sections.push_back(name);
+      return v.Error(absl::StrCat("not settable by a policy file (it sets only ", absl::StrJoin(sections, ", "),
+                                  "; the rest is the agent config's)"));
+    }
+    if (!v.IsSet()) return absl::OkStatus();
+    if (!v.IsMap()) return v.Expected("a map");
+    return v.ForEachEntry([&](const std::string& sub, const YamlValue& sv) -> Status {
+      if (std::find(it->second.begin(), it->second.end(), sub) != it->second.end()) return absl::OkStatus();
+      return sv.Error(absl::StrCat("not settable by a policy file (", key, ": only ", absl::StrJoin(it->second, ", "),
+                                   "; the rest is the agent config's)"));
+    });
+  });
+}
+
 }  // namespace
 
 StatusOr<std::chrono::milliseconds> ParseDuration(absl::string_view text) {
@@ -298,6 +346,10 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   GPUNODE_RETURN_IF_ERROR(ParseValidator(r.Section("validator"), &c.validator));
   GPUNODE_RETURN_IF_ERROR(ParseMig(r.Section("mig"), &c.mig));
   GPUNODE_RETURN_IF_ERROR(ParseDra(r.Section("dra"), &c.dra));
+  GPUNODE_RETURN_IF_ERROR(r.String("policyFile", &c.policy_file));
+  if (!c.policy_file.empty() && !AbsolutePath(c.policy_file)) {
+    return r.Get("policyFile").Expected("an absolute path without \"..\"");
+  }
   GPUNODE_RETURN_IF_ERROR(r.Check());
   return c;
 }
@@ -333,13 +385,77 @@ bool ComponentEnabled(const AgentConfig& c, const std::string& name) {
   return false;
 }
 
+Status ApplyAgentPolicy(absl::string_view text, absl::string_view source, AgentConfig* c) {
+  GPUNODE_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(text, source));
+  const YamlValue top(root, std::string(source));
+  AgentConfig next = *c;
+  next.policy_source = std::string(source);
+  next.policy_origin.clear();
+  if (top.IsSet()) {
+    if (!top.IsMap()) return top.Expected("a map");
+    GPUNODE_RETURN_IF_ERROR(CheckPolicyKeys(top));
+    Reader r(top);
+    std::string api_version, kind;
+    GPUNODE_RETURN_IF_ERROR(r.String("apiVersion", &api_version));
+    GPUNODE_RETURN_IF_ERROR(r.String("kind", &kind));
+    if (!api_version.empty() && api_version != "gpunode/v1") return r.Get("apiVersion").Expected("gpunode/v1");
+    if (!kind.empty() && kind != "AgentPolicy") return r.Get("kind").Expected("AgentPolicy (a policy file)");
+    GPUNODE_RETURN_IF_ERROR(r.String("origin", &next.policy_origin));
+    // configFile and configDir are exclusive: a policy's named configs replace the config's one file.
+    const YamlValue dir = top.Child("plugin").Child("configDir");
+    if (dir.IsScalar() && !dir.node().Scalar().empty()) next.plugin.config_file.clear();
+    GPUNODE_RETURN_IF_ERROR(ParseOneShot("cdi", r.Section("cdi"), &next.cdi));
+    GPUNODE_RETURN_IF_ERROR(ParseOneShot("runtime", r.Section("runtime"), &next.runtime));
+    GPUNODE_RETURN_IF_ERROR(ParsePlugin(r.Section("plugin"), &next.plugin));
+    GPUNODE_RETURN_IF_ERROR(ParseLabels(r.Section("labels"), &next.labels));
+    GPUNODE_RETURN_IF_ERROR(ParseExporter(r.Section("exporter"), &next.exporter));
+    GPUNODE_RETURN_IF_ERROR(ParseValidator(r.Section("validator"), &next.validator));
+    GPUNODE_RETURN_IF_ERROR(ParseMig(r.Section("mig"), &next.mig));
+    GPUNODE_RETURN_IF_ERROR(r.Check());
+    const std::pair<const char*, const char*> kPaths[] = {
+        {"plugin", "configDir"}, {"exporter", "collectors"}, {"mig", "configFile"}};
+    for (const auto& [section, key] : kPaths) {
+      const YamlValue v = top.Child(section).Child(key);
+      if (v.IsScalar() && !v.node().Scalar().empty() && !AbsolutePath(v.node().Scalar())) {
+        return v.Expected("an absolute path without \"..\"");
+      }
+    }
+    // What runs as root, and where root writes, stays the agent config's (src/agent/step_args.h).
+    struct Step {
+      const char* name;
+      const OneShotSection& before;
+      const OneShotSection& after;
+    } steps[] = {{"cdi", c->cdi, next.cdi}, {"runtime", c->runtime, next.runtime}};
+    for (const Step& step : steps) {
+      const auto was = FixedStepValues(step.name, step.before.args, step.before.global_args);
+      const auto now = FixedStepValues(step.name, step.after.args, step.after.global_args);
+      for (size_t i = 0; i < was.size() && i < now.size(); ++i) {
+        if (was[i] == now[i]) continue;
+        const YamlValue at = top.Child(step.name).Child(was[i].list);
+        return (at.IsSet() ? at : top.Child(step.name)).Error(absl::StrCat(
+            was[i].flag, " would be \"", now[i].value, "\" where the agent config ", c->source, " has \"",
+            was[i].value, "\": a policy file never changes what runs as root or where root writes"));
+      }
+    }
+  }
+  *c = std::move(next);
+  return absl::OkStatus();
+}
+
 StatusOr<AgentConfig> LoadAgentConfig(const std::string& path) {
   if (path.empty()) return AgentConfig{};
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoToStatus(errno, "read agent config", path);
   std::ostringstream text;
   text << in.rdbuf();
-  return ParseAgentConfig(text.str(), path);
+  GPUNODE_ASSIGN_OR_RETURN(AgentConfig c, ParseAgentConfig(text.str(), path));
+  if (c.policy_file.empty()) return c;
+  // An optional ConfigMap volume: no file (nothing written yet) is no overlay.
+  auto policy = HostFs::Local().ReadFile(c.policy_file, 1 << 20);
+  if (absl::IsNotFound(policy.status())) return c;
+  if (!policy.ok()) return policy.status();
+  GPUNODE_RETURN_IF_ERROR(ApplyAgentPolicy(*policy, c.policy_file, &c));
+  return c;
 }
 
 }  // namespace gpunode::agent
@@ -367,6 +483,7 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
            {"publishDir", c.publish_dir},
            {"watchConfig", Ms(c.watch_config)},
            {"stopTimeout", Ms(c.stop_timeout)},
+           {"policyFile", c.policy_file},
            {"kubernetes", J{{"enabled", c.kubernetes.enabled},
                             {"kubeconfig", c.kubernetes.kubeconfig},
                             {"daemonset", c.kubernetes.daemonset},

@@ -130,12 +130,29 @@ struct AgentConfig {
   ValidatorSection validator;
   MigSection mig;
   DraSection dra;
-  std::string source;  // the file it came from ("" = defaults)
+  // policyFile: a second file whose sections apply over this one for the keys it sets (an absolute
+  // path; "" = none). The chart mounts there, as an optional ConfigMap, what gpunode's controller
+  // writes from NVIDIA's ClusterPolicy (src/upgrade/cluster_policy.h). A missing file is no overlay.
+  std::string policy_file;
+  std::string source;         // the file it came from ("" = defaults)
+  std::string policy_source;  // the policy file applied ("" = none: not set, or not there)
+  std::string policy_origin;  // its `origin:` (what wrote it)
 };
 
-// Parses the YAML text. `source` names the file in errors.
+// Parses the YAML text. `source` names the file in errors. The policy file is not read here.
 StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view source);
-// Reads and parses a file; "" gives the defaults.
+
+// The policy file's text (kind AgentPolicy) applied over `c`: each key it sets replaces the
+// config's; the rest stays. It may set only what a ClusterPolicy says — cdi.enabled,
+// runtime.enabled/args, plugin.enabled/configDir/defaultConfig/migStrategy/deviceListStrategy/
+// deviceIdStrategy/passDeviceSpecs/failOnInitError, labels.enabled, exporter.enabled/collectors,
+// validator.enabled/cuda, mig.configFile — with the same checks as the config (runtime.args
+// through src/agent/step_args.h), and it must leave every value fixed while the agent runs as the
+// config has it (--config, globalArgs, ...): a policy file never chooses what runs as root or
+// where root writes. Errors name `source`, the line and the key; `c` is left unchanged then.
+Status ApplyAgentPolicy(absl::string_view text, absl::string_view source, AgentConfig* c);
+
+// Reads and parses a file, then its policyFile when that exists; "" gives the defaults.
 StatusOr<AgentConfig> LoadAgentConfig(const std::string& path);
 
 // "300s", "5m", "1h", "500ms" (Go's time.ParseDuration units we need; "0" and plain seconds too).

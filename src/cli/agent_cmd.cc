@@ -93,6 +93,14 @@ std::map<std::string, std::unique_ptr<lifecycle::Component>> BuildComponents(
   return m;
 }
 
+// "; policy file F (origin)" when one was applied, "; policy file F: none yet" when it is not there.
+std::string PolicyNote(const agent::AgentConfig& config) {
+  if (config.policy_file.empty()) return "";
+  if (config.policy_source.empty()) return absl::StrCat("; policy file ", config.policy_file, ": none yet");
+  return absl::StrCat("; policy file ", config.policy_source,
+                      config.policy_origin.empty() ? "" : absl::StrCat(" (", config.policy_origin, ")"));
+}
+
 // The running configuration and what a reload does with a new one.
 class Reloader {
  public:
@@ -158,8 +166,8 @@ class Reloader {
     }
     const std::string what = absl::StrCat(changed.size(), " component(s) with new settings",
                                           changed.empty() ? "" : absl::StrCat(" (", absl::StrJoin(changed, ", "), ")"));
-    log_.Info("agent", absl::StrCat(trigger, ": ", what));
-    Event("Normal", "AgentConfigReloaded", absl::StrCat("gpunode agent reloaded ", path, ": ", what));
+    log_.Info("agent", absl::StrCat(trigger, ": ", what, PolicyNote(*fresh)));
+    Event("Normal", "AgentConfigReloaded", absl::StrCat("gpunode agent reloaded ", path, PolicyNote(*fresh), ": ", what));
     keep_.push_back(std::move(current_));  // components built over it may still run
     current_ = std::move(fresh);
   }
@@ -367,7 +375,8 @@ void LogStarting(const agent::AgentConfig& config, const NodeSession& session, c
   log.Info("agent", absl::StrCat("gpunode ", GPUNODE_VERSION, " agent starting on ",
                                  config.node_name.empty() ? "(no node name)" : config.node_name,
                                  session.simulated() ? absl::StrCat(" (simulated ", *session.simulated(), ")") : "",
-                                 ": ", enabled, "; health ", health.Where(config), ": /healthz /readyz /metrics"));
+                                 ": ", enabled, "; health ", health.Where(config), ": /healthz /readyz /metrics",
+                                 PolicyNote(config)));
 }
 
 // How long the start took, logged once: the plugin's registration (allocatable advertised) and
@@ -395,25 +404,30 @@ std::jthread LogStartTimes(const agent::AgentConfig& config, agent::NodeContext&
   });
 }
 
-// Until SIGTERM or SIGINT (returned): SIGHUP or a change of the config file's modification time
-// reloads it.
+// Until SIGTERM or SIGINT (returned): SIGHUP, or a change of the config file's or of its policy
+// file's modification time (the policy file's appearing or going too: an optional ConfigMap
+// volume), reloads them.
 int ServeUntilStopSignal(const sigset_t& signals, const std::string& path, std::chrono::milliseconds watch,
                          Reloader& reloader) {
-  auto mtime = [&]() -> int64_t {
+  auto mtime = [](const std::string& file) -> int64_t {
     struct stat st {};
-    if (path.empty() || ::stat(path.c_str(), &st) != 0) return 0;
+    if (file.empty() || ::stat(file.c_str(), &st) != 0) return 0;
     return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   };
-  int64_t seen = mtime();
+  auto stamps = [&] { return std::make_pair(mtime(path), mtime(reloader.current().policy_file)); };
+  auto seen = stamps();
   while (true) {
     timespec timeout{static_cast<time_t>(watch.count() / 1000), static_cast<long>((watch.count() % 1000) * 1000000)};
     if (timeout.tv_sec == 0 && timeout.tv_nsec == 0) timeout.tv_sec = 2;
     const int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGTERM || sig == SIGINT) return sig;
-    const int64_t now = mtime();
+    const auto now = stamps();
     if (sig != SIGHUP && now == seen) continue;
+    const char* trigger = sig == SIGHUP ? "SIGHUP" : now.first != seen.first ? "config file changed" : "policy file changed";
+    const std::string policy_before = reloader.current().policy_file;
     seen = now;
-    reloader.Reload(path, sig == SIGHUP ? "SIGHUP" : "config file changed");
+    reloader.Reload(path, trigger);
+    if (reloader.current().policy_file != policy_before) seen.second = mtime(reloader.current().policy_file);
   }
 }
 
@@ -516,7 +530,7 @@ void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   cmd->footer(
       "Components: cdi and runtime (one-shot, opt-in), validator (doctor's checks gate the plugin), plugin,\n"
       "labels, exporter; each restarts with backoff on its own. Health: /healthz, /readyz (also /healthz/<component>),\n"
-      "/metrics with gpunode_component_up on healthListen (:9401). SIGHUP or a change of the file reloads it.\n"
+      "/metrics with gpunode_component_up on healthListen (:9401). SIGHUP or a change of the file (or of its policyFile) reloads it.\n"
       "Per-node labels: nvidia.com/gpu.deploy.<component>=false, nvidia.com/device-plugin.config=<name>.\n"
       "Examples:\n"
       "  gpunode --simulate dgx-h200 agent --node-name n1 --config agent.yaml\n"

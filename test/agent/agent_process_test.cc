@@ -472,6 +472,45 @@ TEST_F(AgentProcessTest, AReloadDoesNotUndoANodeLabelsVeto) {
   EXPECT_EQ(Stop(), 0);
 }
 
+// The policy file gpunode's controller writes from a ClusterPolicy (an optional ConfigMap volume):
+// its appearing, changing and going reload the agent, with no signal, as the config file's changes.
+TEST_F(AgentProcessTest, APolicyFileIsReadWhenItAppearsChangesAndGoes) {
+  auto write_policy = [&](const std::string& text) {  // atomically, as the kubelet updates a volume
+    std::ofstream(Path("policy.yaml.tmp")) << text;
+    fs::rename(Path("policy.yaml.tmp"), Path("policy.yaml"));
+  };
+  auto count = [&](const std::string& what) {
+    const std::string log = Log();
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string labels_changed = "policy file changed: 1 component(s) with new settings (labels)";
+  WriteProfile();
+  WriteConfig("exporter: {enabled: false}\npolicyFile: " + Path("policy.yaml") + "\n");
+  StartKubelet();
+  Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(1, seconds(20))) << Log();
+  ASSERT_TRUE(Eventually([&] { return Get("/readyz").first == 200; }, seconds(20))) << Log();
+  EXPECT_THAT(Log(), HasSubstr("policy file " + Path("policy.yaml") + ": none yet"));
+  write_policy("origin: ClusterPolicy p generation 1\nlabels: {enabled: false}\n");
+  ASSERT_TRUE(Eventually([&] { return count(labels_changed) == 1; }, seconds(10))) << Log();
+  EXPECT_THAT(Log(), HasSubstr("(ClusterPolicy p generation 1)"));
+  ASSERT_TRUE(Eventually([&] { return Get("/metrics").second.find("gpunode_component_enabled{component=\"labels\"} 0") !=
+                                      std::string::npos; }, seconds(10)))
+      << Get("/metrics").second;
+  // A policy that sets what it may not: refused, the running configuration stays.
+  write_policy("labels: {enabled: true}\nplugin: {kubeletDir: /tmp}\n");
+  ASSERT_TRUE(Eventually([&] { return count("plugin.kubeletDir: not settable by a policy file") > 0; }, seconds(10)))
+      << Log();
+  EXPECT_THAT(Log(), HasSubstr("keeping the running configuration"));
+  // The ConfigMap goes: the config's own settings again.
+  fs::remove(Path("policy.yaml"));
+  ASSERT_TRUE(Eventually([&] { return count(labels_changed) == 2; }, seconds(10))) << Log();
+  EXPECT_EQ(kubelet_->registrations(), 1) << "the plugin registered again for a labels change\n" << Log();
+  EXPECT_EQ(Stop(), 0);
+}
+
 // Reload safety: a reloaded config cannot load a library into the privileged steps, nor run another
 // command; the running configuration stays, and the Node gets a Warning Event saying why.
 TEST_F(AgentProcessTest, AReloadThatWouldLoadCodeOrRunAnotherCommandIsRefusedWithAnEvent) {
