@@ -75,6 +75,15 @@ StatusOr<Verdict> Judge(const std::string& json) {
   v.pass = true;
   v.reason = "AllChecksPassed";
   v.message = "hardware, kernel driver, NVML and CUDA checks passed (gpunode doctor)";
+  // The driver validated, for the driver-upgrade controller's gate (docs/driver-upgrades.md).
+  if (doc.contains("baseline") && doc["baseline"].is_object() && doc["baseline"].contains("node") &&
+      doc["baseline"]["node"].is_object()) {
+    const nlohmann::json& node = doc["baseline"]["node"];
+    if (node.contains("driverVersion") && node["driverVersion"].is_string() &&
+        !node["driverVersion"].get<std::string>().empty()) {
+      v.message += absl::StrCat(wellknown::kValidatedOnDriver, node["driverVersion"].get<std::string>().substr(0, 64));
+    }
+  }
   if (!per_gpu.empty()) {
     v.message += absl::StrCat("; single GPUs failing (advertised Unhealthy one by one): ", absl::StrJoin(per_gpu, ", "));
   }
