@@ -24,7 +24,8 @@
 #         /host/var/lib/gpunode/sim (host / mounted at /host, the chart's simulate.hostDir).
 # Environment: GPUNODE_FAKE_DRIVER_VERSION (baked into the image), GPUNODE_FAKE_DRIVER_BROKEN (0/1),
 #   GPUNODE_FAKE_DRIVER_MODULE_VERSION, GPUNODE_FAKE_DRIVER_READY_DIR (default /run/nvidia/validations),
-#   GPUNODE_FAKE_DRIVER_RECHECK (seconds between checks, default 2).
+#   GPUNODE_FAKE_DRIVER_RECHECK (seconds between checks that the root still has its driver, default 2;
+#   0: never).
 # Needs only busybox (sh, awk, sed, readlink, ln, mv).
 set -eu
 
