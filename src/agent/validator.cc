@@ -169,8 +169,8 @@ class Validator final : public Component {
     const bool changed = first || before.open != g.open || before.reason != g.reason;
     if (changed) {
       log_.Info(name(), absl::StrCat(g.open ? "passed" : "FAILED", " in ", static_cast<int>(ms), " ms (",
-                                     ctx_.MsSinceStart(), " ms after the agent started): ", g.reason,
-                                     g.open ? "" : absl::StrCat(": ", g.message)));
+                                     ctx_.MsSinceStart(), " ms after the agent started): ", g.reason, ": ",
+                                     g.message));
     }
     if (ctx_.kube() != nullptr && !ctx_.node_name().empty()) {
       kube::NodeCondition c{kConditionType, g.open ? "True" : "False", g.reason, g.message};

@@ -368,12 +368,9 @@ int RunNodeAction(const UpgradeFlags& f, bool rollback) {
       return kExitUsage;
     }
     annotations[upgrade::kAnnoRollbackRequested] = nullptr;
+    annotations[upgrade::kAnnoTarget] = nullptr;  // the pool's target again (not the previous version)
   }
   nlohmann::json patch = {{"metadata", {{"labels", {{wellknown::kLabelUpgradeState, "upgrade-required"}}}, {"annotations", annotations}}}};
-  if (!rollback && rolled_back) {
-    // Back to the target: the node leaves the previous DaemonSet when its pod is replaced.
-    patch["metadata"]["annotations"][upgrade::kAnnoRollbackRequested] = nullptr;
-  }
   auto r = (*client)->MergePatch(absl::StrCat("/api/v1/nodes/", f.node), patch);
   if (!r.ok()) {
     PrintError(r.status());
@@ -413,6 +410,9 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
   c->add_option("--qps", cf->qps, "Requests per second to the API server (burst twice that)")->capture_default_str();
   c->add_option("--log-format", cf->log_format, "text or json")->capture_default_str();
   c->footer(
+      "Per pool, annotations on its NVIDIADriver override the flags: gpunode.io/driver-upgrade.on-failure\n"
+      "(halt|continue), gpunode.io/driver-upgrade.rollback-on-failure (true|false); gpunode.io/driver-upgrade.paused=true\n"
+      "pauses it (gpunode fleet upgrade pause).\n"
       "Exit codes: 0 stopped by SIGTERM/SIGINT, 2 the API server refused the Lease or the lists, 3 bad flags.\n"
       "Examples:\n"
       "  gpunode fleet controller --namespace gpunode\n"

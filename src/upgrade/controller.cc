@@ -60,7 +60,21 @@ StatusOr<DriverFacts> ReadDriver(const nlohmann::json& object) {
   if (object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
       object["metadata"].contains("annotations") && object["metadata"]["annotations"].is_object()) {
     const nlohmann::json& a = object["metadata"]["annotations"];
-    f.paused = a.contains(kAnnoPaused) && a[kAnnoPaused].is_string() && a[kAnnoPaused] == "true";
+    auto text = [&a](const char* key) {
+      return a.contains(key) && a[key].is_string() ? a[key].get<std::string>() : std::string();
+    };
+    f.paused = text(kAnnoPaused) == "true";
+    const std::string on_failure = text(kAnnoOnFailure), rollback = text(kAnnoRollbackOnFailure);
+    if (on_failure == "halt" || on_failure == "continue") {
+      f.halt_on_failure = on_failure == "halt";
+    } else if (!on_failure.empty()) {
+      f.error = absl::StrCat("annotation ", kAnnoOnFailure, ": \"", on_failure.substr(0, 64), "\" is not halt or continue");
+    }
+    if (rollback == "true" || rollback == "false") {
+      f.rollback_on_failure = rollback == "true";
+    } else if (!rollback.empty()) {
+      f.error = absl::StrCat("annotation ", kAnnoRollbackOnFailure, ": \"", rollback.substr(0, 64), "\" is not true or false");
+    }
   }
   return f;
 }

@@ -50,6 +50,13 @@ struct ControllerStats {
   int daemonset_writes = 0;
   int status_writes = 0;
   int workload_lists = 0;
+  int condition_writes = 0;  // each one apply
+  int events = 0;            // each one POST
+  // Requests to the API server of all of the above (not the informers' lists and watches).
+  int Requests() const {
+    return node_patches + evictions + pod_deletions + daemonset_writes + status_writes + workload_lists +
+           condition_writes + events;
+  }
 };
 
 class Controller {

@@ -27,6 +27,8 @@ struct DriverFacts {
   DriverSpec spec;
   std::string error;  // the resource could not be read: its status says why
   bool paused = false;
+  std::optional<bool> halt_on_failure;      // its on-failure annotation
+  std::optional<bool> rollback_on_failure;  // its rollback-on-failure annotation
 };
 StatusOr<DriverFacts> ReadDriver(const nlohmann::json& object);
 

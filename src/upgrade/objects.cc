@@ -35,6 +35,7 @@ StatusOr<NodeFacts> ReadNodeFacts(const nlohmann::json& node) {
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, root.Object("metadata"));
   GPUNODE_ASSIGN_OR_RETURN(f.labels, meta.StringMap("labels"));
   if (f.labels.size() > kMaxLabels) return meta.Error(absl::StrCat("labels: more than ", kMaxLabels));
+  GPUNODE_ASSIGN_OR_RETURN(f.uid, meta.String("uid"));
   GPUNODE_ASSIGN_OR_RETURN(auto annotations, meta.StringMap("annotations"));
   for (auto& [k, v] : annotations) {
     if (absl::StartsWith(k, "gpunode.io/driver-upgrade.")) f.annotations[k] = v.substr(0, 4096);

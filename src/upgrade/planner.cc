@@ -53,8 +53,13 @@ class NodePlanner {
     a_.node = n.node.name;
   }
 
+  // Going to (or staying on) the previous version: a rollback asked for, or done and still the
+  // pool's previous version (a new target for the pool takes a rolled-back node there too).
   bool RollingBack() const {
-    return n_.annotations.count(kAnnoRollbackRequested) > 0 || n_.labels.count(kLabelRollback) > 0;
+    if (n_.annotations.count(kAnnoRollbackRequested)) return true;
+    if (!n_.labels.count(kLabelRollback)) return false;
+    auto t = n_.annotations.find(kAnnoTarget);
+    return t != n_.annotations.end() && !in_.previous_version.empty() && t->second == in_.previous_version;
   }
   const std::string& DesiredHash() const { return RollingBack() ? in_.previous_hash : in_.target_hash; }
   const std::string& DesiredVersion() const { return RollingBack() ? in_.previous_version : in_.driver->version; }
@@ -95,6 +100,7 @@ class NodePlanner {
         n_.state >= State::kPodRestart && n_.state <= State::kValidation) {
       Go(State::kPodRestart, absl::StrCat("rolling back to ", in_.previous_version, ": ", why));
       a_.annotations[kAnnoRollbackRequested] = "true";
+      a_.annotations[kAnnoTarget] = in_.previous_version;
       a_.event = Event{"Warning", "DriverUpgradeRollingBack",
                        absl::StrCat("driver ", in_.driver->version, " failed (", why, "); rolling back to ",
                                     in_.previous_version)};
@@ -264,7 +270,9 @@ class NodePlanner {
           Go(!drain && policy.drain.enable ? State::kDrain : State::kPodRestart);
           return;
         }
-        const int timeout = drain ? policy.drain.timeout_seconds : policy.pod_deletion.timeout_seconds;
+        // 0 would mean "forever" to NVIDIA's library; here every state has a deadline: 300 s then.
+        int timeout = drain ? policy.drain.timeout_seconds : policy.pod_deletion.timeout_seconds;
+        if (timeout == 0) timeout = 300;
         if (Expired(std::chrono::seconds(timeout))) {
           std::vector<std::string> left = blocked;
           for (const WorkloadPod* p : pods) left.push_back(absl::StrCat(p->ns, "/", p->name));

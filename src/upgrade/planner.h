@@ -53,6 +53,9 @@ inline constexpr char kAnnoRollbackRequested[] = "gpunode.io/driver-upgrade.roll
 inline constexpr char kLabelRollback[] = "gpunode.io/driver-upgrade.rollback";  // moves the node to the previous DaemonSet
 // On the NVIDIADriver: no node starts an upgrade while "true" (nodes under way finish).
 inline constexpr char kAnnoPaused[] = "gpunode.io/driver-upgrade.paused";
+// On the NVIDIADriver, over the controller's flags for its pool: "halt" or "continue"; "true"/"false".
+inline constexpr char kAnnoOnFailure[] = "gpunode.io/driver-upgrade.on-failure";
+inline constexpr char kAnnoRollbackOnFailure[] = "gpunode.io/driver-upgrade.rollback-on-failure";
 // Driver pods: which resource, which template, which version.
 inline constexpr char kLabelPodDriver[] = "gpunode.io/nvidia-driver";
 inline constexpr char kLabelPodHash[] = "gpunode.io/driver-template-hash";
@@ -66,6 +69,7 @@ struct NodeFacts {
   State state = State::kNone;
   std::string state_label;                          // as found (an unknown value is reported)
   std::string os_tag;                               // NFD's os_release: "ubuntu22.04"; "" unknown
+  std::string uid;                                  // metadata.uid (Events name it)
 };
 StatusOr<NodeFacts> ReadNodeFacts(const nlohmann::json& node);
 

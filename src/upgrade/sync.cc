@@ -264,7 +264,10 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
     auto v = Version::Parse(spec.version, "spec.version");
     if (v.ok()) in.refusal = fleet::DriverRefusal(*o.data, *v, by_name[mine.front()]->node);
   }
-  PoolPlan plan = PlanPool(in, o.policy);
+  ControllerPolicy policy = o.policy;
+  if (me->halt_on_failure) policy.halt_on_failure = *me->halt_on_failure;
+  if (me->rollback_on_failure) policy.rollback_on_failure = *me->rollback_on_failure;
+  PoolPlan plan = PlanPool(in, policy);
   for (int pass = 0; pass < 2; ++pass) {
     bool listed = false;
     for (const NodeAction& a : plan.actions) {
@@ -282,7 +285,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
       listed = true;
     }
     if (!listed) break;
-    plan = PlanPool(in, o.policy);
+    plan = PlanPool(in, policy);
   }
 
   // The actions.
@@ -338,14 +341,19 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
       Count(&ControllerStats::pod_deletions);
       if (!r.ok() && !absl::IsNotFound(r.status())) errors.push_back(std::string(r.status().message()));
     }
+    // The Node as far as the condition and the Event need it: no GET for either.
+    nlohmann::json known = {{"metadata", {{"name", a.node}, {"uid", by_name.count(a.node) ? by_name[a.node]->uid : ""}}},
+                            {"status", {{"conditions", nlohmann::json::array()}}}};
     if (a.condition) {
       kube::NodeCondition c{wellknown::kConditionGpuDriverUpgrade, a.condition->status, a.condition->reason,
                             a.condition->message.substr(0, 1000)};
-      auto r = kube::SetNodeCondition(client, a.node, c);
+      auto r = kube::SetNodeCondition(client, a.node, c, &known);
+      Count(&ControllerStats::condition_writes);
       if (!r.ok()) errors.push_back(std::string(r.status().message()));
     }
     if (a.event) {
-      Status st = kube::CreateNodeEvent(client, a.node, a.event->type, a.event->reason, a.event->message.substr(0, 1000));
+      Status st = kube::CreateNodeEvent(client, a.node, a.event->type, a.event->reason, a.event->message.substr(0, 1000), &known);
+      Count(&ControllerStats::events);
       if (!st.ok()) Log(absl::StrCat("event on ", a.node, ": ", st.message()));
     }
   }

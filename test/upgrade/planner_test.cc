@@ -238,6 +238,29 @@ TEST(PlannerTest, RollbackOnFailureMovesTheNodeToThePreviousDaemonSetAndUncordon
   EXPECT_EQ(w.pods.at("node-0").hash, "old");
 }
 
+TEST(PlannerTest, ARolledBackNodeStaysThereUntilThePoolGetsANewTargetThenGoesToIt) {
+  World w(1);
+  w.agent_validates = false;
+  w.policy.rollback_on_failure = true;
+  w.policy.deadlines.validation = seconds(30);
+  w.RunUntilQuiet(100, seconds(10));
+  ASSERT_EQ(w.Node("node-0").labels.at(kLabelRollback), "true");
+  w.RunUntilQuiet(20);  // nothing moves: it stays on the previous version
+  EXPECT_EQ(w.pods.at("node-0").hash, "old");
+  EXPECT_EQ(w.StateOf("node-0"), State::kDone);
+  // A fixed driver: the broken template becomes the previous one, the fixed one the target.
+  w.agent_validates = true;
+  w.previous_hash = w.target_hash;
+  w.previous_version = w.driver.version;
+  w.target_hash = "fixed";
+  w.driver.version = "580.105.08";
+  w.RunUntilQuiet();
+  EXPECT_EQ(w.StateOf("node-0"), State::kDone);
+  EXPECT_EQ(w.pods.at("node-0").hash, "fixed");
+  EXPECT_EQ(w.Node("node-0").labels.count(kLabelRollback), 0u);
+  EXPECT_EQ(w.Node("node-0").labels.at(wk::kLabelDriverVersion), "580.105.08");
+}
+
 TEST(PlannerTest, APodDisruptionBudgetKeepsTheNodeWaitingThenFailsItWithThePodsNamed) {
   World w(1);
   WorkloadPod gpu{"team", "train-0", {}, false, false, false, false, true, true, false, false};
