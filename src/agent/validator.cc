@@ -75,6 +75,15 @@ StatusOr<Verdict> Judge(const std::string& json) {
   v.pass = true;
   v.reason = "AllChecksPassed";
   v.message = "hardware, kernel driver, NVML and CUDA checks passed (gpunode doctor)";
+  // The driver validated, for the driver-upgrade controller's gate (docs/driver-upgrades.md).
+  if (doc.contains("baseline") && doc["baseline"].is_object() && doc["baseline"].contains("node") &&
+      doc["baseline"]["node"].is_object()) {
+    const nlohmann::json& node = doc["baseline"]["node"];
+    if (node.contains("driverVersion") && node["driverVersion"].is_string() &&
+        !node["driverVersion"].get<std::string>().empty()) {
+      v.message += absl::StrCat(wellknown::kValidatedOnDriver, node["driverVersion"].get<std::string>().substr(0, 64));
+    }
+  }
   if (!per_gpu.empty()) {
     v.message += absl::StrCat("; single GPUs failing (advertised Unhealthy one by one): ", absl::StrJoin(per_gpu, ", "));
   }
@@ -160,8 +169,8 @@ class Validator final : public Component {
     const bool changed = first || before.open != g.open || before.reason != g.reason;
     if (changed) {
       log_.Info(name(), absl::StrCat(g.open ? "passed" : "FAILED", " in ", static_cast<int>(ms), " ms (",
-                                     ctx_.MsSinceStart(), " ms after the agent started): ", g.reason,
-                                     g.open ? "" : absl::StrCat(": ", g.message)));
+                                     ctx_.MsSinceStart(), " ms after the agent started): ", g.reason, ": ",
+                                     g.message));
     }
     if (ctx_.kube() != nullptr && !ctx_.node_name().empty()) {
       kube::NodeCondition c{kConditionType, g.open ? "True" : "False", g.reason, g.message};

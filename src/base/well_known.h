@@ -55,6 +55,16 @@ inline constexpr char kLabelMigConfigState[] = "nvidia.com/mig.config.state";  /
 // node-feature-discovery's label for a node with an NVIDIA PCI device (vendor 10de).
 inline constexpr char kLabelNfdNvidiaPci[] = "feature.node.kubernetes.io/pci-10de.present";
 
+// The driver-upgrade controller's keys (src/upgrade; NVIDIA's names where the GPU Operator has one,
+// so its dashboards and alerts keep working; docs/driver-upgrades.md).
+inline constexpr char kLabelDriverOwner[] = "nvidia.com/gpu-operator.driver.owner";  // NVIDIADriver name
+inline constexpr char kLabelUpgradeState[] = "nvidia.com/gpu-driver-upgrade-state";
+inline constexpr char kLabelUpgradeSkip[] = "nvidia.com/gpu-driver-upgrade.skip";      // "true": left alone
+inline constexpr char kLabelDrainSkip[] = "nvidia.com/gpu-driver-upgrade-drain.skip";  // on a pod: not drained
+inline constexpr char kConditionGpuDriverUpgrade[] = "GpuDriverUpgrade";
+// The validator's pass message ends with this and the driver's version: the upgrade's gate.
+inline constexpr char kValidatedOnDriver[] = " on driver ";
+
 // The extended resource of a full GPU.
 inline constexpr char kResourceGpu[] = "nvidia.com/gpu";
 

@@ -83,8 +83,11 @@ std::map<std::string, std::unique_ptr<lifecycle::Component>> BuildComponents(
   std::map<std::string, std::unique_ptr<lifecycle::Component>> m;
   m["cdi"] = agent::MakeOneShot("cdi", ctx, c.cdi, log);
   m["runtime"] = agent::MakeOneShot("runtime", ctx, c.runtime, log);
+  // A new driver: the CDI spec names its files, and the Node's labels its version (the
+  // driver-upgrade controller's gate reads them with GpuStackReady).
   m["validator"] = agent::MakeValidator(ctx, c, log, [&harness, &c] {
     if (c.cdi.enabled) harness.Restart("cdi");
+    if (c.labels.enabled) harness.Restart("labels");
   });
   m["plugin"] = agent::MakePlugin(ctx, c, log);
   m["dra"] = agent::MakeDra(ctx, c, log);

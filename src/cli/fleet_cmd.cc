@@ -206,6 +206,13 @@ int RunDrainPlan(const GlobalOptions& global, const FleetFlags& f) {
   }
   options.max_unavailable = *n;
   options.pools = f.pools;
+  // Pools whose GPUs the target driver does not drive are not planned (the compat data's branches).
+  auto data = f.data.empty() ? compat::LoadBuiltin() : compat::LoadFile(f.data);
+  if (!data.ok()) {
+    PrintError(Annotate(data.status(), "--data"));
+    return kExitUsage;
+  }
+  options.data = &*data;
   auto plan = fleet::PlanDrain(l.report, options);
   if (!plan.ok()) {
     PrintError(plan.status());
@@ -230,6 +237,9 @@ void AddInputOptions(CLI::App* cmd, FleetFlags* f) {
 
 }  // namespace
 
+// fleet_upgrade_cmd.cc: `fleet controller` and `fleet upgrade`.
+void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_code);
+
 void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   auto flags = std::make_shared<FleetFlags>();
   CLI::App* cmd = app.add_subcommand(
@@ -242,6 +252,8 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "Subcommands:\n"
       "  compat      which pools can run an image, the rule and the smallest fix\n"
       "  drain-plan  the waves in which to cordon, drain and upgrade nodes to a driver\n"
+      "  controller  the driver-upgrade controller: NVIDIA's NVIDIADriver resources, upgraded node by node\n"
+      "  upgrade     its status, pause/resume, retry NODE, rollback NODE\n"
       "Reads GET /api/v1/nodes (RBAC: get, list on nodes) and the ResourceSlices of resource.k8s.io (list on\n"
       "resourceslices; without it a note, DRA devices not counted) through --kubeconfig, $KUBECONFIG, the pod's\n"
       "service account or ~/.kube/config; or a saved List with --from (kubectl get nodes,resourceslices -o json).\n"
@@ -270,17 +282,21 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "drain-plan",
       "Print the waves in which to cordon, drain and upgrade GPU nodes to a driver, pool by pool, never more than\n"
       "--max-unavailable nodes out of service at once. Only prints: installing drivers stays with the OS image or\n"
-      "the operator.");
+      "the operator (or gpunode fleet controller, which upgrades in this order). Pools whose GPUs the driver does\n"
+      "not drive (an architecture past its last driver branch, or before its first) are not planned.");
+  d->add_option("--data", flags->data, "Use this compat data set instead of the built-in one");
   d->add_option("--to-driver", flags->to_driver, "Target driver version, e.g. 580.95.05")->required();
   d->add_option("--max-unavailable", flags->max_unavailable,
                 "Most GPU nodes out of service at once, including those already NotReady or cordoned: N or P%")
       ->required();
   d->add_option("--pool", flags->pools, "Only these pools (repeatable; names as gpunode fleet prints them)");
   d->footer(
-      "Exit codes: 0 a plan (or nothing to do), 1 blocked (too many nodes already unavailable), 3 bad input.\n"
+      "Exit codes: 0 a plan (or nothing to do), 1 blocked (too many nodes already unavailable, or no pool the\n"
+      "driver drives), 3 bad input.\n"
       "Example:\n"
       "  gpunode fleet drain-plan --to-driver 580.95.05 --max-unavailable 2");
   d->callback([&global, flags, exit_code] { *exit_code = RunDrainPlan(global, *flags); });
+  AddFleetUpgradeCommands(cmd, global, exit_code);
 }
 
 }  // namespace gpunode::cli

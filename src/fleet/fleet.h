@@ -289,11 +289,25 @@ StatusOr<FleetCompatReport> CheckPools(const compat::CompatData& data, const Fle
 // somewhere and no pool incompatible (compat's exit codes).
 int ExitCodeOf(const FleetCompatReport& report);
 
+// The one upgrade order, shared by `fleet drain-plan` and the driver-upgrade controller
+// (src/upgrade): lower goes first — nodes already out of service (0), failing validation (1), with
+// unhealthy GPUs (2), short of allocatable (3), the rest (4) — with the sentence saying why.
+std::pair<int, std::string> UpgradePriority(const FleetNode& n);
+
+// Whether `driver` drives the node's GPUs, from the compat data's architectures (first and last
+// driver branch of the GPU's architecture, by its compute capability labels or its product):
+// nullopt when it does or nothing is known, else the sentence refusing it ("driver 590.44.01 does
+// not drive NVIDIA-Tesla-V100 (Volta, compute 7.0): its last driver branch is 580").
+std::optional<std::string> DriverRefusal(const compat::CompatData& data, const Version& driver, const FleetNode& n);
+
 // `gpunode fleet drain-plan`.
 struct DrainOptions {
   Version to_driver;
   int max_unavailable = 1;           // after resolving a percentage
   std::vector<std::string> pools;    // only these pools (empty: all)
+  // When set, pools whose GPUs the target driver does not drive (DriverRefusal) are not planned:
+  // a warning each, and `blocked` when no pool is left.
+  const compat::CompatData* data = nullptr;
 };
 // --to-driver text: a driver version with 2 or 3 components ("580.95.05", "570.172"); InvalidArgument
 // naming the flag otherwise.

@@ -30,9 +30,9 @@ const FleetNode* NodeNamed(const FleetReport& fleet, const std::string& name) {
   return it != fleet.nodes.end() && it->name == name ? &*it : nullptr;
 }
 
-// Lower goes first: nodes already out of service, failing validation, with unhealthy GPUs, short
-// of allocatable, then the rest. Also the sentence saying why.
-std::pair<int, std::string> Priority(const FleetNode& n) {
+}  // namespace
+
+std::pair<int, std::string> UpgradePriority(const FleetNode& n) {
   if (n.Unavailable()) {
     std::vector<std::string> why;
     if (!n.Ready()) why.push_back(n.ready.present ? absl::StrCat("Ready=", n.ready.status) : "no Ready condition");
@@ -54,7 +54,34 @@ std::pair<int, std::string> Priority(const FleetNode& n) {
   return {4, ""};
 }
 
-}  // namespace
+std::optional<std::string> DriverRefusal(const compat::CompatData& data, const Version& driver, const FleetNode& n) {
+  std::optional<Version> cc;
+  if (auto major = n.labels.find(kLabelComputeMajor), minor = n.labels.find(kLabelComputeMinor);
+      major != n.labels.end() && minor != n.labels.end()) {
+    auto v = Version::Parse(absl::StrCat(major->second, ".", minor->second), "compute capability");
+    if (v.ok()) cc = *v;
+  }
+  if (!cc && !n.product.empty()) {
+    compat::GpuCatalog catalog(data);
+    compat::GpuRef g = catalog.FromNode(GpuNameOf(n.product), 0, std::nullopt, std::nullopt);
+    if (g.cc) cc = *g.cc;
+  }
+  if (!cc) return std::nullopt;
+  const compat::Architecture* arch = data.FindArchitecture(*cc);
+  if (arch == nullptr) return std::nullopt;
+  const int branch = driver.major();
+  const std::string what = absl::StrCat(n.product.empty() ? "its GPUs" : n.product, " (", arch->name, ", compute ",
+                                        cc->ToString(), ")");
+  if (arch->last_branch && branch > *arch->last_branch) {
+    return absl::StrCat("driver ", driver.ToString(), " does not drive ", what, ": its last driver branch is ",
+                        *arch->last_branch);
+  }
+  if (arch->first_branch && branch < *arch->first_branch) {
+    return absl::StrCat("driver ", driver.ToString(), " does not drive ", what, ": it needs driver branch ",
+                        *arch->first_branch, " or later");
+  }
+  return std::nullopt;
+}
 
 StatusOr<FleetCompatReport> CheckPools(const compat::CompatData& data, const FleetReport& fleet,
                                        const std::string& image) {
@@ -157,8 +184,20 @@ StatusOr<DrainPlan> PlanDrain(const FleetReport& fleet, const DrainOptions& opti
   std::map<std::string, std::vector<Candidate>> by_pool;
   std::vector<Candidate> down;
   std::vector<std::string> downgrade, unknown;
+  int refused_pools = 0, pools_in_scope = 0;
   for (const Pool& p : fleet.pools) {
     const bool in_scope = selected.empty() || selected.count(p.name) > 0;
+    if (in_scope) ++pools_in_scope;
+    if (in_scope && options.data != nullptr && !p.nodes.empty()) {
+      const FleetNode* first = NodeNamed(fleet, p.nodes.front());
+      if (first != nullptr) {
+        if (auto no = DriverRefusal(*options.data, options.to_driver, *first)) {
+          plan.warnings.push_back(absl::StrCat("pool ", p.name, " not planned: ", *no));
+          ++refused_pools;
+          continue;
+        }
+      }
+    }
     for (const std::string& name : p.nodes) {
       const FleetNode* n = NodeNamed(fleet, name);
       if (n == nullptr) continue;
@@ -170,7 +209,7 @@ StatusOr<DrainPlan> PlanDrain(const FleetReport& fleet, const DrainOptions& opti
       }
       if (!n->driver) unknown.push_back(name);
       if (n->driver && *n->driver > options.to_driver) downgrade.push_back(name);
-      auto [prio, why] = Priority(*n);
+      auto [prio, why] = UpgradePriority(*n);
       Candidate c{n, prio, {name, p.name, n->driver ? n->driver->ToString() : "unknown", why, n->Unavailable()}};
       (n->Unavailable() ? down : by_pool[p.name]).push_back(std::move(c));
       ++plan.nodes_to_upgrade;
@@ -178,6 +217,11 @@ StatusOr<DrainPlan> PlanDrain(const FleetReport& fleet, const DrainOptions& opti
   }
   std::sort(plan.at_target.begin(), plan.at_target.end());
   std::sort(plan.held.begin(), plan.held.end());
+  if (refused_pools > 0 && refused_pools == pools_in_scope) {
+    plan.blocked = absl::StrCat("driver ", plan.to_driver, " does not drive the GPUs of any pool in the plan (",
+                                plan.warnings.empty() ? "" : plan.warnings.front(), ")");
+    return plan;
+  }
   if (!downgrade.empty()) {
     plan.warnings.push_back(absl::StrCat(downgrade.size(), " node(s) run a newer driver than ", plan.to_driver,
                                          ": this plan downgrades them (", absl::StrJoin(downgrade, ", "), ")"));

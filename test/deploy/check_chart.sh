@@ -3,7 +3,9 @@
 # with the default values, simulate mode, monitoring on (ServiceMonitor, PrometheusRule,
 # dashboard), a device-plugin config and DRA (dra.enabled: DeviceClasses, RBAC, the ResourceSlice
 # policy, the kubelet plugin mounts, the agent's dra section; refused beside the device plugin
-# unless dra.alongsideDevicePlugin); every rendered document must parse as YAML
+# unless dra.alongsideDevicePlugin), the driver manager (driverManager.enabled: the NVIDIADriver CRD
+# with NVIDIA's names and rules, the controller Deployment, its RBAC exactly; nothing of it when
+# off); every rendered document must parse as YAML
 # (python3 yaml.safe_load_all) and carry apiVersion/kind/metadata.name; values.schema.json must
 # refuse unknown and out-of-range values; the chart's copies of deploy/monitoring files must be
 # identical to them. helm comes from test/k8s/build.sh (built from source with Go, cached).
@@ -60,6 +62,8 @@ cases=(
   "dra|--set dra.enabled=true --set devicePlugin.enabled=false --set-json dra.additionalXidsToIgnore=[79,94]|DeviceClass ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding ClusterRole DaemonSet ConfigMap"
   "dra-sim|--set simulate.enabled=true --set dra.enabled=true --set devicePlugin.enabled=false --set dra.driverName=gpu.example.com --set dra.extendedResourceName=false --set cdi.enabled=false|DeviceClass DaemonSet"
   "dra-alongside|--set dra.enabled=true --set dra.alongsideDevicePlugin=true --set dra.deviceClasses=false --set nodeRestriction.enabled=false|DaemonSet ConfigMap"
+  "driver-manager|--set driverManager.enabled=true|CustomResourceDefinition Deployment ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding DaemonSet"
+  "driver-manager-opts|--set driverManager.enabled=true --set driverManager.crd.install=false --set driverManager.onFailure=continue --set driverManager.rollbackOnFailure=true --set driverManager.resync=30s --set driverManager.replicas=1 --set-json driverManager.tolerations=[{\"operator\":\"Exists\"}]|Deployment ClusterRole"
   "hardened|--set networkPolicy.enabled=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"monitoring\"}}}] --set-json exporter.webConfig={\"basic_auth_users\":{\"prometheus\":\"x\"}}|NetworkPolicy Secret DaemonSet"
 )
 for c in "${cases[@]}"; do
@@ -247,6 +251,134 @@ assert {"device-plugins", "kubelet-plugins", "kubelet-plugins-registry"} <= {m["
 print("     none by default; DeviceClasses with NVIDIA's CEL and extendedResourceName, RBAC, the slice policy, mounts, agent config")
 PY
 ok "DRA objects as rendered"
+# The driver manager (driverManager.enabled): NVIDIA's NVIDIADriver CRD (names, enums, defaults, the
+# CEL rules, the status subresource, kept at uninstall), `gpunode fleet controller` as an
+# unprivileged Deployment of the chart's image, and its RBAC exactly as the controller needs it.
+python3 - "$WORK" <<'PY' || fail "driver manager objects"
+import sys, yaml
+def load(name):
+    return [d for d in yaml.safe_load_all(open("%s/%s.yaml" % (sys.argv[1], name))) if d]
+def by(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+def grants(role):
+    out = {}
+    for r in role.get("rules", []):
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                assert not r.get("resourceNames"), r
+                out.setdefault((g, res), set()).update(r["verbs"])
+    return out
+
+for name in ("default", "simulate", "minimal", "config", "dra", "hardened"):
+    docs = load(name)
+    assert not by(docs, "CustomResourceDefinition") and not by(docs, "Deployment"), "%s: driver manager rendered" % name
+    assert not any("driver-manager" in d["metadata"]["name"] for d in docs), "%s: a driver-manager object" % name
+    for r in by(docs, "ClusterRole"):
+        assert not any("nvidia.com" in x.get("apiGroups", []) for x in r.get("rules", [])), "%s: nvidia.com granted" % name
+
+docs = load("driver-manager")
+crd = by(docs, "CustomResourceDefinition")
+assert len(crd) == 1, crd
+crd = crd[0]
+assert crd["metadata"]["name"] == "nvidiadrivers.nvidia.com"
+assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+s = crd["spec"]
+assert s["group"] == "nvidia.com" and s["scope"] == "Cluster", s
+assert s["names"] == {"kind": "NVIDIADriver", "listKind": "NVIDIADriverList", "plural": "nvidiadrivers",
+                      "singular": "nvidiadriver", "shortNames": ["nvd", "nvdriver", "nvdrivers"]}, s["names"]
+(v,) = s["versions"]
+assert v["name"] == "v1alpha1" and v["served"] and v["storage"] and v["subresources"] == {"status": {}}, v["name"]
+cols = {c["jsonPath"]: c for c in v["additionalPrinterColumns"]}
+for path in (".status.state", ".spec.version", ".metadata.creationTimestamp"):
+    assert path in cols and cols[path].get("priority", 0) == 0, "printer column %s" % path
+schema = v["schema"]["openAPIV3Schema"]
+spec = schema["properties"]["spec"]
+p = spec["properties"]
+assert p["driverType"]["enum"] == ["gpu", "vgpu", "vgpu-host-manager"] and p["driverType"]["default"] == "gpu"
+assert [x["rule"] for x in p["driverType"]["x-kubernetes-validations"]] == ["self == oldSelf"]
+assert [x["rule"] for x in p["usePrecompiled"]["x-kubernetes-validations"]] == ["self == oldSelf"]
+assert p["default"] == {"description": p["default"]["description"], "type": "boolean", "default": False}
+assert p["kernelModuleType"]["enum"] == ["auto", "open", "proprietary"] and p["kernelModuleType"]["default"] == "auto"
+assert p["image"]["default"] == "nvcr.io/nvidia/driver"
+rules = [x["rule"] for x in spec["x-kubernetes-validations"]]
+assert any("self.default" in r and "size(self.nodeSelector) == 0" in r for r in rules), rules
+for f in ("repository", "version", "imagePullPolicy", "imagePullSecrets", "env", "args", "nodeSelector", "tolerations",
+          "labels", "annotations", "priorityClassName", "manager", "rdma", "gds", "gdrcopy", "resources",
+          "licensingConfig", "kernelModuleConfig", "startupProbe", "nodeAffinity", "podSecurityContext", "hostNetwork"):
+    assert f in p, "spec.%s missing" % f
+u = p["upgradePolicy"]["properties"]
+assert u["autoUpgrade"]["default"] is True and u["maxParallelUpgrades"]["default"] == 1
+assert u["maxUnavailable"]["default"] == "25%" and u["maxUnavailable"]["x-kubernetes-int-or-string"] is True
+assert u["drain"]["properties"]["timeoutSeconds"]["default"] == 300 and u["drain"]["properties"]["enable"]["default"] is False
+assert u["podDeletion"]["properties"]["timeoutSeconds"]["default"] == 300
+assert u["waitForCompletion"]["properties"]["timeoutSeconds"]["default"] == 0
+st = schema["properties"]["status"]
+assert st["x-kubernetes-preserve-unknown-fields"] is True
+assert {"state", "conditions", "observedGeneration", "nodes"} <= set(st["properties"]), st["properties"].keys()
+assert not any(d["kind"] == "CustomResourceDefinition" and d["metadata"]["name"].startswith("clusterpolicies") for d in docs)
+
+sa = "gpunode-driver-manager"
+cr = [r for r in by(docs, "ClusterRole") if r["metadata"]["name"] == sa]
+assert len(cr) == 1, [r["metadata"]["name"] for r in by(docs, "ClusterRole")]
+want = {("", "nodes"): {"get", "list", "watch", "patch"}, ("", "nodes/status"): {"patch"},
+        ("", "pods"): {"get", "list", "watch", "delete"}, ("", "pods/eviction"): {"create"},
+        ("policy", "poddisruptionbudgets"): {"list", "watch"},
+        ("nvidia.com", "nvidiadrivers"): {"get", "list", "watch"},
+        ("nvidia.com", "nvidiadrivers/status"): {"get", "update", "patch"},
+        ("nvidia.com", "clusterpolicies"): {"get", "list", "watch"},
+        ("nvidia.com", "clusterpolicies/status"): {"get", "patch"}}
+assert grants(cr[0]) == want, grants(cr[0])
+roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by(docs, "Role") if r["metadata"]["name"].startswith(sa)}
+assert set(roles) == {("gpunode", sa), ("default", sa + "-events")}, roles.keys()
+want = {("apps", "daemonsets"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+        ("apps", "controllerrevisions"): {"get", "list"}, ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+        ("", "configmaps"): {"get", "create", "update", "patch"}, ("", "events"): {"create", "patch"}}
+assert grants(roles[("gpunode", sa)]) == want, grants(roles[("gpunode", sa)])
+assert grants(roles[("default", sa + "-events")]) == {("", "events"): {"create", "patch"}}
+binds = [b for b in by(docs, "ClusterRoleBinding") + by(docs, "RoleBinding") if b["metadata"]["name"].startswith(sa)]
+assert len(binds) == 3, [b["metadata"]["name"] for b in binds]
+for b in binds:
+    assert b["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": "gpunode"}], b
+    assert b["roleRef"]["name"] == b["metadata"]["name"], b
+# the agents' account gets nothing of it
+for r in by(docs, "ClusterRole") + by(docs, "Role"):
+    if not r["metadata"]["name"].startswith(sa):
+        assert not any("nvidia.com" in x.get("apiGroups", []) or "pods" in x.get("resources", []) for x in r.get("rules", [])), r["metadata"]["name"]
+assert any(x["metadata"]["name"] == sa for x in by(docs, "ServiceAccount"))
+
+(dep,) = by(docs, "Deployment")
+assert dep["metadata"]["name"] == sa and dep["metadata"]["namespace"] == "gpunode" and dep["spec"]["replicas"] == 2
+pod = dep["spec"]["template"]["spec"]
+assert pod["serviceAccountName"] == sa
+assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("volumes"), pod
+(c,) = pod["containers"]
+ds = by(docs, "DaemonSet")[0]
+agent = [x for x in ds["spec"]["template"]["spec"]["containers"] if x["name"] == "agent"][0]
+assert c["image"] == agent["image"], (c["image"], agent["image"])
+assert c["args"] == ["fleet", "controller", "--namespace", "gpunode", "--lease-name", sa, "--on-failure", "halt",
+                     "--resync", "10s"], c["args"]
+sc = c["securityContext"]
+assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+assert sc["capabilities"] == {"drop": ["ALL"]} and not sc.get("privileged"), sc
+assert c["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}, c["resources"]
+labels = dep["spec"]["template"]["metadata"]["labels"]
+assert labels.get("nvidia.com/gpu-driver-upgrade-drain.skip") == "true", labels
+sel = ds["spec"]["selector"]["matchLabels"]
+assert not all(labels.get(k) == v for k, v in sel.items()), "the DaemonSet's selector %s matches the controller's pods" % sel
+for svc in by(docs, "Service"):
+    assert not all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()), "Service %s selects the controller" % svc["metadata"]["name"]
+assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+docs = load("driver-manager-opts")
+assert not by(docs, "CustomResourceDefinition"), "driverManager.crd.install=false rendered the CRD"
+(dep,) = by(docs, "Deployment")
+assert dep["spec"]["replicas"] == 1
+c = dep["spec"]["template"]["spec"]["containers"][0]
+assert c["args"][6:] == ["--on-failure", "continue", "--rollback-on-failure", "--resync", "30s"], c["args"]
+assert dep["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
+print("     none when off; the CRD (NVIDIA's names, enums, defaults, CEL), the Deployment, RBAC exactly")
+PY
+ok "driver manager objects as rendered"
 # dra.enabled beside the device plugin is refused, with the way out in the message.
 if "$HELM" template gpunode "$CHART" --set dra.enabled=true > /dev/null 2> "$WORK/dra-both.err"; then
   fail "dra.enabled with devicePlugin.enabled rendered without dra.alongsideDevicePlugin"
@@ -260,7 +392,9 @@ ok "dra.enabled beside the device plugin refused: $(grep -m1 -o 'dra.enabled=tru
 for bad in "--set bogus=1" "--set exporter.port=0" "--set devicePlugin.migStrategy=weird" \
            "--set image.pullPolicy=Sometimes" "--set labels.sleepInterval=soon" "--set simulate.hostDir=relative" \
            "--set dra.driverName=1" "--set dra.driverName=GPU_nvidia" "--set dra.kubeletPluginsDir=plugins" \
-           "--set-json dra.additionalXidsToIgnore=[\"79\"]" "--set dra.deviceClasses=yes"; do
+           "--set-json dra.additionalXidsToIgnore=[\"79\"]" "--set dra.deviceClasses=yes" \
+           "--set driverManager.onFailure=stop" "--set driverManager.resync=soon" "--set driverManager.replicas=0" \
+           "--set driverManager.rollbackOnFailure=yes" "--set driverManager.crd.bogus=1"; do
   # shellcheck disable=SC2086
   if "$HELM" template gpunode "$CHART" $bad > /dev/null 2> "$WORK/bad.err"; then
     fail "values.schema.json accepted $bad"

@@ -2,8 +2,9 @@
 # run. Expects `src` (the repository) and $1 (the Release build tree); sets build, ns (default
 # gpunode-e2e), bin/PATH, state and node, defines skip/fail/ok/step, dump and the cleanup trap
 # (GPUNODE_E2E_KEEP=1 keeps a failed run's cluster), the DRA helpers (template, claim, pod,
-# devices, gpus_of), brings the cluster up and imports the gpunode
-# image built from $build (as localhost/gpunode:$version; not with E2E_IMAGE=0).
+# devices, gpus_of), fake_driver_image (gpunode.test/fake-driver:<version>, the driver container
+# of NVIDIADriver tests), brings the cluster up and imports the gpunode image built from $build
+# (as localhost/gpunode:$version; not with E2E_IMAGE=0).
 build=$(realpath -m "${1:-$src/build-rel}")
 ns=${ns:-gpunode-e2e}
 skip() {
@@ -129,6 +130,42 @@ $claims  containers:
 $refs
 YAML
 }
+# fake_driver_image VERSION [broken]: imports gpunode.test/fake-driver:VERSION (with "broken":
+# gpunode.test/fake-driver-broken:VERSION) into containerd and prints its name. The test image's
+# busybox with test/k8s/fake_driver.sh as entrypoint and /usr/bin/nvidia-driver, VERSION baked in
+# (GPUNODE_FAKE_DRIVER_VERSION): NVIDIA's driver container on a simulated node (see that script for
+# what it writes where). Built with podman once per version, kind and script content (kept as
+# $state/images/<name>-<version>-<hash>.tar, as cluster.sh keeps its images).
+fake_driver_image() {
+  local version=$1 name=fake-driver broken=0 hash d ref
+  case ${2:-} in
+    '') ;;
+    broken) name=fake-driver-broken; broken=1 ;;
+    *) fail "fake_driver_image $version $2: the second argument is 'broken' or nothing" ;;
+  esac
+  [[ $version =~ ^[0-9]+(\.[0-9]+)+$ ]] || fail "fake_driver_image: '$version' is not a driver version like 580.95.05"
+  ref=gpunode.test/$name:$version
+  hash=$(sha256sum "$src/test/k8s/fake_driver.sh" | cut -c1-12)
+  d=$state/images/$name-$version-$hash
+  if [ ! -s "$d.tar" ]; then
+    [ -s "$state/images/busybox.tar" ] || fail "no $state/images/busybox.tar (test/k8s/cluster.sh up builds it)"
+    rm -rf "$d" && mkdir -p "$d"
+    cp "$src/test/k8s/fake_driver.sh" "$d/nvidia-driver"
+    printf '%s\n' "FROM oci-archive:$state/images/busybox.tar" "COPY nvidia-driver /usr/bin/nvidia-driver" \
+      "ENV PATH=/usr/bin:/bin GPUNODE_FAKE_DRIVER_VERSION=$version GPUNODE_FAKE_DRIVER_BROKEN=$broken" \
+      'ENTRYPOINT ["/bin/sh", "/usr/bin/nvidia-driver"]' > "$d/Containerfile"
+    { podman build -q --network none -f "$d/Containerfile" -t "$ref" "$d" &&
+      podman save -q --format oci-archive -o "$d.tar.tmp" "$ref"; } >> "$state/logs/images.log" 2>&1 ||
+      { tail -5 "$state/logs/images.log"; fail "podman could not build $ref"; }
+    podman rmi -f "$ref" >> "$state/logs/images.log" 2>&1 || true
+    mv "$d.tar.tmp" "$d.tar"
+    rm -rf "$d"
+  fi
+  ctr --address "$state/containerd/containerd.sock" -n k8s.io images import "$d.tar" >/dev/null ||
+    fail "ctr images import of $ref"
+  echo "$ref"
+}
+
 version=$(sed -n 's/^project(gpunode VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 # E2E_IMAGE=0: a suite that runs gpunode as a host process (test/peers/dra_test.sh) needs no image.
 [ "${E2E_IMAGE:-1}" = 0 ] && return 0
