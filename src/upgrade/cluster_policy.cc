@@ -144,6 +144,32 @@ namespace {
 using namespace cluster_policy_internal;  // NOLINT: this file's own helpers
 using J = nlohmann::ordered_json;
 
+// A ConfigMap's name (a DNS subdomain) and one of its keys, as the API server allows them: what
+// the controller reads and copies, and what the agent gets as a file name.
+bool ConfigMapName(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (char ch : s) {
+    if (!absl::ascii_islower(ch) && !absl::ascii_isdigit(ch) && ch != '-' && ch != '.') return false;
+  }
+  return absl::ascii_isalnum(s.front()) && absl::ascii_isalnum(s.back());
+}
+bool ConfigMapKey(const std::string& s) {
+  if (s.empty() || s.size() > 253 || s == "." || s == "..") return false;
+  for (char ch : s) {
+    if (!absl::ascii_isalnum(ch) && ch != '-' && ch != '_' && ch != '.') return false;
+  }
+  return true;
+}
+
+// `key` of `config` when it is a ConfigMap name (is_key false) or key (true); else the error.
+StatusOr<std::string> ConfigMapField(const kube::Fields& config, const std::string& key, bool is_key) {
+  GPUNODE_ASSIGN_OR_RETURN(std::string v, Name(config, key));
+  if (!v.empty() && !(is_key ? ConfigMapKey(v) : ConfigMapName(v))) {
+    return config.Error(absl::StrCat(key, ": \"", Summary(v), "\" is not a ConfigMap ", is_key ? "key" : "name"));
+  }
+  return v;
+}
+
 const char kOwnBinary[] = "gpunode's own binary serves it (a component of the agent): there is no image to pull";
 
 // The node operands and what they become in the agent's policy file.
@@ -311,8 +337,8 @@ class Operands {
     }
     if (!on) return absl::OkStatus();
     GPUNODE_ASSIGN_OR_RETURN(kube::Fields config, dp.Object("config"));
-    GPUNODE_ASSIGN_OR_RETURN(std::string name, Name(config, "name"));
-    GPUNODE_ASSIGN_OR_RETURN(std::string def, Name(config, "default"));
+    GPUNODE_ASSIGN_OR_RETURN(std::string name, ConfigMapField(config, "name", false));
+    GPUNODE_ASSIGN_OR_RETURN(std::string def, ConfigMapField(config, "default", true));
     if (!name.empty()) {
       sections_["plugin"]["configDir"] = kPolicyDevicePluginDir;
       out_.t().config_maps.push_back({"spec.devicePlugin.config.name", name, "", kPolicyDevicePluginDir});
@@ -340,7 +366,7 @@ class Operands {
     GPUNODE_ASSIGN_OR_RETURN(bool on, Switch(ex, "dcgmExporter", true, "exporter"));
     if (!on) return absl::OkStatus();
     GPUNODE_ASSIGN_OR_RETURN(kube::Fields config, ex.Object("config"));
-    GPUNODE_ASSIGN_OR_RETURN(std::string name, Name(config, "name"));
+    GPUNODE_ASSIGN_OR_RETURN(std::string name, ConfigMapField(config, "name", false));
     if (!name.empty()) {
       sections_["exporter"]["collectors"] = kPolicyExporterCountersFile;
       out_.t().config_maps.push_back({"spec.dcgmExporter.config.name", name, "dcgm-metrics.csv",
@@ -378,7 +404,7 @@ class Operands {
       return absl::OkStatus();
     }
     GPUNODE_ASSIGN_OR_RETURN(kube::Fields config, mm.Object("config"));
-    GPUNODE_ASSIGN_OR_RETURN(std::string name, Name(config, "name"));
+    GPUNODE_ASSIGN_OR_RETURN(std::string name, ConfigMapField(config, "name", false));
     if (!name.empty()) {
       sections_["mig"]["configFile"] = kPolicyMigConfigFile;
       out_.t().config_maps.push_back({"spec.migManager.config.name", name, "config.yaml", kPolicyMigConfigFile});

@@ -343,6 +343,10 @@ TEST(ClusterPolicyTest, MalformedInputIsAClearErrorNamingTheField) {
        "spec.daemonsets.tolerations[0]: expected an object, got string"},
       {R"({"apiVersion": "nvidia.com/v1alpha1", "metadata": {"name": "p"}})", "apiVersion: \"nvidia.com/v1alpha1\" is not"},
       {R"({"metadata": {}})", "metadata.name: missing"},
+      {R"({"metadata": {"name": "p"}, "spec": {"devicePlugin": {"config": {"name": "Time_Slicing"}}}})",
+       "spec.devicePlugin.config: name: \"Time_Slicing\" is not a ConfigMap name"},
+      {R"({"metadata": {"name": "p"}, "spec": {"devicePlugin": {"config": {"name": "ts", "default": "../x"}}}})",
+       "spec.devicePlugin.config: default: \"../x\" is not a ConfigMap key"},
   };
   for (const Case& c : cases) {
     auto t = TranslateClusterPolicy(nlohmann::json::parse(c.json));
