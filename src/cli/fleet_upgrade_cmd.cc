@@ -311,7 +311,7 @@ int RunPause(const UpgradeFlags& f, bool pause) {
   for (const nlohmann::json& d : view->drivers) {
     const std::string name = d["metadata"].value("name", "");
     nlohmann::json patch = {{"metadata", {{"annotations", {{upgrade::kAnnoPaused, pause ? nlohmann::json("true") : nlohmann::json(nullptr)}}}}}};
-    auto r = (*client)->MergePatch(absl::StrCat(upgrade::kCollection, "/", name), patch);
+    auto r = (*client)->MergePatch(absl::StrCat(upgrade::kCollection, "/", name, "?fieldManager=gpunode-fleet-upgrade"), patch);
     if (!r.ok()) {
       PrintError(r.status());
       return kExitFailed;
@@ -371,7 +371,7 @@ int RunNodeAction(const UpgradeFlags& f, bool rollback) {
     annotations[upgrade::kAnnoTarget] = nullptr;  // the pool's target again (not the previous version)
   }
   nlohmann::json patch = {{"metadata", {{"labels", {{wellknown::kLabelUpgradeState, "upgrade-required"}}}, {"annotations", annotations}}}};
-  auto r = (*client)->MergePatch(absl::StrCat("/api/v1/nodes/", f.node), patch);
+  auto r = (*client)->MergePatch(absl::StrCat("/api/v1/nodes/", f.node, "?fieldManager=gpunode-fleet-upgrade"), patch);
   if (!r.ok()) {
     PrintError(r.status());
     return kExitFailed;

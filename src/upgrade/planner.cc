@@ -165,6 +165,11 @@ class NodePlanner {
           return;
         }
         const DriverPod* p = Pod();
+        if (CordonedByUs()) {
+          // A cordon of ours with no upgrade under way (its state label was lost): undo it.
+          a_.unschedulable = false;
+          a_.annotations[kAnnoCordoned] = std::nullopt;
+        }
         if (n_.state == State::kNone && p != nullptr && p->ready && p->hash == DesiredHash()) Go(State::kDone);
         return;
       }

@@ -30,6 +30,12 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
+// Node writes under the controller's own field manager: the agent's server-side apply of its
+// labels (manager gpunode) would otherwise take the state label for its own and remove it.
+std::string NodePath(const std::string& node) {
+  return absl::StrCat("/api/v1/nodes/", node, "?fieldManager=", kFieldManager);
+}
+
 nlohmann::json Opt(const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 }  // namespace
@@ -152,7 +158,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
       }
     }
     for (const auto& [name, labels] : owner_changes) {
-      auto st = client.MergePatch(absl::StrCat("/api/v1/nodes/", name), {{"metadata", {{"labels", {{wellknown::kLabelDriverOwner, nullptr}}}}}});
+      auto st = client.MergePatch(NodePath(name), {{"metadata", {{"labels", {{wellknown::kLabelDriverOwner, nullptr}}}}}});
       if (!st.ok()) return st.status();
       Count(&ControllerStats::node_patches);
     }
@@ -301,7 +307,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
     if (!annotations_patch.empty()) patch["metadata"]["annotations"] = annotations_patch;
     if (a.unschedulable) patch["spec"]["unschedulable"] = *a.unschedulable;
     if (!patch.empty()) {
-      auto r = client.MergePatch(absl::StrCat("/api/v1/nodes/", a.node), patch);
+      auto r = client.MergePatch(NodePath(a.node), patch);
       Count(&ControllerStats::node_patches);
       if (!r.ok()) {
         errors.push_back(std::string(r.status().message()));
@@ -330,7 +336,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
       const NodeFacts* nf = by == by_name.end() ? nullptr : by->second;
       auto old = nf ? nf->annotations.find(kAnnoReason) : std::map<std::string, std::string>::const_iterator();
       if (nf && (old == nf->annotations.end() || old->second != refused.substr(0, 1000))) {
-        (void)client.MergePatch(absl::StrCat("/api/v1/nodes/", a.node),
+        (void)client.MergePatch(NodePath(a.node),
                                 {{"metadata", {{"annotations", {{kAnnoReason, refused.substr(0, 1000)}}}}}});
         Count(&ControllerStats::node_patches);
       }
@@ -360,7 +366,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
   for (const auto& [node, changes] : owner_changes) {
     nlohmann::json l = nlohmann::json::object();
     for (const auto& [k, v] : changes) l[k] = Opt(v);
-    auto r = client.MergePatch(absl::StrCat("/api/v1/nodes/", node), {{"metadata", {{"labels", l}}}});
+    auto r = client.MergePatch(NodePath(node), {{"metadata", {{"labels", l}}}});
     Count(&ControllerStats::node_patches);
     if (!r.ok()) errors.push_back(std::string(r.status().message()));
   }

@@ -321,6 +321,16 @@ TEST(PlannerTest, AStateWithoutItsTimeGetsOneAndAnUnknownLabelIsLeftAlone) {
   EXPECT_EQ(ParseState("upgrade-maybe"), std::nullopt);
 }
 
+TEST(PlannerTest, ACordonOfOursWithoutAStateIsUndone) {
+  World w(1);
+  w.target_hash = w.old_hash;  // nothing to upgrade
+  w.Node("node-0").node.unschedulable = true;
+  w.Node("node-0").annotations[kAnnoCordoned] = "true";  // the state label was lost mid-upgrade
+  w.Pass();
+  EXPECT_FALSE(w.Node("node-0").node.unschedulable);
+  EXPECT_EQ(w.StateOf("node-0"), State::kDone);
+}
+
 TEST(NvidiaDriverTest, NvidiasFieldsAndDefaultsAndErrorsNameTheField) {
   nlohmann::json obj = {{"apiVersion", "nvidia.com/v1alpha1"},
                         {"kind", "NVIDIADriver"},
