@@ -432,7 +432,7 @@ std::string RenderText(const DrainPlan& p) {
                   "  1. kubectl cordon NODE\n"
                   "  2. kubectl drain NODE --ignore-daemonsets --delete-emptydir-data\n"
                   "  3. install NVIDIA driver ", T(p.to_driver),
-                  " the way your nodes get drivers (OS image or operator; gpunode does not install drivers)\n"
+                  " the way your nodes get drivers (OS image, or an NVIDIADriver resource that gpunode fleet controller carries out in this order: docs/driver-upgrades.md)\n"
                   "  4. wait for Ready, GpuStackReady=True and allocatable nvidia.com/gpu back to the GPU count "
                   "(gpunode fleet shows all three)\n"
                   "  5. kubectl uncordon NODE\n");
