@@ -5,10 +5,10 @@
 #      gpunode doctor (cuInit in a child) and passes with the message the controller reads —
 #      "... checks passed (gpunode doctor) on driver <the real driver's version>" — and its labels
 #      say the same version (nvidia.com/cuda.driver-version.full, in NFD's features file);
-#   2. the driver changes under it as a driver container's does (here: the validator is told by a
-#      changed /proc/driver/nvidia/version? not on a real machine — the driver is not reloaded);
-#      instead the Node the controller would see is built from those labels and that condition, and
-#      `gpunode fleet drain-plan` plans the node for a newer driver, and `gpunode fleet` reads it.
+#   2. the Node the controller would read is built from those labels and that condition: `gpunode
+#      fleet drain-plan` plans it for a newer driver in the controller's order and `gpunode fleet`
+#      reads it. (The driver itself is not changed on this machine: the upgrade's steps run on the
+#      test cluster, test/k8s/e2e_upgrade.sh, with a driver container that changes the simulated one.)
 #
 #   bash scripts/gpu-proof-upgrade.sh        on the GPU machine, as root, with .gpubundle/
 #   GPUNODE_PROOF_SIMULATE=1 bash scripts/gpu-proof-upgrade.sh   here, on the simulated h200-real node
