@@ -162,8 +162,11 @@ int RunController(const GlobalOptions& global, const ControllerFlags& f) {
     return kExitFailed;
   }
   const upgrade::ControllerStats s = controller.stats();
-  log.Info("controller", absl::StrCat("stopped after ", s.syncs, " syncs: ", s.node_patches, " node patches, ",
-                                      s.evictions, " evictions, ", s.pod_deletions, " driver pods replaced"));
+  log.Info("controller", absl::StrCat("stopped after ", s.syncs, " syncs: ", s.Requests(), " requests (",
+                                      s.node_patches, " node patches, ", s.workload_lists, " pod lists, ", s.evictions,
+                                      " evictions, ", s.pod_deletions, " driver pods replaced, ", s.daemonset_writes,
+                                      " DaemonSet writes, ", s.status_writes, " status writes, ", s.condition_writes,
+                                      " conditions, ", s.events, " events; ", s.sync_errors, " passes with errors)"));
   return kExitOk;
 }
 
