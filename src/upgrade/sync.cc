@@ -353,7 +353,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
     if (a.condition) {
       kube::NodeCondition c{wellknown::kConditionGpuDriverUpgrade, a.condition->status, a.condition->reason,
                             a.condition->message.substr(0, 1000)};
-      auto r = kube::SetNodeCondition(client, a.node, c, &known);
+      auto r = kube::SetNodeCondition(client, a.node, c, &known, std::chrono::minutes(30), kFieldManager);
       Count(&ControllerStats::condition_writes);
       if (!r.ok()) errors.push_back(std::string(r.status().message()));
     }
