@@ -183,14 +183,30 @@ stats2=$(grep -o 'stopped after .*' "$work/controller-2.log" | tail -1)
 echo "   controller 1: $stats1"
 echo "   controller 2: $stats2"
 requests=$(printf '%s\n%s\n' "$stats1" "$stats2" | sed -n 's/.* \([0-9]*\) requests.*/\1/p' | awk '{s += $1} END {print s + 0}')
+# Per node, from the controllers' logs: cordon-required -> upgrade-done (seconds, 1 s resolution).
+per_node=$(cat "$work"/controller-*.log | python3 -c '
+import datetime, json, re, sys
+start, took = {}, []
+for line in sys.stdin:
+    m = re.match(r"(\S+) .*: node (\S+) -> (\S+)", line)
+    if not m:
+        continue
+    t = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+    if m.group(3) == "cordon-required":
+        start[m.group(2)] = t
+    elif m.group(3) == "upgrade-done" and m.group(2) in start:
+        took.append(t - start.pop(m.group(2)))
+took.sort()
+q = lambda p: took[min(len(took) - 1, int(p * len(took)))] if took else 0
+print(json.dumps({"upgraded": len(took), "p50_s": q(0.5), "p99_s": q(0.99), "max_s": took[-1] if took else 0}))')
 python3 -c '
 import json, sys
 a = sys.argv
-print("upgrade-kwok: " + json.dumps({
+print("upgrade-kwok: " + json.dumps({"per_node": json.loads(a[10]),
   "nodes": int(a[1]), "wave_s": round(float(a[3]) - float(a[2]), 1),
   "requests": int(a[4] or 0), "requests_per_node": round(int(a[4] or 0) / int(a[1]), 1),
   "controller1_cpu_s": float(a[6]) - float(a[5]), "controller1_rss_mib": float(a[7]),
   "controller2_cpu_s": float(a[8]), "controller2_rss_mib": float(a[9])}))' \
-  "$N" "$t1" "$t2" "${requests:-0}" "$cpu0" "$cpu1" "$rss1" "$cpu2" "$rss2"
+  "$N" "$t1" "$t2" "${requests:-0}" "$cpu0" "$cpu1" "$rss1" "$cpu2" "$rss2" "$per_node"
 e2e_passed=1
 echo "PASS: e2e_upgrade_kwok"
