@@ -50,7 +50,10 @@ Controller::Impl::Impl(kube::Client& c, ControllerOptions options) : client(c), 
       EnqueueAll();  // a selector change moves nodes between pools
       (void)k;
     };
-    so.handlers.on_delete = [this](const std::string&, const internal::DriverFacts&) { EnqueueAll(); };
+    so.handlers.on_delete = [this](const std::string& k, const internal::DriverFacts&) {
+      Enqueue(k);    // its nodes lose the owner label
+      EnqueueAll();  // the others may take its nodes
+    };
     so.log = log;
     kube::ReflectorOptions ro;
     ro.path = kCollection;
