@@ -25,8 +25,10 @@ ns=gpunode-upgrade
 
 v1=580.95.05 v2=580.105.08 v3=580.126.09
 gpunode=$build/bin/gpunode
-nodelabel() { kubectl get node "$node" -o go-template="{{index .metadata.labels \"$1\"}}" 2>/dev/null; }
-nodeanno() { kubectl get node "$node" -o go-template="{{index .metadata.annotations \"$1\"}}" 2>/dev/null; }
+# A label or annotation of the node ("" when absent: go-template says "<no value>").
+nodelabel() { kubectl get node "$node" -o go-template="{{index .metadata.labels \"$1\"}}" 2>/dev/null | sed 's/^<no value>$//'; }
+nodeanno() { kubectl get node "$node" -o go-template="{{index .metadata.annotations \"$1\"}}" 2>/dev/null | sed 's/^<no value>$//'; }
+no_owner() { [ -z "$(nodelabel nvidia.com/gpu-operator.driver.owner)" ]; }
 state() { nodelabel nvidia.com/gpu-driver-upgrade-state; }
 cordoned() { [ "$(kubectl get node "$node" -o jsonpath='{.spec.unschedulable}')" = true ]; }
 gate() { kubectl get node "$node" -o jsonpath='{range .status.conditions[?(@.type=="GpuStackReady")]}{.status} {.reason}: {.message}{end}'; }
@@ -180,7 +182,7 @@ ok "rolled back to $v2 in $(elapsed "$t5") s (pod of nvidia-driver-sim-pool-prev
 step "6. the NVIDIADriver deleted -> its DaemonSets and the owner label go"
 kubectl delete nvidiadriver sim-pool >/dev/null
 wait_for 60 "the DaemonSets gone" sh -c "[ -z \"\$(kubectl -n $ns get daemonsets -l gpunode.io/nvidia-driver=sim-pool -o name)\" ]"
-wait_for 60 "the owner label gone" sh -c "[ -z \"\$(kubectl get node $node -o go-template='{{index .metadata.labels \"nvidia.com/gpu-operator.driver.owner\"}}')\" ]"
+wait_for 60 "the owner label gone" no_owner
 ok "DaemonSets and owner label gone"
 echo "--- controller log (last lines)"; dm_logs | tail -12 | sed 's/^/      /'
 kubectl delete deployment trainer -n default --wait=false >/dev/null 2>&1 || true
