@@ -97,6 +97,7 @@ json PoolCondition(const json& st, int64_t generation) {
   std::string message = absl::StrCat("driver ", Text(st, "targetVersion"), " (", Text(st, "image"), "): ",
                                      count("upgradeDone"), "/", count("total"), " nodes upgrade-done, ",
                                      count("inProgress"), " in progress, ", count("failed"), " failed");
+  if (!Text(st, "previousVersion").empty()) absl::StrAppend(&message, "; previous ", Text(st, "previousVersion"));
   auto listed = [&](const char* key, const char* what) {
     if (!st.contains(key) || !st[key].is_array() || st[key].empty()) return;
     std::vector<std::string> items;
@@ -181,6 +182,7 @@ StatusOr<std::optional<ClusterPolicyView>> ReadClusterPolicyView(kube::Client& c
   } else {
     v.error = std::string(t.status().message());
   }
+  v.paused = Text(cp["metadata"], "annotations", kAnnoPaused) == "true";
   v.applied = ConditionOf(cp, kConditionApplied);
   v.pool = ConditionOf(cp, kConditionDriverPool);
   for (size_t i = 0; i < items->size(); ++i) {
@@ -197,6 +199,13 @@ ClusterPolicySync::~ClusterPolicySync() = default;
 
 void ClusterPolicySync::Log(const std::string& m) const {
   if (o_.log) o_.log(m);
+}
+
+void ClusterPolicySync::LogOnce(const std::string& m) {
+  if (said_.count(m)) return;
+  if (said_.size() >= 64) said_.clear();
+  said_.insert(m);
+  Log(m);
 }
 
 const PolicyTranslation* ClusterPolicySync::Current() const { return valid_ ? &*valid_ : nullptr; }
@@ -299,7 +308,7 @@ std::chrono::milliseconds ClusterPolicySync::SyncLocked(bool* enqueue) {
     Status st = Publish(&(*items)[i], {{kConditionApplied, MakeCondition("False", "Ignored", why, Generation((*items)[i]))},
                                        {kConditionDriverPool, nullptr}},
                         "ignored");
-    if (!st.ok()) Log(absl::StrCat("ClusterPolicy ", Text((*items)[i], "metadata", "name"), ": ", st.message()));
+    if (!st.ok()) LogOnce(absl::StrCat("ClusterPolicy ", Text((*items)[i], "metadata", "name"), ": ", st.message()));
   }
   if (oldest == items->size()) {
     if (!object_.is_null()) Log(absl::StrCat("ClusterPolicy ", Text(object_, "metadata", "name"), " is gone"));
@@ -338,7 +347,7 @@ std::chrono::milliseconds ClusterPolicySync::SyncLocked(bool* enqueue) {
     copy_problems_ = ReadCopies(*valid_, cp, &copies);
     Status st = WriteConfigMaps(*valid_, copies);
     if (!st.ok()) {
-      Log(absl::StrCat("the agents' policy ConfigMaps: ", st.message()));
+      LogOnce(absl::StrCat("the agents' policy ConfigMaps: ", st.message()));
       copy_problems_ = absl::StrCat(copy_problems_, copy_problems_.empty() ? "" : "; ",
                                     "the agents' policy ConfigMaps: ", st.message());
     }
@@ -350,7 +359,7 @@ std::chrono::milliseconds ClusterPolicySync::SyncLocked(bool* enqueue) {
     pool_condition_ = nullptr;
   }
   Status st = PublishCurrent();
-  if (!st.ok()) Log(absl::StrCat("ClusterPolicy ", Text(object_, "metadata", "name"), ": status: ", st.message()));
+  if (!st.ok()) LogOnce(absl::StrCat("ClusterPolicy ", Text(object_, "metadata", "name"), ": status: ", st.message()));
   *enqueue = true;
   return o_.resync;
 }

@@ -75,6 +75,7 @@ struct ClusterPolicyView {
   nlohmann::json applied;                        // its GpunodeApplied condition (null: not written yet)
   nlohmann::json pool;                           // its GpunodeDriverPool condition (null: none)
   std::vector<std::string> ignored;              // the other ClusterPolicies
+  bool paused = false;                           // annotated gpunode.io/driver-upgrade.paused=true
 };
 // nullopt: no ClusterPolicy, or the Operator's CRD is absent.
 StatusOr<std::optional<ClusterPolicyView>> ReadClusterPolicyView(kube::Client& client);
@@ -123,6 +124,7 @@ class ClusterPolicySync {
   Status Publish(nlohmann::json* object, const std::map<std::string, nlohmann::json>& ours, const std::string& state);
   Status PublishCurrent();
   void Log(const std::string& m) const;
+  void LogOnce(const std::string& m);  // a failing write is said once, not every resync
 
   kube::Client& client_;
   const ControllerOptions& o_;
@@ -143,6 +145,7 @@ class ClusterPolicySync {
   bool pool_ready_ = false;
   bool pool_daemonsets_ = true;  // the pool's DaemonSets may exist (deleted once out of force)
   std::map<std::string, std::string> written_;  // ConfigMap name -> the data last applied (JSON)
+  std::set<std::string> said_;                   // LogOnce's
 };
 
 }  // namespace gpunode::upgrade
