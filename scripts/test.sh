@@ -40,7 +40,8 @@ cmake --build build-asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'gpu|long'
 # Suites labelled `long` (peers_dra_k8s: NVIDIA's DRA driver beside gpunode's on the test cluster,
-# ~7 min plus ~6 min to build NVIDIA's plugin the first time) run while they fit: a cold run of
+# ~7 min plus ~6 min to build NVIDIA's plugin the first time; e2e_upgrade_kwok_k8s: the driver-upgrade
+# controller on 1000 KWOK nodes, plus ~2 min to build KWOK the first time) run while they fit: a cold run of
 # everything else takes most of CI's 90 minutes, so after GPUNODE_LONG_UNTIL_MIN (default 55)
 # minutes they are skipped, saying so (run them alone: ctest --test-dir build-asan -L long).
 elapsed_min=$(( ($(date +%s) - started) / 60 ))

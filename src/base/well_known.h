@@ -62,6 +62,11 @@ inline constexpr char kLabelUpgradeState[] = "nvidia.com/gpu-driver-upgrade-stat
 inline constexpr char kLabelUpgradeSkip[] = "nvidia.com/gpu-driver-upgrade.skip";      // "true": left alone
 inline constexpr char kLabelDrainSkip[] = "nvidia.com/gpu-driver-upgrade-drain.skip";  // on a pod: not drained
 inline constexpr char kConditionGpuDriverUpgrade[] = "GpuDriverUpgrade";
+// gpunode's own keys of the upgrade that `gpunode fleet` reads too (src/upgrade/planner.h spells
+// them as kAnnoReason, kLabelRollback and kAnnoPaused until it switches to these).
+inline constexpr char kAnnoUpgradeReason[] = "gpunode.io/driver-upgrade.reason";  // Node: why failed/waiting
+inline constexpr char kLabelUpgradeRollback[] = "gpunode.io/driver-upgrade.rollback";  // Node: "true" rolled back
+inline constexpr char kAnnoUpgradePaused[] = "gpunode.io/driver-upgrade.paused";  // NVIDIADriver: "true"
 // The validator's pass message ends with this and the driver's version: the upgrade's gate.
 inline constexpr char kValidatedOnDriver[] = " on driver ";
 

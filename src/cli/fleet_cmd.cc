@@ -1,6 +1,7 @@
 // gpunode fleet: the cluster view of GPU nodes (docs/fleet.md). Reads the Nodes from the API server
-// (--kubeconfig, GET /api/v1/nodes paginated, read item by item) or from a saved NodeList (--from FILE, - for stdin),
-// and prints pools, findings, a compat verdict per pool or a drain plan. The analysis is
+// (--kubeconfig, GET /api/v1/nodes paginated, read item by item; with the ResourceSlices and the
+// NVIDIADrivers) or from a saved List (--from FILE, - for stdin), and prints pools, driver
+// upgrades, findings, a compat verdict per pool or a drain plan. The analysis is
 // src/fleet; this file turns flags into inputs and prints.
 #include <algorithm>
 #include <chrono>
@@ -71,14 +72,15 @@ Loaded Load(const FleetFlags& f) {
       text = std::move(*read);
     }
     const std::string source = absl::StrCat("--from ", f.from == "-" ? "stdin" : f.from);
-    auto nodes = fleet::ParseNodeListText(text, source);
-    if (!nodes.ok()) {
-      PrintError(nodes.status());
+    auto input = fleet::ParseFleetListText(text, source);
+    if (!input.ok()) {
+      PrintError(input.status());
       out.rc = kExitUsage;
       return out;
     }
-    const bool slices = std::any_of(nodes->begin(), nodes->end(), [](const fleet::FleetNode& n) { return n.dra.listed; });
-    out.report = fleet::Analyze(std::move(*nodes), source);
+    const bool slices = std::any_of(input->nodes.begin(), input->nodes.end(),
+                                    [](const fleet::FleetNode& n) { return n.dra.listed; });
+    out.report = fleet::Analyze(std::move(input->nodes), source, input->drivers);
     if (slices) out.report.slices_source = source;
     return out;
   }
@@ -108,10 +110,17 @@ Loaded Load(const FleetFlags& f) {
     out.rc = kExitFailed;
     return out;
   }
+  // NVIDIA's NVIDIADrivers: the driver upgrades per pool (404, no CRD: none; 403: a note).
+  auto drivers = fleet::ListNvidiaDrivers(client);
+  if (!drivers.ok()) {
+    PrintError(Annotate(drivers.status(), "list nvidiadrivers"));
+    out.rc = kExitFailed;
+    return out;
+  }
   const std::string source = absl::StrCat(conn->scheme, "://", conn->host, ":", conn->port, " (", conn->source, ")");
-  out.report = fleet::Analyze(std::move(*nodes), source);
+  out.report = fleet::Analyze(std::move(*nodes), source, *drivers);
   out.report.slices_source = slices->api_version;
-  out.report.notes = slices->notes;
+  out.report.notes.insert(out.report.notes.begin(), slices->notes.begin(), slices->notes.end());
   return out;
 }
 
@@ -231,7 +240,7 @@ void AddInputOptions(CLI::App* cmd, FleetFlags* f) {
   AddKubeconfigOption(cmd, &f->kubeconfig);
   cmd->add_option("--from", f->from,
                   "Read a saved NodeList instead of the cluster (kubectl get nodes -o json > FILE, or with the DRA "
-                  "devices kubectl get nodes,resourceslices -o json; - for stdin)");
+                  "devices and driver upgrades kubectl get nodes,resourceslices,nvidiadrivers -o json; - for stdin)");
   cmd->add_option("--html", f->html, "Also write one self-contained HTML page to this file");
 }
 
@@ -245,7 +254,7 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "fleet",
       "The cluster view of GPU nodes: pools by GPU and driver, driver and agent skew, nodes whose allocatable\n"
-      "GPUs are below their GPU count and why, unhealthy GPUs, failing validation (docs/fleet.md)");
+      "GPUs are below their GPU count and why, unhealthy GPUs, failing validation, driver upgrades (docs/fleet.md)");
   AddInputOptions(cmd, flags.get());
   cmd->add_flag("--nodes", flags->nodes, "List every GPU node in the table output");
   cmd->footer(
@@ -254,11 +263,13 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "  drain-plan  the waves in which to cordon, drain and upgrade nodes to a driver\n"
       "  controller  the driver-upgrade controller: NVIDIA's NVIDIADriver resources, upgraded node by node\n"
       "  upgrade     its status, pause/resume, retry NODE, rollback NODE\n"
-      "Reads GET /api/v1/nodes (RBAC: get, list on nodes) and the ResourceSlices of resource.k8s.io (list on\n"
-      "resourceslices; without it a note, DRA devices not counted) through --kubeconfig, $KUBECONFIG, the pod's\n"
-      "service account or ~/.kube/config; or a saved List with --from (kubectl get nodes,resourceslices -o json).\n"
+      "Reads GET /api/v1/nodes (RBAC: get, list on nodes), the ResourceSlices of resource.k8s.io (list on\n"
+      "resourceslices; without it a note, DRA devices not counted) and NVIDIA's NVIDIADrivers (list on\n"
+      "nvidiadrivers.nvidia.com; without it a note, upgrades from the nodes' labels only) through --kubeconfig,\n"
+      "$KUBECONFIG, the pod's service account or ~/.kube/config; or a saved List with --from\n"
+      "(kubectl get nodes,resourceslices,nvidiadrivers -o json).\n"
       "Exit codes: 0 no error finding, 1 a node below capacity (device plugin or DRA), failing validation, with\n"
-      "unhealthy GPUs or NotReady, 2 the API failed, 3 usage or malformed input.\n"
+      "unhealthy GPUs, NotReady or failed in a driver upgrade, 2 the API failed, 3 usage or malformed input.\n"
       "Examples:\n"
       "  gpunode fleet\n"
       "  gpunode fleet --from nodes.json -o json          # kind: FleetReport\n"

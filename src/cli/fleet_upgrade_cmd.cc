@@ -167,8 +167,11 @@ int RunController(const GlobalOptions& global, const ControllerFlags& f) {
     return kExitFailed;
   }
   const upgrade::ControllerStats s = controller.stats();
-  log.Info("controller", absl::StrCat("stopped after ", s.syncs, " syncs: ", s.node_patches, " node patches, ",
-                                      s.evictions, " evictions, ", s.pod_deletions, " driver pods replaced"));
+  log.Info("controller", absl::StrCat("stopped after ", s.syncs, " syncs: ", s.Requests(), " requests (",
+                                      s.node_patches, " node patches, ", s.workload_lists, " pod lists, ", s.evictions,
+                                      " evictions, ", s.pod_deletions, " driver pods replaced, ", s.daemonset_writes,
+                                      " DaemonSet writes, ", s.status_writes, " status writes, ", s.condition_writes,
+                                      " conditions, ", s.events, " events; ", s.sync_errors, " passes with errors)"));
   return kExitOk;
 }
 
@@ -442,6 +445,12 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
                  "retry NODE, rollback NODE (docs/driver-upgrades.md)");
   AddKubeconfigOption(u, &uf->kubeconfig);
   u->require_subcommand(1);
+  u->footer(
+      "Exit codes: 0 done, 1 (status) a node is upgrade-failed, 2 the API failed, 3 bad input or a refused action.\n"
+      "Examples:\n"
+      "  gpunode fleet upgrade status\n"
+      "  gpunode fleet upgrade pause h100-pool\n"
+      "  gpunode fleet upgrade retry gpu-node-17");
   CLI::App* s = u->add_subcommand("status", "Each NVIDIADriver pool (and a ClusterPolicy's): target, previous version, "
                                             "nodes by state, failures; what the ClusterPolicy does not apply");
   s->add_option("resource", uf->resources, "Only these NVIDIADriver resources");
@@ -450,15 +459,23 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
   s->callback([&global, uf, exit_code] { *exit_code = RunStatus(global, *uf); });
   CLI::App* p = u->add_subcommand("pause", "No node starts an upgrade (nodes under way finish); all resources when none named");
   p->add_option("resource", uf->resources, "NVIDIADriver resources");
+  p->footer("Sets the annotation gpunode.io/driver-upgrade.paused=true on each.\nExample:\n  gpunode fleet upgrade pause");
   p->callback([uf, exit_code] { *exit_code = RunPause(*uf, true); });
   CLI::App* r = u->add_subcommand("resume", "Undo pause");
   r->add_option("resource", uf->resources, "NVIDIADriver resources");
+  r->footer("Removes the annotation gpunode.io/driver-upgrade.paused.\nExample:\n  gpunode fleet upgrade resume");
   r->callback([uf, exit_code] { *exit_code = RunPause(*uf, false); });
   CLI::App* t = u->add_subcommand("retry", "Start a failed (or rolled-back) node's upgrade again");
   t->add_option("node", uf->node, "The Node")->required();
+  t->footer("The node goes back to upgrade-required toward its pool's target (a rolled-back node too).\n"
+            "Exit codes: 0 done, 2 the API failed, 3 the node is not failed or rolled back, or no NVIDIADriver owns it.\n"
+            "Example:\n  gpunode fleet upgrade retry gpu-node-17");
   t->callback([uf, exit_code] { *exit_code = RunNodeAction(*uf, false); });
   CLI::App* b = u->add_subcommand("rollback", "Take a node back to its pool's previous driver version, through the same steps");
   b->add_option("node", uf->node, "The Node")->required();
+  b->footer("From upgrade-done or upgrade-failed; the pool must have a previous version (status.previousVersion).\n"
+            "Exit codes: 0 done, 2 the API failed, 3 nothing to roll back to, or the node is under way.\n"
+            "Example:\n  gpunode fleet upgrade rollback gpu-node-17");
   b->callback([uf, exit_code] { *exit_code = RunNodeAction(*uf, true); });
 }
 

@@ -410,7 +410,7 @@ void SortAndCount(const Tally& t, FleetReport& r) {
 
 }  // namespace
 
-FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source) {
+FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source, const DriverListing& drivers) {
   FleetReport r;
   r.source = source;
   std::sort(nodes.begin(), nodes.end(), [](const FleetNode& a, const FleetNode& b) { return a.name < b.name; });
@@ -434,6 +434,10 @@ FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source) {
   DriverSkew(t, r.findings);
   BranchSkew(t, r.findings);
   AgentSkew(t, r.findings);
+  r.driver_upgrades = SummarizeDriverUpgrades(nodes, drivers);
+  DriverUpgradeFindings(r.driver_upgrades, r.findings);
+  r.drivers_source = drivers.source;
+  r.notes = drivers.notes;
   SortAndCount(t, r);
   r.nodes = std::move(nodes);
   return r;

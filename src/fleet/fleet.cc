@@ -158,6 +158,12 @@ StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& whe
   for (auto& [key, value] : labels) {
     if (Keep(key)) n.labels[key] = std::move(value);
   }
+  // One annotation, read leniently: fleet reads no other, and a Node's annotations do not decide
+  // whether it loads.
+  if (auto ann = meta.json().find("annotations"); ann != meta.json().end() && ann->is_object()) {
+    auto it = ann->find(kAnnoUpgradeReason);
+    if (it != ann->end() && it->is_string()) n.upgrade_reason = CutText(it->get<std::string>(), kMaxUpgradeTextBytes);
+  }
   GPUNODE_ASSIGN_OR_RETURN(Fields spec, root.Object("spec"));
   GPUNODE_ASSIGN_OR_RETURN(n.unschedulable, spec.Bool("unschedulable"));
   GPUNODE_ASSIGN_OR_RETURN(Fields status, root.Object("status"));
@@ -184,23 +190,28 @@ StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& whe
 namespace {
 
 constexpr char kResourceSlice[] = "ResourceSlice";
+constexpr char kNvidiaDriver[] = "NVIDIADriver";
 
-// A List's item that is not a Node (kubectl's `List` may hold other kinds); `also` is the one other
-// kind accepted ("": none). The item's kind ("" when it has none: a Node of a NodeList).
-StatusOr<std::string> CheckItemKind(const nlohmann::json& item, const std::string& where, const char* also = "") {
+// A List's item that is not a Node (kubectl's `List` may hold other kinds); `also` says whether
+// the other kinds a saved List may hold (ResourceSlice, NVIDIADriver) are accepted. The item's kind
+// ("" when it has none: a Node of a NodeList).
+StatusOr<std::string> CheckItemKind(const nlohmann::json& item, const std::string& where, bool also = false) {
   if (!item.is_object()) return std::string();  // ParseNode says what it is
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields f, kube::Fields::Root(item, where));
   GPUNODE_ASSIGN_OR_RETURN(std::string kind, f.String("kind"));
-  if (!kind.empty() && kind != "Node" && (*also == '\0' || kind != also)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, " is a ", TerminalSafe(kind), ", not a Node", *also == '\0' ? "" : " or a ", also));
-  }
-  return kind;
+  if (kind.empty() || kind == "Node" || (also && (kind == kResourceSlice || kind == kNvidiaDriver))) return kind;
+  return absl::InvalidArgumentError(absl::StrCat(where, " is a ", TerminalSafe(kind.substr(0, 64)), ", not a Node",
+                                                 also ? ", a ResourceSlice or an NVIDIADriver" : ""));
 }
 
 }  // namespace
 
 StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const std::string& source) {
+  GPUNODE_ASSIGN_OR_RETURN(FleetInput in, ParseFleetList(list, source));
+  return std::move(in.nodes);
+}
+
+StatusOr<FleetInput> ParseFleetList(const nlohmann::json& list, const std::string& source) {
   if (!list.is_object()) return absl::InvalidArgumentError(absl::StrCat(source, ": not a NodeList (not a JSON object)"));
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields root, kube::Fields::Root(list, source));
   GPUNODE_ASSIGN_OR_RETURN(const std::string kind, root.String("kind"));
@@ -212,17 +223,30 @@ StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const
   if (items == list.end() || !(items->is_array() || items->is_null())) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": not a NodeList: no \"items\" array"));
   }
-  std::vector<FleetNode> nodes;
-  if (items->is_null()) return nodes;  // the API server writes null for an empty list
+  FleetInput in;
+  std::vector<FleetNode>& nodes = in.nodes;
+  if (items->is_null()) return in;  // the API server writes null for an empty list
   nodes.reserve(items->size());
-  std::set<std::string> names;
+  std::set<std::string> names, drivers;
   std::vector<size_t> slices;  // the items that are ResourceSlices
   size_t i = 0;
   for (const nlohmann::json& item : *items) {
     const std::string where = absl::StrCat(source, ": items[", i, "]");
-    GPUNODE_ASSIGN_OR_RETURN(const std::string item_kind, CheckItemKind(item, where, kResourceSlice));
+    GPUNODE_ASSIGN_OR_RETURN(const std::string item_kind, CheckItemKind(item, where, /*also=*/true));
     if (item_kind == kResourceSlice) {
       slices.push_back(i++);
+      continue;
+    }
+    if (item_kind == kNvidiaDriver) {
+      GPUNODE_ASSIGN_OR_RETURN(NvidiaDriverInfo d, ParseNvidiaDriver(item, where));
+      if (!drivers.insert(d.name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": NVIDIADriver \"", TerminalSafe(d.name), "\" appears twice"));
+      }
+      if (drivers.size() > kMaxNvidiaDrivers) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": more than ", kMaxNvidiaDrivers, " NVIDIADrivers"));
+      }
+      in.drivers.drivers.push_back(std::move(d));
+      ++i;
       continue;
     }
     GPUNODE_ASSIGN_OR_RETURN(FleetNode n, ParseNode(item, where));
@@ -237,12 +261,23 @@ StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const
     for (size_t at : slices) GPUNODE_RETURN_IF_ERROR(tally.Add((*items)[at], absl::StrCat(source, ": items[", at, "]")));
     tally.Apply(nodes);
   }
-  return nodes;
+  if (!drivers.empty()) {
+    in.drivers.listed = true;
+    in.drivers.source = source;
+    std::sort(in.drivers.drivers.begin(), in.drivers.drivers.end(),
+              [](const NvidiaDriverInfo& a, const NvidiaDriverInfo& b) { return a.name < b.name; });
+  }
+  return in;
 }
 
 StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const std::string& source) {
   GPUNODE_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJson(text, source));
   return ParseNodeList(doc, source);
+}
+
+StatusOr<FleetInput> ParseFleetListText(absl::string_view text, const std::string& source) {
+  GPUNODE_ASSIGN_OR_RETURN(nlohmann::json doc, ParseJson(text, source));
+  return ParseFleetList(doc, source);
 }
 
 StatusOr<std::vector<FleetNode>> ListNodes(kube::Client& client, const ListNodesOptions& options) {

@@ -7,8 +7,10 @@
 //                                                  --CheckPools--> FleetCompatReport (one verdict per pool)
 //                                                  --PlanDrain-->  DrainPlan (waves)
 //
-// Nothing here does I/O except ListNodes (the API client, paginated). Renderers (fleet_render.h)
-// return strings; src/cli prints them.
+//   NVIDIADriver JSON --ParseNvidiaDriver--> NvidiaDriverInfo[] --Analyze--> FleetReport::driver_upgrades
+//
+// Nothing here does I/O except ListNodes, ListResourceSlices and ListNvidiaDrivers (the API
+// client, paginated). Renderers (render.h) return strings; src/cli prints them.
 #ifndef GPUNODE_FLEET_FLEET_H_
 #define GPUNODE_FLEET_FLEET_H_
 
@@ -103,6 +105,9 @@ struct FleetNode {
   std::string sharing;                    // nvidia.com/gpu.sharing-strategy when not "none"
   std::string mig_strategy;               // nvidia.com/mig.strategy
   std::vector<std::string> warnings;      // labels present but malformed, named with their value
+  // The driver-upgrade controller's annotation gpunode.io/driver-upgrade.reason (why the node
+  // failed or waits; at most kMaxUpgradeTextBytes), "" when absent.
+  std::string upgrade_reason;
   NodeDra dra;                            // its DRA devices (ListResourceSlices, ParseNodeList)
   // Served through DRA: gpunode.io/dra.driver, or ResourceSlices of the GPU driver.
   bool ServedThroughDra() const { return !dra_driver.empty() || dra.present(); }
@@ -126,7 +131,8 @@ StatusOr<FleetNode> ParseNode(const nlohmann::json& node, const std::string& whe
 // document is not a list of Node objects (no `items` array, an item that is not an object, a Node
 // without a name, the same name twice). A `List` may also hold ResourceSlices (kubectl get
 // nodes,resourceslices -o json): when it holds any, they are counted into each node's `dra`
-// (listed = true) as ListResourceSlices does; any other kind is refused.
+// (listed = true) as ListResourceSlices does; NVIDIADrivers, checked and left out here
+// (ParseFleetList keeps them); any other kind is refused.
 StatusOr<std::vector<FleetNode>> ParseNodeList(const nlohmann::json& list, const std::string& source);
 // The same from text (ParseJson: depth-limited, no exceptions).
 StatusOr<std::vector<FleetNode>> ParseNodeListText(absl::string_view text, const std::string& source);
@@ -227,15 +233,105 @@ struct ShortCause {
 struct Finding {
   std::string id;  // driver-skew, branch-skew, below-capacity, dra-below-capacity, gpus-unhealthy,
                    // validation-failing, node-not-ready, cordoned, agent-skew, no-agent, label-malformed,
-                   // resource-slice-malformed
+                   // resource-slice-malformed, driver-upgrade-failed
   Severity severity = Severity::kWarning;
-  std::string subject;  // a node name, a GPU product or "fleet"
+  std::string subject;  // a node name, a GPU product, an NVIDIADriver or "fleet"
   std::string pool;     // the node's pool, when it is about one node
   std::string message;  // what is wrong, with the numbers
   std::string action;   // what to do about it
   std::vector<ShortCause> causes;  // below-capacity: every cause that applies, the main one first
   std::vector<std::string> nodes;  // the nodes concerned (skew: those off the most common value)
 };
+
+// ---- Driver upgrades (src/fleet/upgrades.cc; docs/fleet.md "Driver upgrades") ----
+
+// Text from an NVIDIADriver's status or a Node's annotation is cut to this many bytes.
+inline constexpr size_t kMaxUpgradeTextBytes = 1024;
+// Entries kept of an NVIDIADriver's status lists (conflicts, ignoredFields, failedNodes; the
+// controller writes at most 20 failed nodes).
+inline constexpr size_t kMaxUpgradeListEntries = 256;
+// NVIDIADrivers read at most (each is a pool; a cluster has a handful).
+inline constexpr size_t kMaxNvidiaDrivers = 4096;
+// `text` cut to `max_bytes` at a UTF-8 boundary, "..." appended when cut (a code point cut in two
+// would make the JSON output invalid).
+std::string CutText(std::string text, size_t max_bytes);
+
+// One NVIDIADriver (nvidia.com/v1alpha1, NVIDIA's per-pool driver resource that gpunode's
+// driver-upgrade controller reconciles) as fleet shows it: its target, and the status the
+// controller writes on it.
+struct NvidiaDriverInfo {
+  std::string name;                // metadata.name
+  std::string version;             // spec.version: the target ("" not set)
+  bool paused = false;             // annotation gpunode.io/driver-upgrade.paused=true
+  bool has_status = false;         // the controller has written a status
+  std::string status_target;       // status.targetVersion (the version the status is about)
+  std::string previous_version;    // status.previousVersion
+  std::string state;               // status.state: ready | notReady
+  std::string message;             // status.message (why notReady, when the resource is refused)
+  std::string halted;              // status.halted: why no node starts ("" running)
+  std::vector<std::string> conflicts;       // status.conflicts (pools overlapping, ...)
+  std::vector<std::string> ignored_fields;  // status.ignoredFields
+  std::map<std::string, std::string> failed_reasons;  // status.failedNodes: node -> reason
+};
+// One NVIDIADriver object. InvalidArgument naming `where`, the object and the field when it is not
+// an object, has no metadata.name, or a field fleet reads has the wrong type; long strings are cut
+// and long lists kept in part (the bounds above), never refused.
+StatusOr<NvidiaDriverInfo> ParseNvidiaDriver(const nlohmann::json& obj, const std::string& where);
+
+struct DriverListing {
+  bool listed = false;  // NVIDIADrivers were read (from the cluster or the file); false: not known
+  std::vector<NvidiaDriverInfo> drivers;  // sorted by name
+  std::string source;                     // "nvidia.com/v1alpha1", "--from FILE"; "" when not listed
+  std::vector<std::string> notes;         // why they were not read (403), for the report
+};
+// GET /apis/nvidia.com/v1alpha1/nvidiadrivers as ListNodes lists Nodes (pages, watch cache first).
+// 404 (the CRD is not installed): listed = false, no note; 403: a note; other errors are the
+// client's, ParseNvidiaDriver's, or a name twice, or more than kMaxNvidiaDrivers.
+StatusOr<DriverListing> ListNvidiaDrivers(kube::Client& client, const ListNodesOptions& options = {});
+
+// What fleet reads from a saved List: its Nodes (with their ResourceSlices counted, as
+// ParseNodeList) and its NVIDIADrivers (listed when it holds any).
+struct FleetInput {
+  std::vector<FleetNode> nodes;
+  DriverListing drivers;
+};
+// A NodeList or kubectl's `List` (kubectl get nodes,resourceslices,nvidiadrivers -o json): Nodes,
+// ResourceSlices and NVIDIADriver items; any other kind is refused, an item is named in errors.
+StatusOr<FleetInput> ParseFleetList(const nlohmann::json& list, const std::string& source);
+StatusOr<FleetInput> ParseFleetListText(absl::string_view text, const std::string& source);
+
+// One pool of the upgrade (one NVIDIADriver): its nodes by nvidia.com/gpu-driver-upgrade-state.
+struct FailedNode {
+  std::string node;
+  std::string reason;  // status.failedNodes' reason, else the node's gpunode.io/driver-upgrade.reason
+};
+struct DriverUpgrade {
+  std::string name;        // the NVIDIADriver
+  bool listed = false;     // the NVIDIADriver was read; false: only named by nodes' owner labels
+  std::string target;      // spec.version ("" unknown)
+  std::string previous;    // status.previousVersion
+  int total = 0;           // nodes labelled nvidia.com/gpu-operator.driver.owner=<name>
+  int done = 0;            // upgrade-done
+  int to_start = 0;        // upgrade-required
+  int under_way = 0;       // cordon-required .. uncordon-required
+  int failed = 0;          // upgrade-failed
+  int no_state = 0;        // owned, no state label yet
+  int rolled_back = 0;     // gpunode.io/driver-upgrade.rollback=true
+  std::map<std::string, int> by_state;  // state label -> nodes ("none" for no label)
+  std::vector<std::string> nodes;       // owned, sorted
+  std::vector<FailedNode> failed_nodes;  // sorted by node
+  std::vector<std::string> unknown_states;  // label values that are not NVIDIA's states
+  bool paused = false;
+  std::string halted;  // the status's
+  std::string state, message;  // the status's
+  std::vector<std::string> conflicts, ignored_fields;
+  std::string note;    // one line for the table: paused, halted, conflicts, no status, ...
+};
+// The upgrade pools: one per listed NVIDIADriver, plus one per owner label naming an NVIDIADriver
+// that was not read (listed = false). Sorted by name.
+std::vector<DriverUpgrade> SummarizeDriverUpgrades(const std::vector<FleetNode>& nodes, const DriverListing& drivers);
+// `driver-upgrade-failed` (error) for each pool with failed nodes, naming them.
+void DriverUpgradeFindings(const std::vector<DriverUpgrade>& upgrades, std::vector<Finding>& findings);
 
 struct FleetSummary {
   int nodes = 0;
@@ -261,10 +357,14 @@ struct FleetReport {
   std::map<std::string, std::string> pool_of;  // node name -> pool name (GPU nodes)
   std::string slices_source;       // "resource.k8s.io/v1", "--from FILE", "" (not read)
   std::vector<std::string> notes;  // what fleet could not read (ResourceSlices forbidden, ...)
+  std::vector<DriverUpgrade> driver_upgrades;  // SummarizeDriverUpgrades: one per NVIDIADriver
+  std::string drivers_source;      // "nvidia.com/v1alpha1", "--from FILE", "" (NVIDIADrivers not read)
 };
 
-// Pools and findings (docs/fleet.md lists each finding and what to do).
-FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source);
+// Pools and findings (docs/fleet.md lists each finding and what to do), and the driver upgrades
+// of `drivers` (the NVIDIADrivers read, and the pools the nodes' owner labels name; notes and
+// source go into the report).
+FleetReport Analyze(std::vector<FleetNode> nodes, const std::string& source, const DriverListing& drivers = {});
 // 0 when no finding is an error; 1 otherwise (a node below capacity, failing validation, with
 // unhealthy GPUs, or NotReady), like doctor.
 int ExitCodeOf(const FleetReport& report);

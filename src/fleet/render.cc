@@ -180,6 +180,42 @@ const char* VerdictClass(compat::Verdict v) {
   return "info";
 }
 
+Json DriverUpgradeJson(const DriverUpgrade& u) {
+  Json failed = Json::array();
+  for (const FailedNode& f : u.failed_nodes) failed.push_back({{"node", f.node}, {"reason", OrNull(f.reason)}});
+  Json by_state = Json::object();
+  for (const auto& [state, n] : u.by_state) by_state[state] = n;
+  return {{"name", u.name},
+          {"listed", u.listed},
+          {"targetVersion", OrNull(u.target)},
+          {"previousVersion", OrNull(u.previous)},
+          {"nodes",
+           {{"total", u.total},
+            {"upgradeDone", u.done},
+            {"upgradeRequired", u.to_start},
+            {"underWay", u.under_way},
+            {"failed", u.failed},
+            {"noState", u.no_state},
+            {"rolledBack", u.rolled_back}}},
+          {"byState", by_state},
+          {"failedNodes", failed},
+          {"unknownStates", u.unknown_states},
+          {"paused", u.paused},
+          {"halted", OrNull(u.halted)},
+          {"state", OrNull(u.state)},
+          {"message", OrNull(u.message)},
+          {"conflicts", u.conflicts},
+          {"ignoredFields", u.ignored_fields},
+          {"note", OrNull(u.note)},
+          {"nodeNames", u.nodes}};
+}
+
+// "3/8": nodes at the target / nodes of the pool.
+std::string DoneCell(const DriverUpgrade& u) { return absl::StrCat(u.done, "/", u.total); }
+
+// The table's note: about 160 bytes of it.
+std::string ShortNote(const std::string& note) { return CutText(note, 157); }
+
 }  // namespace
 
 
@@ -215,6 +251,8 @@ Json ToJson(const FleetReport& r) {
   }
   Json nodes = Json::array();
   for (const FleetNode& n : r.nodes) nodes.push_back(NodeJson(n, PoolOf(r, n.name)));
+  Json upgrades = Json::array();
+  for (const DriverUpgrade& u : r.driver_upgrades) upgrades.push_back(DriverUpgradeJson(u));
   return {{"apiVersion", "gpunode/v1"},
           {"kind", "FleetReport"},
           {"source", r.source},
@@ -234,8 +272,10 @@ Json ToJson(const FleetReport& r) {
             {"agentVersions", s.agent_versions},
             {"healthy", s.errors == 0}}},
           {"resourceSlices", OrNull(r.slices_source)},
+          {"nvidiaDrivers", OrNull(r.drivers_source)},
           {"notes", r.notes},
           {"pools", pools},
+          {"driverUpgrades", upgrades},
           {"findings", findings},
           {"nodes", nodes}};
 }
@@ -339,6 +379,17 @@ std::string RenderText(const FleetReport& r, bool list_nodes, bool color) {
     pools.Add(std::move(row));
   }
   out += pools.Render();
+  if (!r.driver_upgrades.empty()) {
+    absl::StrAppend(&out, "\n", bold, "DRIVER UPGRADES", reset, " (NVIDIADriver pools",
+                    r.drivers_source.empty() ? "" : absl::StrCat(", from ", T(r.drivers_source)), ")\n");
+    Table t({"NVIDIADRIVER", "TARGET", "PREVIOUS", "DONE", "UNDER WAY", "FAILED", "NOTE"},
+            {false, false, false, true, true, true, false});
+    for (const DriverUpgrade& u : r.driver_upgrades) {
+      t.Add({u.name, Dash(u.target), Dash(u.previous), DoneCell(u), absl::StrCat(u.under_way), absl::StrCat(u.failed),
+             Dash(ShortNote(u.note))});
+    }
+    out += t.Render();
+  }
   if (list_nodes) {
     out += "\n";
     Table t({"NODE", "POOL", "READY", "CORDONED", "GPUS", "ALLOC", "DRA", "TAINTED", "UNHEALTHY", "GPUSTACK", "AGENT"},
@@ -432,7 +483,7 @@ std::string RenderText(const DrainPlan& p) {
                   "  1. kubectl cordon NODE\n"
                   "  2. kubectl drain NODE --ignore-daemonsets --delete-emptydir-data\n"
                   "  3. install NVIDIA driver ", T(p.to_driver),
-                  " the way your nodes get drivers (OS image or operator; gpunode does not install drivers)\n"
+                  " the way your nodes get drivers (OS image, or an NVIDIADriver resource that gpunode fleet controller carries out in this order: docs/driver-upgrades.md)\n"
                   "  4. wait for Ready, GpuStackReady=True and allocatable nvidia.com/gpu back to the GPU count "
                   "(gpunode fleet shows all three)\n"
                   "  5. kubectl uncordon NODE\n");
@@ -513,7 +564,27 @@ std::string RenderHtml(const FleetReport& r, const FleetCompatReport* compat, co
                     Td(absl::StrJoin(p.kernel_modules, ", ")), TdN(static_cast<int64_t>(p.nodes.size())), TdN(p.ready_nodes),
                     TdN(p.gpus), TdN(p.allocatable), Td(absl::StrJoin(agents, ", ")), "</tr>\n");
   }
-  absl::StrAppend(&h, "</table>\n<h2>GPU nodes</h2>\n<table>\n",
+  absl::StrAppend(&h, "</table>\n");
+  if (!r.driver_upgrades.empty()) {
+    absl::StrAppend(&h, "<h2>Driver upgrades</h2>\n<table>\n",
+                    Th({"NVIDIADriver", "target", "previous", "done", "under way", "to start", "failed", "failed nodes",
+                        "note"}));
+    for (const DriverUpgrade& u : r.driver_upgrades) {
+      std::vector<std::string> failed;
+      for (const FailedNode& f : u.failed_nodes) {
+        if (failed.size() == 20) {
+          failed.push_back(absl::StrCat("(+", u.failed_nodes.size() - 20, " more)"));
+          break;
+        }
+        failed.push_back(HtmlEscape(f.reason.empty() ? f.node : absl::StrCat(f.node, ": ", f.reason)));
+      }
+      absl::StrAppend(&h, "<tr>", Td(u.name), Td(u.target), Td(u.previous), Td(DoneCell(u)), TdN(u.under_way),
+                      TdN(u.to_start), absl::StrCat("<td class=\"n", u.failed > 0 ? " error" : "", "\">", u.failed, "</td>"),
+                      "<td>", absl::StrJoin(failed, "<br>"), "</td>", Td(u.note), "</tr>\n");
+    }
+    absl::StrAppend(&h, "</table>\n");
+  }
+  absl::StrAppend(&h, "<h2>GPU nodes</h2>\n<table>\n",
                   Th({"node", "pool", "Ready", "cordoned", "GPUs", "allocatable", "DRA", "DRA tainted", "unhealthy",
                       "GpuStackReady", "agent"}));
   for (const FleetNode& n : r.nodes) {

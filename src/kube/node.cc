@@ -66,7 +66,8 @@ std::string NowRfc3339() {
 }  // namespace
 
 StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c,
-                                const nlohmann::json* known, std::chrono::seconds heartbeat) {
+                                const nlohmann::json* known, std::chrono::seconds heartbeat,
+                                const std::string& field_manager) {
   nlohmann::json read;
   if (known == nullptr) {
     GPUNODE_ASSIGN_OR_RETURN(read, client.Get(NodePath(node)));
@@ -109,7 +110,7 @@ StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const N
                            {"kind", "Node"},
                            {"metadata", {{"name", node}}},
                            {"status", {{"conditions", {cond}}}}};
-  GPUNODE_RETURN_IF_ERROR(client.Apply(NodePath(node) + "/status", config, kFieldManager, /*force=*/true).status());
+  GPUNODE_RETURN_IF_ERROR(client.Apply(NodePath(node) + "/status", config, field_manager, /*force=*/true).status());
   return changed;
 }
 

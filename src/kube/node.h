@@ -94,9 +94,14 @@ struct NodeCondition {
 // condition there already has this status, reason and message and its lastHeartbeatTime is less
 // than `heartbeat` old: a node whose verdict does not change writes once per `heartbeat`, not once
 // per check.
+// `field_manager`: each writer of its own condition types applies under its own manager — an apply
+// owns every list entry it applied, so a second condition applied under the same manager would
+// remove the first (the driver-upgrade controller's GpuDriverUpgrade took the agent's
+// GpuStackReady away on the test cluster).
 StatusOr<bool> SetNodeCondition(Client& client, const std::string& node, const NodeCondition& c,
                                 const nlohmann::json* known = nullptr,
-                                std::chrono::seconds heartbeat = std::chrono::minutes(30));
+                                std::chrono::seconds heartbeat = std::chrono::minutes(30),
+                                const std::string& field_manager = kFieldManager);
 
 // An Event on the Node (namespace "default", as the kubelet's own Node events), source gpunode.
 // type: "Normal" or "Warning". The Node's uid comes from `known` when given, else from a GET.

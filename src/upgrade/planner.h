@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/base/status.h"
+#include "src/base/well_known.h"
 #include "src/fleet/fleet.h"
 #include "src/upgrade/nvidia_driver.h"
 
@@ -47,12 +48,12 @@ bool InProgress(State s);
 // Annotations and labels the controller writes on Nodes (besides NVIDIA's in well_known.h).
 inline constexpr char kAnnoSince[] = "gpunode.io/driver-upgrade.since";
 inline constexpr char kAnnoCordoned[] = "gpunode.io/driver-upgrade.cordoned";
-inline constexpr char kAnnoReason[] = "gpunode.io/driver-upgrade.reason";
+inline constexpr const auto& kAnnoReason = wellknown::kAnnoUpgradeReason;  // read by gpunode fleet too
 inline constexpr char kAnnoTarget[] = "gpunode.io/driver-upgrade.target";
 inline constexpr char kAnnoRollbackRequested[] = "gpunode.io/driver-upgrade.rollback-requested";
-inline constexpr char kLabelRollback[] = "gpunode.io/driver-upgrade.rollback";  // moves the node to the previous DaemonSet
+inline constexpr const auto& kLabelRollback = wellknown::kLabelUpgradeRollback;  // moves the node to the previous DaemonSet
 // On the NVIDIADriver: no node starts an upgrade while "true" (nodes under way finish).
-inline constexpr char kAnnoPaused[] = "gpunode.io/driver-upgrade.paused";
+inline constexpr const auto& kAnnoPaused = wellknown::kAnnoUpgradePaused;
 // On the NVIDIADriver, over the controller's flags for its pool: "halt" or "continue"; "true"/"false".
 inline constexpr char kAnnoOnFailure[] = "gpunode.io/driver-upgrade.on-failure";
 inline constexpr char kAnnoRollbackOnFailure[] = "gpunode.io/driver-upgrade.rollback-on-failure";

@@ -51,7 +51,10 @@ Controller::Impl::Impl(kube::Client& c, ControllerOptions options) : client(c), 
       EnqueueAll();  // a selector change moves nodes between pools
       (void)k;
     };
-    so.handlers.on_delete = [this](const std::string&, const internal::DriverFacts&) { EnqueueAll(); };
+    so.handlers.on_delete = [this](const std::string& k, const internal::DriverFacts&) {
+      Enqueue(k);    // its nodes lose the owner label
+      EnqueueAll();  // the others may take its nodes
+    };
     so.log = log;
     kube::ReflectorOptions ro;
     ro.path = kCollection;
@@ -365,7 +368,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
     if (a.condition) {
       kube::NodeCondition c{wellknown::kConditionGpuDriverUpgrade, a.condition->status, a.condition->reason,
                             a.condition->message.substr(0, 1000)};
-      auto r = kube::SetNodeCondition(client, a.node, c, &known);
+      auto r = kube::SetNodeCondition(client, a.node, c, &known, std::chrono::minutes(30), kFieldManager);
       Count(&ControllerStats::condition_writes);
       if (!r.ok()) errors.push_back(std::string(r.status().message()));
     }

@@ -262,7 +262,7 @@ TEST_F(FleetApiTest, CliCompatAndDrainPlan) {
   Result plan = RunGpunode("fleet drain-plan --to-driver 580.95.05 --max-unavailable 2 --from " + small);
   EXPECT_EQ(plan.exit_code, 0) << plan.out;
   EXPECT_THAT(plan.out, HasSubstr("wave 1: nodes already unavailable"));
-  EXPECT_THAT(plan.out, HasSubstr("gpunode does not install drivers"));
+  EXPECT_THAT(plan.out, HasSubstr("gpunode fleet controller carries out in this order"));
 
   Result plan_json = RunGpunode("fleet drain-plan --to-driver 580.95.05 --max-unavailable 10% --from " +
                                 Fixture("nodes-200.json") + " -o json");

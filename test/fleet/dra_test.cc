@@ -227,7 +227,7 @@ TEST(FleetDra, HostileSlicesAreNamedOrBounded) {
   list["items"].push_back({{"kind", "Pod"}, {"metadata", {{"name", "p"}}}});
   auto pod = ParseNodeListText(list.dump(), "c.json");
   ASSERT_FALSE(pod.ok());
-  EXPECT_THAT(pod.status().message(), HasSubstr("is a Pod, not a Node or a ResourceSlice"));
+  EXPECT_THAT(pod.status().message(), HasSubstr("is a Pod, not a Node, a ResourceSlice or an NVIDIADriver"));
 
   // A field of the wrong type: the object and the field are named.
   list = Cluster();

@@ -202,6 +202,12 @@ TEST_F(ApiServer, AConditionTransitionsOnlyWhenItsStatusChanges) {
   ASSERT_OK(ready) << ready.status();
   EXPECT_TRUE(*ready);
   EXPECT_NE(condition()["lastTransitionTime"], c1["lastTransitionTime"]);
+  // Another writer's condition under its own field manager (the driver-upgrade controller's) leaves
+  // this one: under the same manager its apply would own, and drop, GpuStackReady.
+  auto other = SetNodeCondition(*admin_, node_, {"GpuDriverUpgrade", "True", "UpgradeDone", "driver validated"}, nullptr,
+                                std::chrono::minutes(30), "gpunode-driver-manager");
+  ASSERT_OK(other) << other.status();
+  EXPECT_EQ(condition()["status"], "True") << "GpuStackReady removed by another manager's apply";
   // The kubelet's own conditions are untouched (strategic merge by type).
   auto n = admin_->Get("/api/v1/nodes/" + node_);
   bool kubelet_ready = false;
