@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "src/base/well_known.h"
 #include "src/cli/common.h"
+#include "src/cli/fleet_cluster_policy.h"
 #include "src/compat/dataset.h"
 #include "src/kube/client.h"
 #include "src/lifecycle/log.h"
@@ -40,6 +41,8 @@ struct ControllerFlags {
   std::vector<std::string> timeouts;
   std::string log_format = "text";
   double qps = 20;
+  std::string agent_policy_configmap;
+  std::string operator_namespace;
 };
 
 struct UpgradeFlags {
@@ -132,6 +135,8 @@ int RunController(const GlobalOptions& global, const ControllerFlags& f) {
     return kExitUsage;
   }
   o.lease_name = f.lease_name;
+  o.agent_policy_configmap = f.agent_policy_configmap;
+  o.operator_namespace = f.operator_namespace;
   o.identity = f.identity.empty() && std::getenv("POD_NAME") != nullptr ? std::getenv("POD_NAME") : f.identity;
   o.leader_election = !f.no_leader_election;
   lifecycle::Log log(f.log_format == "json" ? lifecycle::Log::Format::kJson : lifecycle::Log::Format::kText);
@@ -226,6 +231,9 @@ int RunStatus(const GlobalOptions& global, const UpgradeFlags& f) {
     PrintError(view.status());
     return absl::IsNotFound(view.status()) ? kExitUsage : kExitFailed;
   }
+  // The ClusterPolicy's default pool beside the NVIDIADrivers', and what it does not apply.
+  const ClusterPolicyStatus cp = f.resources.empty() ? ReadClusterPolicyStatus(**client, view->drivers) : ClusterPolicyStatus{};
+  if (cp.pool) view->drivers.push_back(*cp.pool);
   nlohmann::ordered_json doc = {{"apiVersion", "gpunode.io/v1"}, {"kind", "DriverUpgradeStatus"}};
   nlohmann::ordered_json pools = nlohmann::ordered_json::array();
   bool any_failed = false;
@@ -260,12 +268,13 @@ int RunStatus(const GlobalOptions& global, const UpgradeFlags& f) {
     pools.push_back(p);
   }
   doc["pools"] = pools;
+  if (!cp.doc.is_null()) doc["clusterPolicy"] = cp.doc;
   if (*format != OutputFormat::kTable) {
     PrintDocument(doc, *format);
     return any_failed ? 1 : kExitOk;
   }
   if (pools.empty()) {
-    std::cout << "No NVIDIADriver resources.\n";
+    std::cout << "No NVIDIADriver resources.\n" << cp.text;
     return kExitOk;
   }
   std::cout << absl::StrFormat("%-20s %-12s %-12s %5s %5s %8s %8s %6s  %s\n", "POOL", "TARGET", "PREVIOUS", "NODES",
@@ -297,6 +306,7 @@ int RunStatus(const GlobalOptions& global, const UpgradeFlags& f) {
                                    n.contains("reason") ? n["reason"].get<std::string>().substr(0, 160) : "");
     }
   }
+  std::cout << cp.text;
   return any_failed ? 1 : kExitOk;
 }
 
@@ -394,7 +404,9 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
       "driver DaemonSets and upgrades each pool's nodes one by one (cordon, wait for jobs, evict GPU pods, drain,\n"
       "replace the driver pod, wait for the node's own validation, uncordon) within maxParallelUpgrades and\n"
       "maxUnavailable, with NVIDIA's per-node state label nvidia.com/gpu-driver-upgrade-state\n"
-      "(docs/driver-upgrades.md). One replica acts, chosen by a coordination.k8s.io Lease.");
+      "(docs/driver-upgrades.md). One replica acts, chosen by a coordination.k8s.io Lease. A GPU Operator\n"
+      "ClusterPolicy (nvidia.com/v1) is applied too: its driver as the default pool, its node settings as the\n"
+      "agents' policy file (docs/driver-upgrades.md, \"From a ClusterPolicy\").");
   AddKubeconfigOption(c, &cf->kubeconfig);
   c->add_option("--namespace", cf->ns, "Namespace of the driver DaemonSets and the Lease (default: the pod's own, else gpunode)");
   c->add_option("--lease-name", cf->lease_name, "The Lease that elects the acting replica")->capture_default_str();
@@ -412,6 +424,11 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
   c->add_option("--busy-resync", cf->busy_resync, "... and this often while a node is under way")->capture_default_str();
   c->add_option("--qps", cf->qps, "Requests per second to the API server (burst twice that)")->capture_default_str();
   c->add_option("--log-format", cf->log_format, "text or json")->capture_default_str();
+  c->add_option("--agent-policy-configmap", cf->agent_policy_configmap,
+                "From a GPU Operator ClusterPolicy: write the agents' policy file into this ConfigMap of --namespace, "
+                "and the ConfigMaps it names as NAME-device-plugin, NAME-mig, NAME-exporter (default: none written)");
+  c->add_option("--operator-namespace", cf->operator_namespace,
+                "Where the ConfigMaps a ClusterPolicy names are read (default: its status.namespace, else gpu-operator)");
   c->footer(
       "Per pool, annotations on its NVIDIADriver override the flags: gpunode.io/driver-upgrade.on-failure\n"
       "(halt|continue), gpunode.io/driver-upgrade.rollback-on-failure (true|false); gpunode.io/driver-upgrade.paused=true\n"
@@ -434,7 +451,8 @@ void AddFleetUpgradeCommands(CLI::App* fleet, GlobalOptions& global, int* exit_c
       "  gpunode fleet upgrade status\n"
       "  gpunode fleet upgrade pause h100-pool\n"
       "  gpunode fleet upgrade retry gpu-node-17");
-  CLI::App* s = u->add_subcommand("status", "Each NVIDIADriver pool: target, previous version, nodes by state, failures");
+  CLI::App* s = u->add_subcommand("status", "Each NVIDIADriver pool (and a ClusterPolicy's): target, previous version, "
+                                            "nodes by state, failures; what the ClusterPolicy does not apply");
   s->add_option("resource", uf->resources, "Only these NVIDIADriver resources");
   s->footer("Exit codes: 0 no node failed, 1 a node is upgrade-failed, 2 the API failed, 3 bad input.\n"
             "Example:\n  gpunode fleet upgrade status -o json");

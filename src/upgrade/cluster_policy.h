@@ -17,7 +17,8 @@
 // a field gpunode does not know is listed, never refused, so a newer Operator's policy still loads.
 // Fields that ask for nothing (false, "", [], {}, a switched-off section, a sandbox operand while
 // sandboxWorkloads is off) are neither applied nor listed: the Operator would do nothing with them
-// either. docs/driver-upgrades-clusterpolicy.md has the field-by-field table.
+// either. docs/driver-upgrades.md ("From a ClusterPolicy") has the field-by-field table;
+// cluster_policy_sync.h is what the controller does with a translation.
 #ifndef GPUNODE_UPGRADE_CLUSTER_POLICY_H_
 #define GPUNODE_UPGRADE_CLUSTER_POLICY_H_
 

@@ -13,6 +13,7 @@
 #include "src/kube/node.h"
 #include "src/kube/store.h"
 #include "src/kube/work_queue.h"
+#include "src/upgrade/cluster_policy_sync.h"
 #include "src/upgrade/controller_internal.h"
 #include "src/upgrade/daemonset.h"
 
@@ -88,7 +89,7 @@ Controller::~Controller() = default;
 void Controller::Start() { impl_->Start(); }
 bool Controller::WaitSynced(std::chrono::milliseconds timeout) { return impl_->WaitSynced(timeout); }
 StatusOr<std::chrono::milliseconds> Controller::SyncPool(const std::string& resource) {
-  return impl_->SyncPool(resource);
+  return resource == kClusterPolicyCollection ? impl_->cluster_policy->Sync() : impl_->SyncPool(resource);
 }
 std::vector<std::string> Controller::Resources() const { return impl_->drivers->store().Keys(); }
 ControllerStats Controller::stats() const {
@@ -109,6 +110,7 @@ Status Controller::Run(std::stop_token stop) {
     if (!im.WaitSynced(std::chrono::seconds(60), leading)) {
       im.Log("informers not synced after 60 s; going on with what they have");
     }
+    queue.Add(kClusterPolicyCollection);  // first: the ClusterPolicy's pool is known before it is synced
     for (const std::string& key : im.drivers->store().Keys()) queue.Add(key);
     std::jthread stopper([&queue](std::stop_token s) {
       std::mutex m;
@@ -123,7 +125,7 @@ Status Controller::Run(std::stop_token stop) {
         queue.Done(*key);
         break;
       }
-      auto next = im.SyncPool(*key);
+      auto next = *key == kClusterPolicyCollection ? im.cluster_policy->Sync() : im.SyncPool(*key);
       if (next.ok()) {
         queue.Forget(*key);
         if (*next > std::chrono::milliseconds(0)) queue.AddAfter(*key, *next);

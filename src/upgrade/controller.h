@@ -37,6 +37,11 @@ struct ControllerOptions {
   std::chrono::milliseconds busy_resync{2000};
   std::chrono::milliseconds resync{30000};
   const compat::CompatData* data = nullptr;          // refuses drivers a pool's GPUs cannot run
+  // NVIDIA's ClusterPolicy (cluster_policy_sync.h): the ConfigMap in `ns` that holds the agents'
+  // policy file ("" = none written), and where the ConfigMaps a ClusterPolicy names are read
+  // ("" = its status.namespace, else gpu-operator).
+  std::string agent_policy_configmap;
+  std::string operator_namespace;
   std::function<std::chrono::system_clock::time_point()> now;  // nullptr: the system clock
   std::function<void(const std::string&)> log;
 };
@@ -73,7 +78,8 @@ class Controller {
   // The informers' first lists (also done by Run). For tests: Start, WaitSynced, SyncPool.
   void Start();
   bool WaitSynced(std::chrono::milliseconds timeout);
-  // One pass over one resource's pool; the time the next pass is due.
+  // One pass over one resource's pool; the time the next pass is due. The key
+  // kClusterPolicyCollection: the ClusterPolicy pass (cluster_policy_sync.h).
   StatusOr<std::chrono::milliseconds> SyncPool(const std::string& resource);
   // The names of the resources known.
   std::vector<std::string> Resources() const;

@@ -3,6 +3,7 @@
 #ifndef GPUNODE_UPGRADE_CONTROLLER_INTERNAL_H_
 #define GPUNODE_UPGRADE_CONTROLLER_INTERNAL_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,9 @@
 #include "src/upgrade/daemonset.h"
 
 namespace gpunode::upgrade {
+
+class ClusterPolicySync;  // cluster_policy_sync.h
+
 namespace internal {
 
 struct DaemonSetFacts {
@@ -26,6 +30,10 @@ StatusOr<DaemonSetFacts> ReadDaemonSet(const nlohmann::json& ds);
 struct DriverFacts {
   DriverSpec spec;
   std::string error;  // the resource could not be read: its status says why
+  // A pool that is not an NVIDIADriver's (a ClusterPolicy's, cluster_policy_sync.h): its DaemonSets'
+  // owner reference, and what writes its status (the NVIDIADriver's status subresource when null).
+  nlohmann::json owner;
+  std::function<Status(const nlohmann::json& status)> write_status;
   bool paused = false;
   std::optional<bool> halt_on_failure;      // its on-failure annotation
   std::optional<bool> rollback_on_failure;  // its rollback-on-failure annotation
@@ -57,6 +65,7 @@ struct Controller::Impl {
   std::unique_ptr<kube::Informer<NodeFacts>> nodes;
   std::unique_ptr<kube::Informer<DriverPod>> pods;
   std::unique_ptr<kube::Informer<internal::DaemonSetFacts>> daemonsets;
+  std::unique_ptr<ClusterPolicySync> cluster_policy;  // the ClusterPolicy's default pool and agent policy
   std::mutex queue_mu;
   std::atomic<kube::WorkQueue*> queue{nullptr};
   bool started = false;

@@ -8,6 +8,7 @@
 #include "src/base/version.h"
 #include "src/base/well_known.h"
 #include "src/kube/node.h"
+#include "src/upgrade/cluster_policy_sync.h"
 #include "src/upgrade/controller_internal.h"
 
 namespace gpunode::upgrade {
@@ -109,6 +110,8 @@ Controller::Impl::Impl(kube::Client& c, ControllerOptions options) : client(c), 
     ro.log = log;
     daemonsets = std::make_unique<kube::Informer<internal::DaemonSetFacts>>(client, ro, std::move(so));
   }
+  cluster_policy = std::make_unique<ClusterPolicySync>(client, o, drivers->store(),
+                                                       [this](const std::string& k) { Enqueue(k); });
 }
 
 void Controller::Impl::Start() {
@@ -141,6 +144,7 @@ void Controller::Impl::EnqueueAll() {
   kube::WorkQueue* q = queue.load();
   if (q == nullptr) return;
   for (const std::string& k : drivers->store().Keys()) q->Add(k);
+  if (cluster_policy->HasPool()) q->Add(kClusterPolicyDriverName);
 }
 
 StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string& resource) {
@@ -151,6 +155,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
   std::vector<std::string> errors;
 
   std::optional<internal::DriverFacts> me = drivers->store().Get(resource);
+  if (!me) me = cluster_policy->Driver(resource);
   if (!me) {
     // Deleted: its DaemonSets go with it (owner reference); its nodes lose the owner label
     // unless an upgrade is under way there (then they keep it, and the node says why).
@@ -177,8 +182,12 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
       std::lock_guard<std::mutex> l(mu);
       if (last_status[resource] == text) return absl::OkStatus();
     }
-    auto r = client.MergePatch(absl::StrCat(kCollection, "/", resource, "/status"), {{"status", st}});
-    if (!r.ok()) return r.status();
+    if (me->write_status) {
+      GPUNODE_RETURN_IF_ERROR(me->write_status(st));
+    } else {
+      auto r = client.MergePatch(absl::StrCat(kCollection, "/", resource, "/status"), {{"status", st}});
+      if (!r.ok()) return r.status();
+    }
     Count(&ControllerStats::status_writes);
     std::lock_guard<std::mutex> l(mu);
     last_status[resource] = text;
@@ -197,6 +206,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
   for (const auto& [k, d] : drivers->store().List()) {
     if (d.error.empty()) specs.push_back(d.spec);
   }
+  if (auto cp = cluster_policy->Spec()) specs.push_back(*cp);
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> labels;
   labels.reserve(all_nodes.size());
   for (const auto& [name, n] : all_nodes) labels.push_back({name, n.labels});
@@ -234,8 +244,10 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
   auto prev_ds = daemonsets->store().Get(absl::StrCat(o.ns, "/", DaemonSetName(resource, true)));
   std::string previous_version = prev_ds ? prev_ds->version : "", previous_hash = prev_ds ? prev_ds->hash : "";
   const nlohmann::json owner_ref = nlohmann::json::array(
-      {{{"apiVersion", absl::StrCat(kGroup, "/", kVersion)}, {"kind", kKind}, {"name", resource}, {"uid", spec.uid},
-        {"controller", true}, {"blockOwnerDeletion", false}}});
+      {me->owner.is_object() ? me->owner
+                             : nlohmann::json{{"apiVersion", absl::StrCat(kGroup, "/", kVersion)}, {"kind", kKind},
+                                              {"name", resource}, {"uid", spec.uid}, {"controller", true},
+                                              {"blockOwnerDeletion", false}}});
   auto apply_ds = [&](nlohmann::json ds) -> Status {
     ds["metadata"]["ownerReferences"] = owner_ref;
     const std::string path = absl::StrCat("/apis/apps/v1/namespaces/", o.ns, "/daemonsets/", ds["metadata"]["name"].get<std::string>());

@@ -253,7 +253,9 @@ PY
 ok "DRA objects as rendered"
 # The driver manager (driverManager.enabled): NVIDIA's NVIDIADriver CRD (names, enums, defaults, the
 # CEL rules, the status subresource, kept at uninstall), `gpunode fleet controller` as an
-# unprivileged Deployment of the chart's image, and its RBAC exactly as the controller needs it.
+# unprivileged Deployment of the chart's image, and its RBAC exactly as the controller needs it;
+# the agents get the ClusterPolicy's policy file (optional ConfigMap mounts and policyFile) with it
+# only.
 python3 - "$WORK" <<'PY' || fail "driver manager objects"
 import sys, yaml
 def load(name):
@@ -269,10 +271,24 @@ def grants(role):
                 out.setdefault((g, res), set()).update(r["verbs"])
     return out
 
+POLICY_MOUNTS = {"policy": "/etc/gpunode/policy", "policy-device-plugin": "/etc/gpunode/policy-device-plugin",
+                 "policy-mig": "/etc/gpunode/policy-mig", "policy-exporter": "/etc/gpunode/policy-exporter"}
+def agent_of(docs):
+    ds = [d for d in by(docs, "DaemonSet") if any(c["name"] == "agent" for c in d["spec"]["template"]["spec"]["containers"])]
+    assert len(ds) == 1, [d["metadata"]["name"] for d in by(docs, "DaemonSet")]
+    pod = ds[0]["spec"]["template"]["spec"]
+    return pod, [c for c in pod["containers"] if c["name"] == "agent"][0]
+def agent_config(docs):
+    (cm,) = [d for d in by(docs, "ConfigMap") if d["metadata"]["name"] == "gpunode-agent"]
+    return yaml.safe_load(cm["data"]["agent.yaml"])
+
 for name in ("default", "simulate", "minimal", "config", "dra", "hardened"):
     docs = load(name)
     assert not by(docs, "CustomResourceDefinition") and not by(docs, "Deployment"), "%s: driver manager rendered" % name
     assert not any("driver-manager" in d["metadata"]["name"] for d in docs), "%s: a driver-manager object" % name
+    pod, agent = agent_of(docs)
+    assert not set(POLICY_MOUNTS) & {v["name"] for v in pod["volumes"]}, "%s: policy volumes without the driver manager" % name
+    assert "policyFile" not in agent_config(docs), "%s: policyFile without the driver manager" % name
     for r in by(docs, "ClusterRole"):
         assert not any("nvidia.com" in x.get("apiGroups", []) for x in r.get("rules", [])), "%s: nvidia.com granted" % name
 
@@ -326,13 +342,14 @@ want = {("", "nodes"): {"get", "list", "watch", "patch"}, ("", "nodes/status"): 
         ("nvidia.com", "nvidiadrivers"): {"get", "list", "watch"},
         ("nvidia.com", "nvidiadrivers/status"): {"get", "update", "patch"},
         ("nvidia.com", "clusterpolicies"): {"get", "list", "watch"},
-        ("nvidia.com", "clusterpolicies/status"): {"get", "patch"}}
+        ("nvidia.com", "clusterpolicies/status"): {"get", "patch"},
+        ("", "configmaps"): {"get"}}
 assert grants(cr[0]) == want, grants(cr[0])
 roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by(docs, "Role") if r["metadata"]["name"].startswith(sa)}
 assert set(roles) == {("gpunode", sa), ("default", sa + "-events")}, roles.keys()
 want = {("apps", "daemonsets"): {"get", "list", "watch", "create", "update", "patch", "delete"},
         ("apps", "controllerrevisions"): {"get", "list"}, ("coordination.k8s.io", "leases"): {"get", "create", "update"},
-        ("", "configmaps"): {"get", "create", "update", "patch"}, ("", "events"): {"create", "patch"}}
+        ("", "configmaps"): {"get", "create", "update", "patch", "delete"}, ("", "events"): {"create", "patch"}}
 assert grants(roles[("gpunode", sa)]) == want, grants(roles[("gpunode", sa)])
 assert grants(roles[("default", sa + "-events")]) == {("", "events"): {"create", "patch"}}
 binds = [b for b in by(docs, "ClusterRoleBinding") + by(docs, "RoleBinding") if b["metadata"]["name"].startswith(sa)]
@@ -356,7 +373,17 @@ ds = by(docs, "DaemonSet")[0]
 agent = [x for x in ds["spec"]["template"]["spec"]["containers"] if x["name"] == "agent"][0]
 assert c["image"] == agent["image"], (c["image"], agent["image"])
 assert c["args"] == ["fleet", "controller", "--namespace", "gpunode", "--lease-name", sa, "--on-failure", "halt",
-                     "--resync", "10s"], c["args"]
+                     "--resync", "10s", "--agent-policy-configmap", "gpunode-agent-policy"], c["args"]
+# A ClusterPolicy's node settings reach the agents: the ConfigMaps the controller writes, mounted
+# optional (none until it writes them) where src/upgrade/cluster_policy.h says, and policyFile.
+pod, agent_c = agent_of(docs)
+vols = {v["name"]: v for v in pod["volumes"]}
+for vol, path in POLICY_MOUNTS.items():
+    cm_name = "gpunode-agent-" + vol
+    assert vols[vol]["configMap"] == {"name": cm_name, "optional": True}, vols[vol]
+    (m,) = [x for x in agent_c["volumeMounts"] if x["name"] == vol]
+    assert m["mountPath"] == path and m["readOnly"] is True, m
+assert agent_config(docs)["policyFile"] == "/etc/gpunode/policy/policy.yaml"
 sc = c["securityContext"]
 assert sc["runAsNonRoot"] and sc["runAsUser"] != 0 and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
 assert sc["capabilities"] == {"drop": ["ALL"]} and not sc.get("privileged"), sc
@@ -374,7 +401,8 @@ assert not by(docs, "CustomResourceDefinition"), "driverManager.crd.install=fals
 (dep,) = by(docs, "Deployment")
 assert dep["spec"]["replicas"] == 1
 c = dep["spec"]["template"]["spec"]["containers"][0]
-assert c["args"][6:] == ["--on-failure", "continue", "--rollback-on-failure", "--resync", "30s"], c["args"]
+assert c["args"][6:] == ["--on-failure", "continue", "--rollback-on-failure", "--resync", "30s",
+                         "--agent-policy-configmap", "gpunode-agent-policy"], c["args"]
 assert dep["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
 print("     none when off; the CRD (NVIDIA's names, enums, defaults, CEL), the Deployment, RBAC exactly")
 PY

@@ -10,8 +10,8 @@
 //     (RFC 6902) and server-side apply with field managers for metadata.labels (managedFields in
 //     FieldsV1; a label another manager owns with another value is 409 Conflict unless forced; a
 //     label the manager stops applying is removed when nobody else owns it; an Update takes the
-//     labels it changes from every other manager, as the API server does); ".../status" reaches
-//     the object;
+//     labels it changes from every other manager, as the API server does; an apply to a missing
+//     namespaced object creates it); ".../status" reaches the object;
 //   - collections (the parent path of objects, or one named by ServeCollection): lists with
 //     limit/continue and the resourceVersion,
 //     and watches streamed as chunked JSON lines from a resourceVersion (ADDED/MODIFIED/DELETED,
@@ -424,6 +424,10 @@ class FakeApiServer : public FakeApiResponders {
     bool status_sub = false;
     auto it = Find(req.path, &status_sub);
     if (req.method == "POST") return Create(req, res);
+    const bool apply = req.method == "PATCH" && req.get_header_value("Content-Type") == "application/apply-patch+yaml";
+    // An apply creates a missing namespaced object (ConfigMaps, DaemonSets), as the API server does.
+    const bool created = it == objects_.end() && apply && !status_sub && req.path.find("/namespaces/") != std::string::npos;
+    if (created) it = objects_.emplace(req.path, NewObject(req.path, req.body)).first;
     if (it == objects_.end()) {
       if (req.method == "GET" && IsCollection(req.path)) return List(req, res, req.path);
       return Reply(res, 404, StatusBody(404, "NotFound", req.path + " not found"));
@@ -439,7 +443,10 @@ class FakeApiServer : public FakeApiResponders {
       return Reply(res, 200, {{"kind", "Status"}, {"status", "Success"}});
     }
     auto body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) return Reply(res, 400, StatusBody(400, "BadRequest", "not JSON"));
+    if (body.is_discarded()) {
+      if (created) objects_.erase(it);
+      return Reply(res, 400, StatusBody(400, "BadRequest", "not JSON"));
+    }
     const std::string have_rv = obj["metadata"].value("resourceVersion", "");
     const std::string type = req.get_header_value("Content-Type");
     json next = obj;
@@ -473,8 +480,24 @@ class FakeApiServer : public FakeApiResponders {
     if (type != "application/apply-patch+yaml") FieldManagers::Update(obj, next, ManagerOf(req));
     if (write_filter_) write_filter_(path, next);
     obj = std::move(next);
-    Bump(path, "MODIFIED");
-    Reply(res, 200, obj);
+    Bump(path, created ? "ADDED" : "MODIFIED");
+    Reply(res, created ? 201 : 200, obj);
+  }
+
+  // What server-side apply of a missing object starts from: its name (and namespace) from the
+  // path, its apiVersion and kind from the applied configuration.
+  static json NewObject(const std::string& path, const std::string& body) {
+    json o = {{"metadata", {{"name", path.substr(path.rfind('/') + 1)}}}};
+    const size_t ns = path.find("/namespaces/");
+    if (ns != std::string::npos) {
+      const size_t from = ns + 12, to = path.find('/', from);
+      o["metadata"]["namespace"] = path.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    }
+    const json config = json::parse(body, nullptr, false);
+    for (const char* k : {"apiVersion", "kind"}) {
+      if (config.is_object() && config.contains(k) && config[k].is_string()) o[k] = config[k];
+    }
+    return o;
   }
 
   bool IsCollection(const std::string& path) const {
