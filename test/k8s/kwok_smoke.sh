@@ -15,9 +15,10 @@
 #      max 4; --max-unavailable smoke=3 --fail-fast -> exit 1, the violation named
 #   5. everything stopped: the stand-in exits 0 on SIGTERM, kwok.sh down, cluster down
 #
-#   test/k8s/kwok_smoke.sh        (root, Go, podman: what the cluster needs; ~1-2 min warm)
+#   test/k8s/kwok_smoke.sh        (root, Go, podman: what the cluster needs; ~2.5 min warm)
 # Uses the cluster alone: take the cluster lock around it where several users share the machine
-# (flock /tmp/gpunode-cluster.lock test/k8s/kwok_smoke.sh).
+# (flock -o /tmp/gpunode-cluster.lock test/k8s/kwok_smoke.sh; -o: the cluster's daemons must not
+# inherit the lock, or a cluster kept with GPUNODE_E2E_KEEP=1 holds it until its `down`).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 ns=kwok-smoke
