@@ -45,6 +45,7 @@ POD_LABEL = "gpunode.io/nvidia-driver"
 VERSION_ANNOTATION = "gpunode.io/driver-version"
 FAIL_LABEL = "gpunode-test/fail-validation"
 SLOW_LABEL = "gpunode-test/slow"
+MAX_PODS = 100000  # driver pods tracked at most (one per node); past it a pod is an error, not tracked
 RETRIES = 5  # attempts of each step (a failed request is retried after 1, 2, 4, 8 s)
 VERSION_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,62}$")  # a label value, as the agent writes it
 
@@ -130,6 +131,10 @@ class Agent:
             kk.log(PROG, f"a pod without a valid metadata.namespace/name/uid: {str(pod['metadata'])[:200]}")
             return
         uid, key, node, ver, running = info
+        if uid not in self.pods and len(self.pods) >= MAX_PODS:
+            self.stats["pod_errors"] += 1
+            kk.log(PROG, f"pod {key}: more than {MAX_PODS} driver pods: not tracked")
+            return
         self.pods[uid] = (key, node, ver, running)
         if not running or node in self.skip_nodes or self.done.get(node) == uid:
             return

@@ -46,6 +46,7 @@ STATES = ["upgrade-required", "cordon-required", "wait-for-jobs-required", "pod-
 UNAVAILABLE_STATES = set(STATES[STATES.index("cordon-required"):STATES.index("uncordon-required") + 1])
 IDLE_STATES = {"", "upgrade-required", "upgrade-done"}
 MAX_VIOLATIONS_KEPT = 100
+MAX_NODES = 100000  # nodes tracked at most; past it a new node is counted in "untracked", not in its pool
 
 
 def limits(values, flag):
@@ -78,6 +79,7 @@ class Watch:
         self.stop = threading.Event()
         self.reached = False
         self.malformed = 0
+        self.untracked = 0
         self.in_until = 0  # nodes (in a pool) whose state is one of --until-all-state
 
     def pool(self, name):
@@ -120,6 +122,9 @@ class Watch:
             p["states"][old[3]] -= 1
             self.in_until -= old[3] in self.until
         if new is None:
+            return
+        if len(self.nodes) >= MAX_NODES:
+            self.untracked += 1
             return
         pool, unavail, prog, state, why = new
         self.nodes[name] = (pool, unavail, prog, state)
@@ -209,7 +214,8 @@ class Watch:
         return {"kind": "KwokWatchSummary", "seconds": round(time.time() - self.t0, 3), "events": self.events,
                 "poolLabel": self.args.pool_label, "untilAllState": sorted(self.until) or None,
                 "untilReached": self.reached if self.until else None, "violations": self.nviolations,
-                "violationList": self.violations, "malformedStateLabels": self.malformed, "pools": pools}
+                "violationList": self.violations, "malformedStateLabels": self.malformed,
+                "untrackedNodes": self.untracked, "pools": pools}
 
 
 def main():
