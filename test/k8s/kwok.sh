@@ -42,7 +42,9 @@
 #   KWOK_DRIVER_VERSION         the fake nodes' initial driver version (default 570.195.03)
 #   GPUNODE_KWOK_LEASE_SECONDS  node lease duration (default 40, as a kubelet: renewed every 10 s, so
 #                               N/10 lease updates a second; renewed at a quarter of it, which must
-#                               stay within the controller manager's 50 s grace: 10..160)
+#                               stay within the controller manager's 50 s grace: 10..160). Idle
+#                               with 1000 nodes, API server/etcd/kwok CPU: 40 s 25-32/7-10/8-10 %
+#                               of a core, 160 s 11/4/3 % (benchmarks/results/fleet-kwok-*.md)
 #   GPUNODE_KWOK_PARALLEL       concurrent node creations (default 8)
 #   GPUNODE_KWOK_READY_TIMEOUT  seconds to wait for the nodes to be Ready (default 300)
 #   GPUNODE_KWOK_V              kwok's log level (default WARN; INFO logs every lease renewal: 300
