@@ -9,6 +9,12 @@
 # at ./staging with `replace`, which Go ignores in a dependency; a small wrapper module requires
 # k8s.io/kubernetes and pins each staging module to the matching v0.Y.Z, generated from that tag's
 # own go.mod. Version ldflags make the binaries (and so the Node) report the real version.
+#
+# KWOK (`build.sh kwok`, not part of `all`): the kwok controller alone (sigs.k8s.io/kwok/cmd/kwok) into
+#   ${GPUNODE_CACHE:-~/.cache/gpunode}/k8s/kwok-<version>/bin/kwok
+# with its default stages (kustomize/stage/fast of the same module: node-initialize,
+# node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete) copied beside it as stages.yaml.
+# Prints that bin folder on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -128,12 +134,37 @@ build_helm() {
   mv "$bin/helm.tmp" "$bin/helm"
 }
 
+# kwok: its go.mod has no replace directive, so `go install module/cmd@version` builds exactly the
+# versions it pins (no wrapper module needed). CGO off: a static binary.
+build_kwok() {
+  local kc=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/kwok-$KWOK_VERSION
+  bin=$kc/bin
+  if [ -x "$bin/kwok" ] && [ -s "$kc/stages.yaml" ]; then return 0; fi
+  mkdir -p "$bin"
+  log "kwok $KWOK_VERSION (sigs.k8s.io/kwok/cmd/kwok)"
+  local mod
+  mod=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  [ -d "$mod/kustomize/stage" ] || { log "sigs.k8s.io/kwok@$KWOK_VERSION: no kustomize/stage in $mod"; exit 1; }
+  local f
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    printf -- '---\n# sigs.k8s.io/kwok@%s kustomize/stage/%s\n' "$KWOK_VERSION" "$f"
+    cat "$mod/kustomize/stage/$f"
+  done > "$kc/stages.yaml.tmp"
+  mv "$kc/stages.yaml.tmp" "$kc/stages.yaml"
+  rm -rf "$kc/gobin"
+  GOBIN=$kc/gobin CGO_ENABLED=0 go install -p "$jobs" -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  mv "$kc/gobin/kwok" "$bin/kwok"
+  rm -rf "$kc/gobin"
+}
+
 start=$SECONDS
 which=${1:-all}
 case "$which" in
   all) build_etcd; build_containerd; build_helm; build_kubernetes ;;
-  kubernetes|etcd|containerd|helm) "build_$which" ;;
-  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm]" >&2; exit 2 ;;
+  kubernetes|etcd|containerd|helm|kwok) "build_$which" ;;
+  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm|kwok]" >&2; exit 2 ;;
 esac
 log "done in $((SECONDS - start)) s"
 echo "$bin"

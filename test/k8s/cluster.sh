@@ -42,6 +42,7 @@ NODE=${GPUNODE_K8S_NODE:-$(hostname | tr 'A-Z' 'a-z')}
 READY_TIMEOUT=${GPUNODE_K8S_READY_TIMEOUT:-120}
 VERBOSITY=${GPUNODE_K8S_V:-0}
 SHARED_ROOT=${GPUNODE_K8S_SHARED_ROOT:-1}
+KCM_QPS=${GPUNODE_K8S_KCM_QPS:-}
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
 SVC_CIDR=10.96.0.0/12
@@ -85,6 +86,9 @@ environment:
   GPUNODE_K8S_KEEP=1         after a failed up, leave what started running (for debugging)
   GPUNODE_K8S_SHARED_ROOT=0  leave / private (pods then cannot use HostToContainer/Bidirectional
                              mount propagation on host paths)
+  GPUNODE_K8S_KCM_QPS=N      the controller manager's API rate (--kube-api-qps N, burst 2N; default
+                             its own 20): test/k8s/kwok.sh's 1000 fake nodes need ~200 (else a
+                             DaemonSet of 250 pods takes ~100 s instead of ~20 s)
   GPUNODE_CACHE              build cache of test/k8s/build.sh (default ~/.cache/gpunode)
 EOF
 }
@@ -713,6 +717,7 @@ node_ready() {
 }
 
 do_up() {
+  [ -z "$KCM_QPS" ] || [[ "$KCM_QPS" =~ ^[1-9][0-9]{0,3}$ ]] || die "GPUNODE_K8S_KCM_QPS=$KCM_QPS: expected 1..9999"
   detect_host
   need_cmds
   find_bins
@@ -762,7 +767,8 @@ do_up() {
     --cluster-signing-cert-file="$S/pki/ca.crt" --cluster-signing-key-file="$S/pki/ca.key" \
     --use-service-account-credentials=true \
     --allocate-node-cidrs=true --cluster-cidr="$POD_CIDR" --node-cidr-mask-size=24 \
-    --service-cluster-ip-range="$SVC_CIDR" --v="$VERBOSITY"
+    --service-cluster-ip-range="$SVC_CIDR" ${KCM_QPS:+--kube-api-qps="$KCM_QPS" --kube-api-burst=$((2 * KCM_QPS))} \
+    --v="$VERBOSITY"
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$S/scheduler.kubeconfig" \
     --authentication-kubeconfig="$S/scheduler.kubeconfig" --authorization-kubeconfig="$S/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false --v="$VERBOSITY"
@@ -830,6 +836,7 @@ do_down() {
   [ "$(id -u)" = 0 ] || die "must run as root"
   [ -d "$S" ] || { log "nothing to do ($S does not exist)"; return 0; }
   BIN=${BIN:-$(cached_bin)}
+  stop kwok 5  # test/k8s/kwok.sh's fake-node controller (its PID file is here too), when it runs
   # 1. the kubelet first, so it restarts nothing; then the pods' containers through containerd
   stop kubelet 15
   stop kube-proxy
