@@ -1,5 +1,6 @@
 // `gpunode fleet controller` (the driver-upgrade controller, src/upgrade) and `gpunode fleet upgrade
 // status|pause|resume|retry|rollback` (what an operator does to it). User doc docs/driver-upgrades.md.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -149,6 +150,9 @@ int RunController(const GlobalOptions& global, const ControllerFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // One malloc arena per thread (informers, queue, Lease, connections) holds freed list pages:
+  // two arenas keep the controller's RSS near its live data (measured on 1000 KWOK nodes).
+  mallopt(M_ARENA_MAX, 2);
   upgrade::Controller controller(**client, o);
   log.Info("controller", absl::StrCat("starting: namespace ", o.ns, ", lease ", o.lease_name,
                                       o.leader_election ? "" : " (leader election off)", ", on failure ", f.on_failure,

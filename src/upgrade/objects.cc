@@ -35,6 +35,9 @@ StatusOr<NodeFacts> ReadNodeFacts(const nlohmann::json& node) {
   GPUNODE_ASSIGN_OR_RETURN(kube::Fields meta, root.Object("metadata"));
   GPUNODE_ASSIGN_OR_RETURN(f.labels, meta.StringMap("labels"));
   if (f.labels.size() > kMaxLabels) return meta.Error(absl::StrCat("labels: more than ", kMaxLabels));
+  // Every label is in f.labels; the fleet model's copy of the nvidia.com/gpunode.io ones is not kept
+  // twice (a thousand Nodes: the controller's largest cost). Use WithLabels() where fleet reads them.
+  f.node.labels.clear();
   GPUNODE_ASSIGN_OR_RETURN(f.uid, meta.String("uid"));
   GPUNODE_ASSIGN_OR_RETURN(auto annotations, meta.StringMap("annotations"));
   for (auto& [k, v] : annotations) {

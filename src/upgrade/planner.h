@@ -71,6 +71,12 @@ struct NodeFacts {
   std::string state_label;                          // as found (an unknown value is reported)
   std::string os_tag;                               // NFD's os_release: "ubuntu22.04"; "" unknown
   std::string uid;                                  // metadata.uid (Events name it)
+  // `node` with its labels (ReadNodeFacts keeps them only in `labels`), for fleet's functions.
+  fleet::FleetNode WithLabels() const {
+    fleet::FleetNode n = node;
+    n.labels = labels;
+    return n;
+  }
 };
 StatusOr<NodeFacts> ReadNodeFacts(const nlohmann::json& node);
 

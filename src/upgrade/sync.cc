@@ -283,7 +283,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
   }
   if (o.data != nullptr && !mine.empty()) {
     auto v = Version::Parse(spec.version, "spec.version");
-    if (v.ok()) in.refusal = fleet::DriverRefusal(*o.data, *v, by_name[mine.front()]->node);
+    if (v.ok()) in.refusal = fleet::DriverRefusal(*o.data, *v, by_name[mine.front()]->WithLabels());
   }
   ControllerPolicy policy = o.policy;
   if (me->halt_on_failure) policy.halt_on_failure = *me->halt_on_failure;
