@@ -219,24 +219,43 @@ std::string Label(const nlohmann::json& obj, const std::string& key, const char*
   return m[where][key].get<std::string>();
 }
 
+// The client and what `fleet upgrade` reads; on failure the exit code (the error printed).
+struct Opened {
+  std::unique_ptr<kube::Client> client;
+  std::optional<ClusterView> view;
+  int rc = -1;
+};
+Opened Open(const UpgradeFlags& f) {
+  Opened o;
+  auto client = Connect(f.kubeconfig, 50, nullptr);
+  if (!client.ok()) {
+    PrintError(client.status());
+    o.rc = kExitUsage;
+    return o;
+  }
+  o.client = std::move(*client);
+  auto view = ReadView(*o.client, f.resources);
+  if (!view.ok()) {
+    PrintError(view.status());
+    o.rc = absl::IsNotFound(view.status()) ? kExitUsage : kExitFailed;
+    return o;
+  }
+  o.view = std::move(*view);
+  return o;
+}
+
 int RunStatus(const GlobalOptions& global, const UpgradeFlags& f) {
   auto format = ParseOutputFormat(global.output);
   if (!format.ok()) {
     PrintError(format.status());
     return kExitUsage;
   }
-  auto client = Connect(f.kubeconfig, 50, nullptr);
-  if (!client.ok()) {
-    PrintError(client.status());
-    return kExitUsage;
-  }
-  auto view = ReadView(**client, f.resources);
-  if (!view.ok()) {
-    PrintError(view.status());
-    return absl::IsNotFound(view.status()) ? kExitUsage : kExitFailed;
-  }
+  Opened opened = Open(f);
+  if (opened.rc != -1) return opened.rc;
+  std::unique_ptr<kube::Client>& client = opened.client;
+  std::optional<ClusterView>& view = opened.view;
   // The ClusterPolicy's default pool beside the NVIDIADrivers', and what it does not apply.
-  const ClusterPolicyStatus cp = f.resources.empty() ? ReadClusterPolicyStatus(**client, view->drivers) : ClusterPolicyStatus{};
+  const ClusterPolicyStatus cp = f.resources.empty() ? ReadClusterPolicyStatus(*client, view->drivers) : ClusterPolicyStatus{};
   if (cp.pool) view->drivers.push_back(*cp.pool);
   nlohmann::ordered_json doc = {{"apiVersion", "gpunode.io/v1"}, {"kind", "DriverUpgradeStatus"}};
   nlohmann::ordered_json pools = nlohmann::ordered_json::array();
@@ -315,20 +334,14 @@ int RunStatus(const GlobalOptions& global, const UpgradeFlags& f) {
 }
 
 int RunPause(const UpgradeFlags& f, bool pause) {
-  auto client = Connect(f.kubeconfig, 50, nullptr);
-  if (!client.ok()) {
-    PrintError(client.status());
-    return kExitUsage;
-  }
-  auto view = ReadView(**client, f.resources);
-  if (!view.ok()) {
-    PrintError(view.status());
-    return absl::IsNotFound(view.status()) ? kExitUsage : kExitFailed;
-  }
+  Opened opened = Open(f);
+  if (opened.rc != -1) return opened.rc;
+  std::unique_ptr<kube::Client>& client = opened.client;
+  std::optional<ClusterView>& view = opened.view;
   for (const nlohmann::json& d : view->drivers) {
     const std::string name = d["metadata"].value("name", "");
     nlohmann::json patch = {{"metadata", {{"annotations", {{upgrade::kAnnoPaused, pause ? nlohmann::json("true") : nlohmann::json(nullptr)}}}}}};
-    auto r = (*client)->MergePatch(absl::StrCat(upgrade::kCollection, "/", name, "?fieldManager=gpunode-fleet-upgrade"), patch);
+    auto r = client->MergePatch(absl::StrCat(upgrade::kCollection, "/", name, "?fieldManager=gpunode-fleet-upgrade"), patch);
     if (!r.ok()) {
       PrintError(r.status());
       return kExitFailed;
