@@ -17,19 +17,6 @@ namespace {
 constexpr char kFieldManager[] = "gpunode-driver-manager";
 constexpr size_t kMaxListed = 20;  // nodes named per list in a status
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '=') {
-      out += "%3D";
-    } else if (c == '/') {
-      out += "%2F";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // Node writes under the controller's own field manager: the agent's server-side apply of its
 // labels (manager gpunode) would otherwise take the state label for its own and remove it.
@@ -106,7 +93,7 @@ Controller::Impl::Impl(kube::Client& c, ControllerOptions options) : client(c), 
     so.log = log;
     kube::ReflectorOptions ro;
     ro.path = absl::StrCat("/apis/apps/v1/namespaces/", o.ns, "/daemonsets?labelSelector=",
-                           Escape("app.kubernetes.io/component=nvidia-driver"));
+                           kube::UrlEscape("app.kubernetes.io/component=nvidia-driver"));
     ro.log = log;
     daemonsets = std::make_unique<kube::Informer<internal::DaemonSetFacts>>(client, ro, std::move(so));
   }
@@ -294,7 +281,7 @@ StatusOr<std::chrono::milliseconds> Controller::Impl::SyncPool(const std::string
     for (const NodeAction& a : plan.actions) {
       if (!a.list_workloads || in.workloads.count(a.node)) continue;
       std::vector<WorkloadPod>& list = in.workloads[a.node];
-      auto r = client.List(absl::StrCat("/api/v1/pods?fieldSelector=", Escape("spec.nodeName=" + a.node)), {},
+      auto r = client.List(absl::StrCat("/api/v1/pods?fieldSelector=", kube::UrlEscape("spec.nodeName=" + a.node)), {},
                            [&list](nlohmann::json& item) -> Status {
                              if (list.size() >= 10000) return absl::ResourceExhaustedError("more than 10000 pods on a node");
                              GPUNODE_ASSIGN_OR_RETURN(WorkloadPod p, ReadWorkloadPod(item));
