@@ -14,6 +14,8 @@
 #   4. a broken driver (kernel module and NVML disagree) -> upgrade-failed with the reason, the
 #      node stays cordoned, an Event, `fleet upgrade status` exits 1 naming it
 #   5. `gpunode fleet upgrade rollback NODE` -> the previous driver (v2) through the same steps
+#   5b. `gpunode fleet upgrade retry NODE` with the pool's rollback-on-failure annotation: toward the
+#      broken driver again, it fails validation and goes back to v2 by itself
 #   6. the NVIDIADriver deleted -> its DaemonSets go (owner reference), the owner label goes
 # Usage: test/k8s/e2e_upgrade.sh BUILD_DIR (a Release build tree: the image is built from it).
 # Exit 77 (skipped) without Go or as non-root, unless CI=true: then those are failures.
@@ -178,6 +180,19 @@ cordoned && fail "still cordoned after the rollback"
 img=$(kubectl -n "$ns" get pods -l gpunode.io/nvidia-driver=sim-pool --field-selector spec.nodeName="$node" -o jsonpath='{.items[*].spec.containers[0].image}')
 [ "$img" = "gpunode.test/fake-driver:$v2" ] || fail "after the rollback the node's driver pod runs '$img'"
 ok "rolled back to $v2 in $(elapsed "$t5") s (pod of nvidia-driver-sim-pool-previous), uncordoned"
+
+step "5b. retry $node with rollback-on-failure for the pool -> $v3 fails validation, rolled back to $v2 by itself"
+kubectl annotate nvidiadriver sim-pool gpunode.io/driver-upgrade.rollback-on-failure=true --overwrite >/dev/null
+"$gpunode" fleet upgrade retry "$node" --kubeconfig "$KUBECONFIG" || fail "fleet upgrade retry"
+t6=$(date +%s.%N)
+wait_for 60 "the retried node under way" sh -c "[ \"\$(kubectl get node $node -o jsonpath='{.metadata.annotations.gpunode\\.io/driver-upgrade\\.target}')\" = $v3 ]"
+wait_for 240 "the automatic rollback's Event" sh -c "kubectl get events -n default --field-selector involvedObject.name=$node,reason=DriverUpgradeRollingBack -o name | grep -q ."
+wait_for 120 "upgrade-done after the automatic rollback" state_is upgrade-done
+kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="GpuDriverUpgrade")].reason}' | grep -qx RolledBack ||
+  fail "GpuDriverUpgrade after the automatic rollback: $(kubectl get node "$node" -o jsonpath='{.status.conditions[?(@.type=="GpuDriverUpgrade")]}')"
+cordoned && fail "still cordoned after the automatic rollback"
+[ "$(nodelabel nvidia.com/cuda.driver-version.full)" = $v2 ] || fail "after the automatic rollback the driver label says '$(nodelabel nvidia.com/cuda.driver-version.full)'"
+ok "retried toward $v3, failed validation, rolled back to $v2 by itself in $(elapsed "$t6") s: upgrade-done, condition RolledBack, uncordoned"
 
 step "6. the NVIDIADriver deleted -> its DaemonSets and the owner label go"
 kubectl delete nvidiadriver sim-pool >/dev/null
