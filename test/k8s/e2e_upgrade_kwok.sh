@@ -9,6 +9,7 @@
 #   2. all four -> v2: h100 and a100 complete; l40s (on-failure: continue) completes with its 3
 #      failing nodes upgrade-failed; h200 (on-failure: halt) stops starting nodes after its failing
 #      node fails; the controller is stopped mid-wave and started again, and continues
+#   2b. `gpunode fleet` on the live nodes shows each pool's target, progress and failures
 #   3. the watcher saw at most 25 unavailable nodes per pool (10 % of 250) at every event
 # Numbers (one JSON line `upgrade-kwok: {...}`): the wave's wall time, API requests per node, the
 # controller's CPU seconds and peak RSS. benchmarks/upgrade_kwok_bench.sh keeps them.
@@ -163,6 +164,24 @@ import json, sys
 p = json.load(sys.stdin)["pools"][0]
 assert "halted" in p["halted"] and "kwok-h200-0100" in p["halted"], p["halted"]' || fail "fleet upgrade status h200 does not say why it halted"
 ok "h100, a100 at $v2; l40s at $v2 but its 3 failing nodes; h200 halted after kwok-h200-0100 failed"
+
+step "2b. gpunode fleet on the $N live nodes: each pool's target, progress and failures"
+t=$(date +%s.%N)
+fleet=$("$gpunode" fleet --kubeconfig "$KUBECONFIG" -o json || true)
+fleet_s=$(python3 -c "print(round($(date +%s.%N) - $t, 2))")
+printf '%s' "$fleet" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+u = {p["name"]: p for p in d["driverUpgrades"]}
+assert set(u) == {"h100", "a100", "l40s", "h200"}, sorted(u)
+for name, p in sorted(u.items()):
+    assert p["targetVersion"] == sys.argv[1], p
+    print("   %-5s target %s, %d/%d done, %d failed%s" % (name, p["targetVersion"], p["nodes"]["upgradeDone"], p["nodes"]["total"], p["nodes"]["failed"], ", halted" if p.get("halted") else ""))
+assert u["l40s"]["nodes"]["failed"] == 3 and u["h200"]["nodes"]["failed"] == 1, u
+failed = [f for f in d["findings"] if f["id"] == "driver-upgrade-failed"]
+assert len(failed) == 2, failed
+' "$v2" || fail "gpunode fleet's driver upgrades: $(printf '%s' "$fleet" | head -c 600)"
+ok "gpunode fleet: 4 pools, the failures as driver-upgrade-failed findings, in $fleet_s s"
 
 step "3. the watcher: never more than $limit unavailable in a pool"
 kill -TERM "$watch_pid"; rc=0; wait "$watch_pid" || rc=$?
