@@ -159,12 +159,33 @@ build_kwok() {
   rm -rf "$kc/gobin"
 }
 
+# Prometheus (`build.sh prometheus`, not part of `all`): Debian's package is built without Kubernetes
+# service discovery (its +ds build drops it), which the monitoring test needs (a ServiceMonitor is
+# endpoints SD). Built from github.com/prometheus/prometheus, whose v0.3XX.Y module versions are the
+# 3.XX.Y releases, with its own build tags leaving out every SD but static, file and Kubernetes
+# (remove_all_sd, enable_kubernetes_sd) and without the web UI's assets (the test uses the HTTP API):
+#   ${GPUNODE_CACHE:-~/.cache/gpunode}/k8s/prometheus-<version>/bin/prometheus
+# Its go.mod has no replace directive, so `go install module/cmd@version` builds exactly its pins.
+build_prometheus() {
+  local pc=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/prometheus-$PROMETHEUS_VERSION
+  bin=$pc/bin
+  if [ -x "$bin/prometheus" ]; then return 0; fi
+  mkdir -p "$bin"
+  rm -rf "$pc/gobin"
+  log "prometheus $PROMETHEUS_VERSION (github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION, Kubernetes SD only)"
+  GOBIN=$pc/gobin CGO_ENABLED=0 go install -p "$jobs" -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION"
+  mv "$pc/gobin/prometheus" "$bin/prometheus"
+  rm -rf "$pc/gobin"
+}
+
 start=$SECONDS
 which=${1:-all}
 case "$which" in
   all) build_etcd; build_containerd; build_helm; build_kubernetes ;;
-  kubernetes|etcd|containerd|helm|kwok) "build_$which" ;;
-  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm|kwok]" >&2; exit 2 ;;
+  kubernetes|etcd|containerd|helm|kwok|prometheus) "build_$which" ;;
+  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm|kwok|prometheus]" >&2; exit 2 ;;
 esac
 log "done in $((SECONDS - start)) s"
 echo "$bin"
