@@ -25,8 +25,8 @@ const std::vector<std::pair<std::string_view, std::vector<FieldId>>>& QueryField
           {"nvmlDeviceGetPowerUsage", {FieldId::kPowerUsage}},
           {"nvmlDeviceGetUtilizationRates", {FieldId::kGpuUtil, FieldId::kMemCopyUtil}},
           {"nvmlDeviceGetMemoryInfo_v2",
-           {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
-          {"nvmlDeviceGetMemoryInfo", {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+           {FieldId::kFbTotal, FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+          {"nvmlDeviceGetMemoryInfo", {FieldId::kFbTotal, FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
           {"nvmlDeviceGetRemappedRows",
            {FieldId::kUncorrectableRemappedRows, FieldId::kCorrectableRemappedRows,
             FieldId::kRowRemapFailure}},
@@ -92,6 +92,7 @@ GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   auto mib = [&s](FieldId id, const std::optional<uint64_t>& bytes) {
     if (bytes) s.set(id, static_cast<double>(*bytes / static_cast<uint64_t>(kMiB)));
   };
+  mib(FieldId::kFbTotal, info.memory_total_bytes);
   mib(FieldId::kFbFree, info.memory_free_bytes);
   mib(FieldId::kFbUsed, info.memory_used_bytes);
   mib(FieldId::kFbReserved, info.memory_reserved_bytes);

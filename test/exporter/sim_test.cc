@@ -134,6 +134,10 @@ TEST(ExporterSimTest, SamplesEveryDgxH200GpuWithTheFieldsNvmlGives) {
   EXPECT_EQ(g.value(FieldId::kMemClock), 3201);
   EXPECT_EQ(g.value(FieldId::kTotalEnergyConsumption), 183920331);
   EXPECT_EQ(g.value(FieldId::kFbReserved), 568);
+  // DCGM_FI_DEV_FB_TOTAL (250): nvmlDeviceGetMemoryInfo_v2's total / 2^20, reserved included.
+  EXPECT_EQ(g.value(FieldId::kFbTotal), 143771);
+  EXPECT_EQ(*g.value(FieldId::kFbTotal),
+            *g.value(FieldId::kFbFree) + *g.value(FieldId::kFbUsed) + *g.value(FieldId::kFbReserved));
   EXPECT_EQ(g.value(FieldId::kRowRemapFailure), 0);
   EXPECT_EQ(g.value(FieldId::kMemoryTemp), 36);
   EXPECT_EQ(g.value(FieldId::kPcieReplayCounter), 0);
