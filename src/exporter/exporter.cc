@@ -61,7 +61,7 @@ void Exporter::Start() {
   StartXids();
   if (want_slow_) SlowPass();  // energy now; the first GPM sample (values need a second one)
   FastPass();
-  if (!want_slow_) LogFieldSupport();
+  if (!want_slow_) LogFieldSupport(/*final_round=*/false);
   fast_thread_ = std::thread([this] { FastLoop(); });
   if (want_slow_) slow_thread_ = std::thread([this] { SlowLoop(); });
 }
@@ -84,7 +84,7 @@ void Exporter::CollectOnce(std::chrono::milliseconds gap) {
   std::this_thread::sleep_for(gap);
   if (want_slow_) SlowPass();
   FastPass();  // merges the second slow pass
-  LogFieldSupport();
+  LogFieldSupport(/*final_round=*/true);
   xids_.Stop();
 }
 
@@ -120,7 +120,7 @@ void Exporter::SlowLoop() {
   // The first GPM values need a second sample: take it soon (DCGM waits at least 100 ms).
   if (!WaitFor(std::min(options_.interval, std::chrono::milliseconds(1000)))) return;
   SlowPass();
-  LogFieldSupport();
+  LogFieldSupport(/*final_round=*/false);
   Every([this] { SlowPass(); });
 }
 
@@ -281,7 +281,7 @@ Exporter::HealthState Exporter::Health() const {
   return {true, "OK"};
 }
 
-void Exporter::LogFieldSupport() {
+void Exporter::LogFieldSupport(bool final_round) {
   std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
   if (!snap) return;
   std::map<unsigned, SlowSample> slow;
@@ -297,10 +297,14 @@ void Exporter::LogFieldSupport() {
     for (const GpuSample& g : snap->gpus) any = any || g.value(id).has_value();
     for (const auto& [i, s] : slow) any = any || s.values.value(id).has_value();
     if (any) continue;
-    // A rate read without error has no value until its second sample: not "unsupported".
+    // A rate read without error has no value until its second sample: not "unsupported". Only
+    // the NVLink rate of the fast pass can still wait (GPM's ratios are logged after their second
+    // sample, --once after both rounds); any other field without a value is not supported (e.g.
+    // utilization of a GPU in MIG mode).
+    const bool can_wait = id == FieldId::kNvlinkBandwidthTotal && !final_round;
     bool answered = false;
     for (const GpuSample& g : snap->gpus) answered = answered || (g.healthy && g.errors.count(id) == 0);
-    if (c.field->produced && answered) {
+    if (c.field->produced && answered && can_wait) {
       pending.push_back(std::string(c.field->name));
       continue;
     }

@@ -105,7 +105,9 @@ class Exporter {
   void FastLoop();
   void SlowLoop();
   void Publish(NodeSnapshot snapshot);
-  void LogFieldSupport();
+  // One log line of the selected fields no GPU has (and one of the rates still waiting for their
+  // second sample, unless `final_round`: both sampling rounds are done).
+  void LogFieldSupport(bool final_round);
   bool WaitFor(std::chrono::milliseconds d);  // false when stopping
 
   const gpu::NvmlLibrary& nvml_;

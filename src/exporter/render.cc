@@ -44,13 +44,19 @@ std::string NonFinite(double value) {
   return value > 0 ? "+Inf" : "-Inf";
 }
 
-// gpu, UUID, pci_bus_id, device[, modelName][, <hostname label>]: without braces.
+// gpu, UUID, pci_bus_id, device[, modelName][, GPU_I_PROFILE, GPU_I_ID][, <hostname label>]: without
+// braces (dcgm-exporter's gpuMetricsFormat).
 std::string IdentityLabels(const GpuSample& g, const std::string& hostname,
-                           const RenderOptions& options, bool model_name) {
+                           const RenderOptions& options, bool model_name,
+                           const MigInstanceSample* instance = nullptr) {
   std::string out =
       Cat("gpu=\"", g.index, "\",UUID=\"", EscapeLabelValue(g.uuid), "\",pci_bus_id=\"",
           EscapeLabelValue(g.pci_bus_id), "\",device=\"", EscapeLabelValue(g.device), "\"");
   if (model_name) Append(out, ",modelName=\"", EscapeLabelValue(g.model_name), "\"");
+  if (instance != nullptr) {
+    Append(out, ",GPU_I_PROFILE=\"", EscapeLabelValue(instance->profile), "\",GPU_I_ID=\"",
+           instance->gpu_instance_id, "\"");
+  }
   if (!options.hostname_label.empty() && !hostname.empty()) {
     Append(out, ",", options.hostname_label, "=\"", EscapeLabelValue(hostname), "\"");
   }
@@ -133,18 +139,34 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
     return a->field->dcgm_field_id < b->field->dcgm_field_id;
   });
 
-  // Per GPU, the label set once.
-  std::vector<std::string> labels(snapshot.gpus.size());
-  for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
-    labels[i] = IdentityLabels(snapshot.gpus[i], snapshot.hostname, options, /*model_name=*/true);
+  // The series' entities: each healthy GPU, or each GPU instance of a GPU in MIG mode that has
+  // some (dcgm-exporter's `-d f`); the label set of each once.
+  struct Entity {
+    const GpuSample* gpu;
+    const MigInstanceSample* instance;  // nullptr: the whole GPU
+    std::string labels;
+  };
+  std::vector<Entity> entities;
+  for (const GpuSample& g : snapshot.gpus) {
+    if (!g.healthy) continue;
+    if (g.mig_enabled && !g.mig_instances.empty()) {
+      for (const MigInstanceSample& m : g.mig_instances) entities.push_back(Entity{&g, &m, {}});
+    } else {
+      entities.push_back(Entity{&g, nullptr, {}});
+    }
+  }
+  for (Entity& e : entities) {
+    const GpuSample& g = *e.gpu;
+    e.labels = IdentityLabels(g, snapshot.hostname, options, /*model_name=*/true, e.instance);
     for (const auto& [name, value] : extra_labels)
-      Append(labels[i], ",", name, "=\"", EscapeLabelValue(value), "\"");
+      Append(e.labels, ",", name, "=\"", EscapeLabelValue(value), "\"");
     if (options.pods != nullptr && options.pods->ok) {  // a failed List: no pod labels at all
-      const GpuSample& g = snapshot.gpus[i];
-      if (const std::vector<PodRef>* refs = options.pods->ForGpu(g.uuid, g.device, g.dra_device);
-          refs != nullptr && !refs->empty()) {
+      const std::vector<PodRef>* refs = e.instance != nullptr
+                                            ? options.pods->ForMigInstance(g.index, g.minor, *e.instance)
+                                            : options.pods->ForGpu(g.uuid, g.device, g.dra_device);
+      if (refs != nullptr && !refs->empty()) {
         const PodRef& p = refs->front();
-        Append(labels[i], ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",
+        Append(e.labels, ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",
                EscapeLabelValue(p.namespace_name), "\",pod=\"", EscapeLabelValue(p.pod), "\"");
       }
     }
@@ -153,18 +175,18 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
   std::string out;
   for (const Counter* c : numeric) {
     std::string lines;
-    for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
-      const GpuSample& g = snapshot.gpus[i];
-      const std::optional<double>& v = g.value(c->field->id);
-      if (!g.healthy || !v) continue;
+    for (const Entity& e : entities) {
+      const std::optional<double> v =
+          e.instance != nullptr ? InstanceValue(*e.gpu, *e.instance, c->field->id) : e.gpu->value(c->field->id);
+      if (!v) continue;
       if (c->field->id == FieldId::kXidErrors) {
         const auto xid = static_cast<unsigned long long>(*v);
-        Append(lines, c->field->name, "{", labels[i], ",err_code=\"", std::to_string(xid),
+        Append(lines, c->field->name, "{", e.labels, ",err_code=\"", std::to_string(xid),
                "\",err_msg=\"", EscapeLabelValue(XidDescription(xid)), "\"} ",
                FormatDcgmValue(*v, c->field->is_double), "\n");
         continue;
       }
-      Append(lines, c->field->name, "{", labels[i], "} ", FormatDcgmValue(*v, c->field->is_double),
+      Append(lines, c->field->name, "{", e.labels, "} ", FormatDcgmValue(*v, c->field->is_double),
              "\n");
     }
     if (lines.empty()) continue;

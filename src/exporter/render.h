@@ -32,7 +32,9 @@ struct RenderOptions {
 };
 
 // Every selected counter's family with at least one value (a field no GPU has is left out,
-// HELP/TYPE included), families in DCGM field id order, one line per healthy GPU in index order:
+// HELP/TYPE included), families in DCGM field id order, one line per healthy GPU in index order
+// (for a GPU in MIG mode with GPU instances, one line per instance instead, GPU_I_PROFILE and
+// GPU_I_ID after modelName, values as mig_sample.h says):
 //   NAME{gpu="0",UUID="GPU-..",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA
 //   H200",
 //        Hostname="node",DCGM_FI_DRIVER_VERSION="580.95.05"} 1980

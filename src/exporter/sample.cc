@@ -76,6 +76,8 @@ GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   s.pci_bus_id = DcgmBusId(info.pci_bus_id);
   s.device = absl::StrCat("nvidia", info.index);
   if (info.minor_number) s.dra_device = DraGpuName(*info.minor_number);
+  s.minor = info.minor_number;
+  s.mig_enabled = info.mig_enabled.value_or(false);
   s.model_name = info.name;
   if (info.memory_total_bytes) s.memory_total_mib = static_cast<double>(*info.memory_total_bytes) / kMiB;
 
@@ -137,9 +139,12 @@ GpuSample SampleGpu(const gpu::NvmlLibrary& nvml, unsigned index, const GpuSampl
     return s;
   }
   GpuSample s = SampleFromGpuInfo(*info);
+  if (!read_energy && !s.mig_enabled) return s;
+  StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
+  // The GPU instances' own memory (a MIG device handle each).
+  if (s.mig_enabled && dev.ok()) s.mig_instances = ReadMigInstances(nvml, *dev, *info, &s.errors);
   if (!read_energy) return s;
   // Energy is not part of gpu::GpuInfo: read it here (one call, ~4 ms on a real H200).
-  StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
   if (dev.ok()) {
     ReadEnergy(nvml, *dev, s);
   } else {
