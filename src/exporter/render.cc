@@ -63,6 +63,24 @@ std::string IdentityLabels(const GpuSample& g, const std::string& hostname,
   return out;
 }
 
+// Whether `name` is a label the series has already (identity, host, a label row, a pod attribute,
+// XID's code and text): a pod label of that name is left out, where dcgm-exporter would write the
+// name twice (or replace a label row) and Prometheus would refuse the whole scrape.
+bool IsSeriesLabelName(std::string_view name, const RenderOptions& options,
+                       const std::vector<std::pair<std::string_view, std::string>>& label_rows) {
+  static constexpr std::string_view kFixed[] = {"gpu",     "UUID",      "pci_bus_id", "device",  "modelName",
+                                                "GPU_I_PROFILE", "GPU_I_ID", "container", "namespace", "pod",
+                                                "pod_uid", "err_code",  "err_msg"};
+  for (std::string_view f : kFixed) {
+    if (name == f) return true;
+  }
+  if (!options.hostname_label.empty() && name == options.hostname_label) return true;
+  for (const auto& [row, value] : label_rows) {
+    if (name == row) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(std::string_view value) {
@@ -158,17 +176,33 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
   for (Entity& e : entities) {
     const GpuSample& g = *e.gpu;
     e.labels = IdentityLabels(g, snapshot.hostname, options, /*model_name=*/true, e.instance);
-    for (const auto& [name, value] : extra_labels)
-      Append(e.labels, ",", name, "=\"", EscapeLabelValue(value), "\"");
+    const PodRef* pod = nullptr;
     if (options.pods != nullptr && options.pods->ok) {  // a failed List: no pod labels at all
       const std::vector<PodRef>* refs = e.instance != nullptr
                                             ? options.pods->ForMigInstance(g.index, g.minor, *e.instance)
                                             : options.pods->ForGpu(g.uuid, g.device, g.dra_device);
-      if (refs != nullptr && !refs->empty()) {
-        const PodRef& p = refs->front();
-        Append(e.labels, ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",
-               EscapeLabelValue(p.namespace_name), "\",pod=\"", EscapeLabelValue(p.pod), "\"");
+      if (refs != nullptr && !refs->empty()) pod = &refs->front();
+    }
+    const PodMetadata* meta = nullptr;
+    if (pod != nullptr && options.pod_metadata != nullptr) {
+      meta = options.pod_metadata->Find(pod->namespace_name, pod->pod);
+    }
+    // dcgm-exporter's Labels (label rows and the pod's own labels, by name), then its Attributes
+    // (container, namespace, pod, pod_uid): render_metrics.go ranges over both maps in key order.
+    std::vector<std::pair<std::string_view, std::string_view>> labels;
+    for (const auto& [name, value] : extra_labels) labels.emplace_back(name, value);
+    if (meta != nullptr && options.pod_labels) {
+      for (const auto& [name, value] : meta->labels) {
+        if (!IsSeriesLabelName(name, options, extra_labels)) labels.emplace_back(name, value);
       }
+      std::sort(labels.begin(), labels.end());
+    }
+    for (const auto& [name, value] : labels) Append(e.labels, ",", name, "=\"", EscapeLabelValue(value), "\"");
+    if (pod != nullptr) {
+      Append(e.labels, ",container=\"", EscapeLabelValue(pod->container), "\",namespace=\"",
+             EscapeLabelValue(pod->namespace_name), "\",pod=\"", EscapeLabelValue(pod->pod), "\"");
+      // dcgm-exporter writes the UID it has: "" while the pod is not read (or not found).
+      if (options.pod_uid) Append(e.labels, ",pod_uid=\"", EscapeLabelValue(meta != nullptr ? meta->uid : ""), "\"");
     }
   }
 
@@ -222,6 +256,23 @@ std::string RenderSelfMetrics(const NodeSnapshot& snapshot, const RenderOptions&
                ",xid=\"", std::to_string(xid), "\"} ", count, "\n");
       }
     }
+  }
+  if (options.pod_metadata != nullptr) {
+    const PodMetadataSnapshot& p = *options.pod_metadata;
+    uint64_t dropped = 0;
+    for (const auto& [key, meta] : p.pods) dropped += meta.dropped;
+    AppendFamilyHeader(out, "gpunode_pod_metadata_errors_total",
+                       "Failed API server reads of GPU pods' labels and UID since start (a pod not found included).",
+                       "counter");
+    Append(out, "gpunode_pod_metadata_errors_total ", p.errors_total, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_labels_dropped",
+                       "Labels of the GPU pods left off their series: over the per-pod bound, a value Kubernetes would "
+                       "not allow, a name Prometheus would not take or twice after sanitizing.",
+                       "gauge");
+    Append(out, "gpunode_pod_labels_dropped ", dropped, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_metadata_pods_skipped",
+                       "GPU pods whose labels and UID are not read: more pods than the exporter keeps.", "gauge");
+    Append(out, "gpunode_pod_metadata_pods_skipped ", p.pods_over_limit, "\n");
   }
   if (options.pods != nullptr) {
     const PodMapping& m = *options.pods;
