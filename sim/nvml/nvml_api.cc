@@ -495,6 +495,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   const Gpu* g = nullptr;
   if (auto rc = c.Resolve(device, "utilization", &g)) return rc;
   if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // nvml.h: "On MIG-enabled GPUs, querying device utilization rates is not currently supported."
+  if (g->mig.enabled) return NVML_ERROR_NOT_SUPPORTED;
   utilization->gpu = g->utilization_gpu;
   utilization->memory = g->utilization_memory;
   return NVML_SUCCESS;
@@ -964,6 +966,8 @@ nvmlReturn_t CodecUtil(nvmlDevice_t device, bool encoder, unsigned int* utilizat
   const Gpu* g = nullptr;
   if (auto rc = c.Resolve(device, "utilization", &g)) return rc;
   if (utilization == nullptr || samplingPeriodUs == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // nvml.h: "On MIG-enabled GPUs, querying encoder (decoder) utilization is not currently supported."
+  if (g->mig.enabled) return NVML_ERROR_NOT_SUPPORTED;
   const std::optional<unsigned>& v = encoder ? g->encoder_util : g->decoder_util;
   if (!v) return NVML_ERROR_NOT_SUPPORTED;
   *utilization = *v;

@@ -39,6 +39,11 @@ constexpr std::array<FieldInfo, kFieldCount> kCatalogue = {{
     {FieldId::kXidErrors, 230, "DCGM_FI_DEV_XID_ERRORS", kGauge,
      "Value of the last XID error encountered.", "XID", false, true, true,
      "nvmlDeviceRegisterEvents(nvmlEventTypeXidCriticalError) + nvmlEventSetWait_v2"},
+    // Not in dcgm-exporter's default-counters.csv nor dcp-metrics-included.csv (4.5.3-4.8.2): no
+    // HELP text upstream; worded as its FB_FREE/FB_USED siblings (DCGM's dcgm_fields.h: "Total
+    // Frame Buffer of the GPU in MB", DCGM stores total / 2^20).
+    {FieldId::kFbTotal, 250, "DCGM_FI_DEV_FB_TOTAL", kGauge, "Framebuffer memory total (in MiB).",
+     "MiB", false, false, true, "nvmlDeviceGetMemoryInfo_v2 (.total / 2^20)"},
     {FieldId::kFbFree, 251, "DCGM_FI_DEV_FB_FREE", kGauge, "Framebuffer memory free (in MiB).",
      "MiB", false, true, true, "nvmlDeviceGetMemoryInfo_v2 (.free / 2^20)"},
     {FieldId::kFbUsed, 252, "DCGM_FI_DEV_FB_USED", kGauge, "Framebuffer memory used (in MiB).",

@@ -32,6 +32,7 @@ enum class FieldId {
   kEncUtil,                    // 206
   kDecUtil,                    // 207
   kXidErrors,                  // 230
+  kFbTotal,                    // 250
   kFbFree,                     // 251
   kFbUsed,                     // 252
   kFbReserved,                 // 253

@@ -45,6 +45,17 @@ Exporter::Exporter(const gpu::NvmlLibrary& nvml, ExporterOptions options)
     if (IsSlowField(c.field->id)) want_slow_ = true;
   }
   if (options_.pods) pods_ = std::make_unique<PodMapper>(*options_.pods);
+  if (pods_ && options_.pod_metadata && (options_.pod_metadata->labels || options_.pod_metadata->uid)) {
+    if (options_.kube != nullptr) {
+      PodMetadataOptions o = *options_.pod_metadata;
+      if (!o.log) o.log = options_.log;
+      pod_metadata_ = std::make_unique<PodMetadataCache>(*options_.kube, std::move(o),
+                                                         [this] { return pods_->Latest(); });
+    } else {
+      options_.log("pod labels and UID: no Kubernetes API connection, so they are not read (series keep pod, "
+                   "namespace and container; pod_uid is \"\")");
+    }
+  }
 }
 
 Exporter::~Exporter() { Stop(); }
@@ -58,10 +69,11 @@ void Exporter::Start() {
   if (started_) return;
   started_ = true;
   if (pods_) pods_->Start();
+  if (pod_metadata_) pod_metadata_->Start();
   StartXids();
   if (want_slow_) SlowPass();  // energy now; the first GPM sample (values need a second one)
   FastPass();
-  if (!want_slow_) LogFieldSupport();
+  if (!want_slow_) LogFieldSupport(/*final_round=*/false);
   fast_thread_ = std::thread([this] { FastLoop(); });
   if (want_slow_) slow_thread_ = std::thread([this] { SlowLoop(); });
 }
@@ -84,7 +96,7 @@ void Exporter::CollectOnce(std::chrono::milliseconds gap) {
   std::this_thread::sleep_for(gap);
   if (want_slow_) SlowPass();
   FastPass();  // merges the second slow pass
-  LogFieldSupport();
+  LogFieldSupport(/*final_round=*/true);
   xids_.Stop();
 }
 
@@ -97,6 +109,7 @@ void Exporter::Stop() {
   if (fast_thread_.joinable()) fast_thread_.join();
   if (slow_thread_.joinable()) slow_thread_.join();
   xids_.Stop();
+  if (pod_metadata_) pod_metadata_->Stop();
   if (pods_) pods_->Stop();
 }
 
@@ -120,7 +133,7 @@ void Exporter::SlowLoop() {
   // The first GPM values need a second sample: take it soon (DCGM waits at least 100 ms).
   if (!WaitFor(std::min(options_.interval, std::chrono::milliseconds(1000)))) return;
   SlowPass();
-  LogFieldSupport();
+  LogFieldSupport(/*final_round=*/false);
   Every([this] { SlowPass(); });
 }
 
@@ -229,18 +242,35 @@ void Exporter::FastPass() {
   Publish(std::move(snap));
 }
 
+RenderOptions Exporter::CurrentRender(std::shared_ptr<const PodMapping>* mapping,
+                                      std::shared_ptr<const PodMetadataSnapshot>* metadata) const {
+  RenderOptions render = options_.render;
+  *mapping = Pods();
+  render.pods = mapping->get();
+  if (options_.pod_metadata && pods_) {
+    render.pod_labels = options_.pod_metadata->labels;
+    render.pod_uid = options_.pod_metadata->uid;
+  }
+  if (pod_metadata_) {
+    *metadata = pod_metadata_->Latest();
+    render.pod_metadata = metadata->get();
+  }
+  return render;
+}
+
 void Exporter::Publish(NodeSnapshot snapshot) {
   store_.Publish(std::move(snapshot));
   std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
-  RenderOptions render = options_.render;
-  std::shared_ptr<const PodMapping> pods = Pods();
-  render.pods = pods.get();
   const uint64_t generation = pods_ ? pods_->generation() : 0;
-  std::string text = RenderMetrics(*snap, options_.counters, render);
+  const uint64_t metadata_generation = pod_metadata_ ? pod_metadata_->generation() : 0;
+  std::shared_ptr<const PodMapping> pods;
+  std::shared_ptr<const PodMetadataSnapshot> metadata;
+  std::string text = RenderMetrics(*snap, options_.counters, CurrentRender(&pods, &metadata));
   absl::MutexLock lock(&body_mu_);
   SetBody(std::move(text));
   body_snapshot_ = std::move(snap);
   body_pod_generation_ = generation;
+  body_metadata_generation_ = metadata_generation;
 }
 
 std::shared_ptr<const PodMapping> Exporter::Pods() const {
@@ -255,13 +285,16 @@ void Exporter::SetBody(std::string text) {
 
 Exporter::RenderedPage Exporter::Page() {
   absl::MutexLock lock(&body_mu_);
-  if (pods_ && body_snapshot_ && pods_->generation() != body_pod_generation_) {
-    // The pod mapping changed since the snapshot was rendered: relabel (text work only).
-    RenderOptions render = options_.render;
-    body_pod_generation_ = pods_->generation();
-    std::shared_ptr<const PodMapping> pods = pods_->Latest();
-    render.pods = pods.get();
-    SetBody(RenderMetrics(*body_snapshot_, options_.counters, render));
+  const uint64_t generation = pods_ ? pods_->generation() : 0;
+  const uint64_t metadata_generation = pod_metadata_ ? pod_metadata_->generation() : 0;
+  if (body_snapshot_ && (generation != body_pod_generation_ || metadata_generation != body_metadata_generation_)) {
+    // The pod mapping or the pods' labels changed since the snapshot was rendered: relabel (text
+    // work only, once per change).
+    body_pod_generation_ = generation;
+    body_metadata_generation_ = metadata_generation;
+    std::shared_ptr<const PodMapping> pods;
+    std::shared_ptr<const PodMetadataSnapshot> metadata;
+    SetBody(RenderMetrics(*body_snapshot_, options_.counters, CurrentRender(&pods, &metadata)));
   }
   return body_;
 }
@@ -283,7 +316,7 @@ Exporter::HealthState Exporter::Health() const {
   return {true, "OK"};
 }
 
-void Exporter::LogFieldSupport() {
+void Exporter::LogFieldSupport(bool final_round) {
   std::shared_ptr<const NodeSnapshot> snap = store_.Latest();
   if (!snap) return;
   std::map<unsigned, SlowSample> slow;
@@ -299,10 +332,14 @@ void Exporter::LogFieldSupport() {
     for (const GpuSample& g : snap->gpus) any = any || g.value(id).has_value();
     for (const auto& [i, s] : slow) any = any || s.values.value(id).has_value();
     if (any) continue;
-    // A rate read without error has no value until its second sample: not "unsupported".
+    // A rate read without error has no value until its second sample: not "unsupported". Only
+    // the NVLink rate of the fast pass can still wait (GPM's ratios are logged after their second
+    // sample, --once after both rounds); any other field without a value is not supported (e.g.
+    // utilization of a GPU in MIG mode).
+    const bool can_wait = id == FieldId::kNvlinkBandwidthTotal && !final_round;
     bool answered = false;
     for (const GpuSample& g : snap->gpus) answered = answered || (g.healthy && g.errors.count(id) == 0);
-    if (c.field->produced && answered) {
+    if (c.field->produced && answered && can_wait) {
       pending.push_back(std::string(c.field->name));
       continue;
     }

@@ -4,9 +4,11 @@
 //   - the slow sampler (its own thread, same interval): the energy counter (~4 ms per GPU on an
 //     H200) and GPM samples for the DCGM_FI_PROF_* ratios, so they never delay the fast ones;
 //   - the XID watcher: NVML events, counted by GPU and code;
-//   - the pod mapper (when enabled): kubelet pod-resources List in its own thread.
+//   - the pod mapper (when enabled): kubelet pod-resources List in its own thread;
+//   - the pod metadata reader (pod labels / UID on): a GET of each GPU pod, in its own thread.
 // Each fast pass merges the latest slow values and XID counts, publishes the snapshot and renders
-// the /metrics body once; scrapes get that body (re-rendered only when the pod mapping changed).
+// the /metrics body once; scrapes get that body (re-rendered only when the pod mapping or the
+// pods' metadata changed).
 // NVML is never called from a scrape.
 #ifndef GPUNODE_EXPORTER_EXPORTER_H_
 #define GPUNODE_EXPORTER_EXPORTER_H_
@@ -29,6 +31,7 @@
 #include "src/exporter/counters.h"
 #include "src/exporter/nvml_extras.h"
 #include "src/exporter/pod_mapper.h"
+#include "src/exporter/pod_metadata.h"
 #include "src/exporter/render.h"
 #include "src/exporter/sample.h"
 #include "src/exporter/xid.h"
@@ -43,6 +46,11 @@ struct ExporterOptions {
   RenderOptions render;
   // Pod attribution; nullopt = off (no pod labels, no gpunode_pod_mapping_* metrics).
   std::optional<PodMapperOptions> pods;
+  // The pods' own labels and UID from the API server (dcgm-exporter's --kubernetes-enable-pod-labels,
+  // --kubernetes-enable-pod-uid), through `kube` (which must outlive the exporter); only with `pods`.
+  // Without a client they are not read: no pod labels, pod_uid="" (one log line).
+  std::optional<PodMetadataOptions> pod_metadata;
+  kube::Client* kube = nullptr;
   // The driver's GPUs as sysfs and /proc tell them (node::NvidiaGpusOnBus, read once by the caller): a
   // GPU NVML cannot open from the start (lost) still gets its pci_bus_id, UUID and model from
   // them (IdentifyUnreadableGpus). Empty: such a GPU has only what an earlier pass read.
@@ -105,7 +113,9 @@ class Exporter {
   void FastLoop();
   void SlowLoop();
   void Publish(NodeSnapshot snapshot);
-  void LogFieldSupport();
+  // One log line of the selected fields no GPU has (and one of the rates still waiting for their
+  // second sample, unless `final_round`: both sampling rounds are done).
+  void LogFieldSupport(bool final_round);
   bool WaitFor(std::chrono::milliseconds d);  // false when stopping
 
   const gpu::NvmlLibrary& nvml_;
@@ -116,6 +126,7 @@ class Exporter {
   SnapshotStore store_;
   XidWatcher xids_;
   std::unique_ptr<PodMapper> pods_;
+  std::unique_ptr<PodMetadataCache> pod_metadata_;
 
   // Per NVML index, owned by the thread that uses them.
   std::map<unsigned, GpuExtrasState> fast_state_;
@@ -131,6 +142,11 @@ class Exporter {
   RenderedPage body_ ABSL_GUARDED_BY(body_mu_);
   std::shared_ptr<const NodeSnapshot> body_snapshot_ ABSL_GUARDED_BY(body_mu_);
   uint64_t body_pod_generation_ ABSL_GUARDED_BY(body_mu_) = 0;
+  uint64_t body_metadata_generation_ ABSL_GUARDED_BY(body_mu_) = 0;
+  // The render options with the current pod mapping and metadata (kept alive by the caller's
+  // `mapping` and `metadata` while it renders).
+  RenderOptions CurrentRender(std::shared_ptr<const PodMapping>* mapping,
+                              std::shared_ptr<const PodMetadataSnapshot>* metadata) const;
 
   // Only for the samplers' timed waits, which Stop ends at once. A std::mutex: this abseil
   // (20220623) times Mutex and CondVar waits on the wall clock, the standard wait on the steady

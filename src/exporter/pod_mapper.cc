@@ -95,13 +95,22 @@ void AddDraDevices(PodMapping& m, const v1::PodResources& pod, const v1::Contain
 }  // namespace
 
 std::string PodDeviceKey(std::string_view id) {
-  // GKE device names: "nvidia0", "nvidia0/gi0", "nvidia0/gi0/vgpu1", "nvidia0/vgpu1" -> "nvidia0".
+  // GKE device names: "nvidia0", "nvidia0/vgpu1" -> "nvidia0"; a MIG instance "nvidia0/gi2",
+  // "nvidia0/gi2/vgpu1" -> "nvidia0/gi2" (dcgm-exporter's gkeMigDeviceIDRegex,
+  // `^nvidia([0-9]+)/gi([0-9]+)(/vgpu[0-9]+)?$`, keys it by GPU and GPU instance id).
   // (Old-style MIG IDs "MIG-GPU-<uuid>/1/0" also contain '/', and are kept whole.)
   constexpr std::string_view kNvidia = "nvidia";
+  constexpr std::string_view kGi = "/gi";
   if (id.substr(0, kNvidia.size()) == kNvidia) {
     const size_t slash = id.find('/');
     const std::string_view head = id.substr(0, slash);
-    if (AllDigits(head.substr(kNvidia.size()))) return std::string(head);
+    if (AllDigits(head.substr(kNvidia.size()))) {
+      if (slash == std::string_view::npos || id.substr(slash, kGi.size()) != kGi) return std::string(head);
+      const size_t end = id.find('/', slash + 1);
+      const std::string_view gi = id.substr(slash + kGi.size(), end == std::string_view::npos ? end : end - slash - kGi.size());
+      if (AllDigits(gi)) return std::string(id.substr(0, slash + kGi.size() + gi.size()));
+      return std::string(head);
+    }
   }
   // Time-sliced / MPS replicas of the NVIDIA device plugin: "<id>::<n>" -> "<id>".
   const size_t sep = id.rfind("::");
@@ -167,6 +176,26 @@ const std::vector<PodRef>* PodMapping::ForGpu(std::string_view uuid, std::string
     if (key.empty()) continue;
     auto it = by_device.find(std::string(key));
     if (it != by_device.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+const std::vector<PodRef>* PodMapping::ForMigInstance(unsigned gpu_index, std::optional<unsigned> minor,
+                                                      const MigInstanceSample& instance) const {
+  for (const std::string& uuid : instance.uuids) {
+    auto it = by_device.find(uuid);
+    if (it != by_device.end()) return &it->second;
+  }
+  if (auto it = by_device.find(absl::StrCat("nvidia", gpu_index, "/gi", instance.gpu_instance_id));
+      it != by_device.end()) {
+    return &it->second;
+  }
+  if (!minor || !instance.gi_profile_id || !instance.placement_start) return nullptr;
+  const std::string prefix = absl::StrCat("gpu-", *minor, "-mig-");
+  const std::string suffix = absl::StrCat("-", *instance.gi_profile_id, "-", *instance.placement_start);
+  for (auto it = by_device.lower_bound(prefix); it != by_device.end() && it->first.starts_with(prefix); ++it) {
+    // "<profile><suffix>" with a profile of at least one character (IsNvidiaDraDeviceName).
+    if (it->first.size() > prefix.size() + suffix.size() && it->first.ends_with(suffix)) return &it->second;
   }
   return nullptr;
 }

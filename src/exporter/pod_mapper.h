@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 #include "src/base/well_known.h"
+#include "src/exporter/mig_sample.h"
 
 namespace grpc {
 class ClientContext;
@@ -55,8 +57,8 @@ struct PodMapping {
   uint64_t refresh_errors_total = 0;          // failed Lists over the mapper's life
   // Device key -> the containers using it, sorted by (namespace, pod, container), no duplicates.
   // Keys: "GPU-<uuid>" (time-sliced replicas "GPU-<uuid>::N" are stripped of "::N"), "MIG-<uuid>"
-  // as given, GKE device names "nvidia0" (from "nvidia0", "nvidia0/gi0", "nvidia0/gi0/vgpu1",
-  // "nvidia0/vgpu1"); DRA devices by NVIDIA's names, "gpu-<minor>" for a GPU and
+  // as given, GKE device names "nvidia0" (from "nvidia0", "nvidia0/vgpu1") and "nvidia0/gi2" (a
+  // MIG instance: from "nvidia0/gi2", "nvidia0/gi2/vgpu1"); DRA devices by NVIDIA's names, "gpu-<minor>" for a GPU and
   // "gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>" for a MIG device (kept whole, as
   // MIG UUIDs are). After a failed List, PodMapper keeps the last successful mapping here (with
   // ok = false), so a kubelet restart does not drop pod labels; consumers that want to drop stale
@@ -71,6 +73,13 @@ struct PodMapping {
   // ("nvidia0", GKE), then by DRA device name ("gpu-0"); nullptr when none (or all empty).
   const std::vector<PodRef>* ForGpu(std::string_view uuid, std::string_view device_name,
                                     std::string_view dra_device = {}) const;
+  // The containers using one GPU instance of GPU `gpu_index` (minor number `minor`): by the MIG
+  // UUID of any of its compute instances, then GKE's "nvidia<gpu_index>/gi<GPU instance id>", then
+  // NVIDIA's DRA name "gpu-<minor>-mig-<profile>-<GI profile id>-<placement start>" (matched on
+  // the minor, GI profile id and placement start, which name one GPU instance; the profile text
+  // between them is not compared). nullptr when none.
+  const std::vector<PodRef>* ForMigInstance(unsigned gpu_index, std::optional<unsigned> minor,
+                                            const MigInstanceSample& instance) const;
 };
 
 // The DRA driver whose claims attribute GPUs, and this node's pool.

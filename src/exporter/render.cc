@@ -44,17 +44,41 @@ std::string NonFinite(double value) {
   return value > 0 ? "+Inf" : "-Inf";
 }
 
-// gpu, UUID, pci_bus_id, device[, modelName][, <hostname label>]: without braces.
+// gpu, UUID, pci_bus_id, device[, modelName][, GPU_I_PROFILE, GPU_I_ID][, <hostname label>]: without
+// braces (dcgm-exporter's gpuMetricsFormat).
 std::string IdentityLabels(const GpuSample& g, const std::string& hostname,
-                           const RenderOptions& options, bool model_name) {
+                           const RenderOptions& options, bool model_name,
+                           const MigInstanceSample* instance = nullptr) {
   std::string out =
       Cat("gpu=\"", g.index, "\",UUID=\"", EscapeLabelValue(g.uuid), "\",pci_bus_id=\"",
           EscapeLabelValue(g.pci_bus_id), "\",device=\"", EscapeLabelValue(g.device), "\"");
   if (model_name) Append(out, ",modelName=\"", EscapeLabelValue(g.model_name), "\"");
+  if (instance != nullptr) {
+    Append(out, ",GPU_I_PROFILE=\"", EscapeLabelValue(instance->profile), "\",GPU_I_ID=\"",
+           instance->gpu_instance_id, "\"");
+  }
   if (!options.hostname_label.empty() && !hostname.empty()) {
     Append(out, ",", options.hostname_label, "=\"", EscapeLabelValue(hostname), "\"");
   }
   return out;
+}
+
+// Whether `name` is a label the series has already (identity, host, a label row, a pod attribute,
+// XID's code and text): a pod label of that name is left out, where dcgm-exporter would write the
+// name twice (or replace a label row) and Prometheus would refuse the whole scrape.
+bool IsSeriesLabelName(std::string_view name, const RenderOptions& options,
+                       const std::vector<std::pair<std::string_view, std::string>>& label_rows) {
+  static constexpr std::string_view kFixed[] = {"gpu",     "UUID",      "pci_bus_id", "device",  "modelName",
+                                                "GPU_I_PROFILE", "GPU_I_ID", "container", "namespace", "pod",
+                                                "pod_uid", "err_code",  "err_msg"};
+  for (std::string_view f : kFixed) {
+    if (name == f) return true;
+  }
+  if (!options.hostname_label.empty() && name == options.hostname_label) return true;
+  for (const auto& [row, value] : label_rows) {
+    if (name == row) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -133,38 +157,70 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
     return a->field->dcgm_field_id < b->field->dcgm_field_id;
   });
 
-  // Per GPU, the label set once.
-  std::vector<std::string> labels(snapshot.gpus.size());
-  for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
-    labels[i] = IdentityLabels(snapshot.gpus[i], snapshot.hostname, options, /*model_name=*/true);
-    for (const auto& [name, value] : extra_labels)
-      Append(labels[i], ",", name, "=\"", EscapeLabelValue(value), "\"");
+  // The series' entities: each healthy GPU, or each GPU instance of a GPU in MIG mode that has
+  // some (dcgm-exporter's `-d f`); the label set of each once.
+  struct Entity {
+    const GpuSample* gpu;
+    const MigInstanceSample* instance;  // nullptr: the whole GPU
+    std::string labels;
+  };
+  std::vector<Entity> entities;
+  for (const GpuSample& g : snapshot.gpus) {
+    if (!g.healthy) continue;
+    if (g.mig_enabled && !g.mig_instances.empty()) {
+      for (const MigInstanceSample& m : g.mig_instances) entities.push_back(Entity{&g, &m, {}});
+    } else {
+      entities.push_back(Entity{&g, nullptr, {}});
+    }
+  }
+  for (Entity& e : entities) {
+    const GpuSample& g = *e.gpu;
+    e.labels = IdentityLabels(g, snapshot.hostname, options, /*model_name=*/true, e.instance);
+    const PodRef* pod = nullptr;
     if (options.pods != nullptr && options.pods->ok) {  // a failed List: no pod labels at all
-      const GpuSample& g = snapshot.gpus[i];
-      if (const std::vector<PodRef>* refs = options.pods->ForGpu(g.uuid, g.device, g.dra_device);
-          refs != nullptr && !refs->empty()) {
-        const PodRef& p = refs->front();
-        Append(labels[i], ",container=\"", EscapeLabelValue(p.container), "\",namespace=\"",
-               EscapeLabelValue(p.namespace_name), "\",pod=\"", EscapeLabelValue(p.pod), "\"");
+      const std::vector<PodRef>* refs = e.instance != nullptr
+                                            ? options.pods->ForMigInstance(g.index, g.minor, *e.instance)
+                                            : options.pods->ForGpu(g.uuid, g.device, g.dra_device);
+      if (refs != nullptr && !refs->empty()) pod = &refs->front();
+    }
+    const PodMetadata* meta = nullptr;
+    if (pod != nullptr && options.pod_metadata != nullptr) {
+      meta = options.pod_metadata->Find(pod->namespace_name, pod->pod);
+    }
+    // dcgm-exporter's Labels (label rows and the pod's own labels, by name), then its Attributes
+    // (container, namespace, pod, pod_uid): render_metrics.go ranges over both maps in key order.
+    std::vector<std::pair<std::string_view, std::string_view>> labels;
+    for (const auto& [name, value] : extra_labels) labels.emplace_back(name, value);
+    if (meta != nullptr && options.pod_labels) {
+      for (const auto& [name, value] : meta->labels) {
+        if (!IsSeriesLabelName(name, options, extra_labels)) labels.emplace_back(name, value);
       }
+      std::sort(labels.begin(), labels.end());
+    }
+    for (const auto& [name, value] : labels) Append(e.labels, ",", name, "=\"", EscapeLabelValue(value), "\"");
+    if (pod != nullptr) {
+      Append(e.labels, ",container=\"", EscapeLabelValue(pod->container), "\",namespace=\"",
+             EscapeLabelValue(pod->namespace_name), "\",pod=\"", EscapeLabelValue(pod->pod), "\"");
+      // dcgm-exporter writes the UID it has: "" while the pod is not read (or not found).
+      if (options.pod_uid) Append(e.labels, ",pod_uid=\"", EscapeLabelValue(meta != nullptr ? meta->uid : ""), "\"");
     }
   }
 
   std::string out;
   for (const Counter* c : numeric) {
     std::string lines;
-    for (size_t i = 0; i < snapshot.gpus.size(); ++i) {
-      const GpuSample& g = snapshot.gpus[i];
-      const std::optional<double>& v = g.value(c->field->id);
-      if (!g.healthy || !v) continue;
+    for (const Entity& e : entities) {
+      const std::optional<double> v =
+          e.instance != nullptr ? InstanceValue(*e.gpu, *e.instance, c->field->id) : e.gpu->value(c->field->id);
+      if (!v) continue;
       if (c->field->id == FieldId::kXidErrors) {
         const auto xid = static_cast<unsigned long long>(*v);
-        Append(lines, c->field->name, "{", labels[i], ",err_code=\"", std::to_string(xid),
+        Append(lines, c->field->name, "{", e.labels, ",err_code=\"", std::to_string(xid),
                "\",err_msg=\"", EscapeLabelValue(XidDescription(xid)), "\"} ",
                FormatDcgmValue(*v, c->field->is_double), "\n");
         continue;
       }
-      Append(lines, c->field->name, "{", labels[i], "} ", FormatDcgmValue(*v, c->field->is_double),
+      Append(lines, c->field->name, "{", e.labels, "} ", FormatDcgmValue(*v, c->field->is_double),
              "\n");
     }
     if (lines.empty()) continue;
@@ -200,6 +256,23 @@ std::string RenderSelfMetrics(const NodeSnapshot& snapshot, const RenderOptions&
                ",xid=\"", std::to_string(xid), "\"} ", count, "\n");
       }
     }
+  }
+  if (options.pod_metadata != nullptr) {
+    const PodMetadataSnapshot& p = *options.pod_metadata;
+    uint64_t dropped = 0;
+    for (const auto& [key, meta] : p.pods) dropped += meta.dropped;
+    AppendFamilyHeader(out, "gpunode_pod_metadata_errors_total",
+                       "Failed API server reads of GPU pods' labels and UID since start (a pod not found included).",
+                       "counter");
+    Append(out, "gpunode_pod_metadata_errors_total ", p.errors_total, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_labels_dropped",
+                       "Labels of the GPU pods left off their series: over the per-pod bound, a value Kubernetes would "
+                       "not allow, a name Prometheus would not take or twice after sanitizing.",
+                       "gauge");
+    Append(out, "gpunode_pod_labels_dropped ", dropped, "\n");
+    AppendFamilyHeader(out, "gpunode_pod_metadata_pods_skipped",
+                       "GPU pods whose labels and UID are not read: more pods than the exporter keeps.", "gauge");
+    Append(out, "gpunode_pod_metadata_pods_skipped ", p.pods_over_limit, "\n");
   }
   if (options.pods != nullptr) {
     const PodMapping& m = *options.pods;

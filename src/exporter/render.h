@@ -10,6 +10,7 @@
 
 #include "src/exporter/counters.h"
 #include "src/exporter/pod_mapper.h"
+#include "src/exporter/pod_metadata.h"
 #include "src/exporter/sample.h"
 
 namespace gpunode::exporter {
@@ -29,10 +30,19 @@ struct RenderOptions {
   // gpunode_pod_mapping_* self-metrics appear. While the last List failed (ok = false) no GPU gets
   // pod labels: an old mapping may name pods that are gone.
   const PodMapping* pods = nullptr;
+  // The pods' labels and UID from the API server (nullptr: not read; pod_metadata.h). A series
+  // labelled with a pod gets that pod's labels when `pod_labels` (sorted by name among the label
+  // rows, a name the series already has left out) and pod_uid after pod when `pod_uid` ("" while
+  // the pod is not read), and the gpunode_pod_metadata_* self-metrics appear.
+  const PodMetadataSnapshot* pod_metadata = nullptr;
+  bool pod_labels = false;  // --kubernetes-enable-pod-labels
+  bool pod_uid = false;     // --kubernetes-enable-pod-uid
 };
 
 // Every selected counter's family with at least one value (a field no GPU has is left out,
-// HELP/TYPE included), families in DCGM field id order, one line per healthy GPU in index order:
+// HELP/TYPE included), families in DCGM field id order, one line per healthy GPU in index order
+// (for a GPU in MIG mode with GPU instances, one line per instance instead, GPU_I_PROFILE and
+// GPU_I_ID after modelName, values as mig_sample.h says):
 //   NAME{gpu="0",UUID="GPU-..",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA
 //   H200",
 //        Hostname="node",DCGM_FI_DRIVER_VERSION="580.95.05"} 1980
@@ -45,6 +55,8 @@ std::string RenderMetrics(const NodeSnapshot& snapshot, const std::vector<Counte
 // gpunode's own, promtool-lint-clean families:
 //   gpunode_gpu_health{gpu,UUID,pci_bus_id,device,Hostname}  gauge 1/0 (every GPU NVML counts)
 //   gpunode_xid_errors_total{gpu,UUID,pci_bus_id,device,Hostname,xid}  counter (XIDs seen)
+//   gpunode_pod_metadata_errors_total, gpunode_pod_labels_dropped,
+//   gpunode_pod_metadata_pods_skipped                        (only with pod labels or UID on)
 //   gpunode_pod_mapping_up, gpunode_pod_mapping_errors_total,
 //   gpunode_pod_mapping_last_success_timestamp_seconds       (only with pod attribution on)
 //   gpunode_collection_duration_seconds                      gauge

@@ -25,8 +25,8 @@ const std::vector<std::pair<std::string_view, std::vector<FieldId>>>& QueryField
           {"nvmlDeviceGetPowerUsage", {FieldId::kPowerUsage}},
           {"nvmlDeviceGetUtilizationRates", {FieldId::kGpuUtil, FieldId::kMemCopyUtil}},
           {"nvmlDeviceGetMemoryInfo_v2",
-           {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
-          {"nvmlDeviceGetMemoryInfo", {FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+           {FieldId::kFbTotal, FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
+          {"nvmlDeviceGetMemoryInfo", {FieldId::kFbTotal, FieldId::kFbFree, FieldId::kFbUsed, FieldId::kFbReserved}},
           {"nvmlDeviceGetRemappedRows",
            {FieldId::kUncorrectableRemappedRows, FieldId::kCorrectableRemappedRows,
             FieldId::kRowRemapFailure}},
@@ -76,6 +76,8 @@ GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   s.pci_bus_id = DcgmBusId(info.pci_bus_id);
   s.device = absl::StrCat("nvidia", info.index);
   if (info.minor_number) s.dra_device = DraGpuName(*info.minor_number);
+  s.minor = info.minor_number;
+  s.mig_enabled = info.mig_enabled.value_or(false);
   s.model_name = info.name;
   if (info.memory_total_bytes) s.memory_total_mib = static_cast<double>(*info.memory_total_bytes) / kMiB;
 
@@ -92,6 +94,7 @@ GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info) {
   auto mib = [&s](FieldId id, const std::optional<uint64_t>& bytes) {
     if (bytes) s.set(id, static_cast<double>(*bytes / static_cast<uint64_t>(kMiB)));
   };
+  mib(FieldId::kFbTotal, info.memory_total_bytes);
   mib(FieldId::kFbFree, info.memory_free_bytes);
   mib(FieldId::kFbUsed, info.memory_used_bytes);
   mib(FieldId::kFbReserved, info.memory_reserved_bytes);
@@ -136,9 +139,12 @@ GpuSample SampleGpu(const gpu::NvmlLibrary& nvml, unsigned index, const GpuSampl
     return s;
   }
   GpuSample s = SampleFromGpuInfo(*info);
+  if (!read_energy && !s.mig_enabled) return s;
+  StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
+  // The GPU instances' own memory (a MIG device handle each).
+  if (s.mig_enabled && dev.ok()) s.mig_instances = ReadMigInstances(nvml, *dev, *info, &s.errors);
   if (!read_energy) return s;
   // Energy is not part of gpu::GpuInfo: read it here (one call, ~4 ms on a real H200).
-  StatusOr<nvmlDevice_t> dev = nvml.DeviceHandle(index);
   if (dev.ok()) {
     ReadEnergy(nvml, *dev, s);
   } else {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "src/base/status.h"
 #include "src/exporter/catalogue.h"
+#include "src/exporter/mig_sample.h"
 #include "src/gpu/gpu.h"
 #include "src/gpu/nvml.h"
 #include "src/node/unreadable_gpus.h"
@@ -33,8 +34,13 @@ struct GpuSample {
   // NVIDIA's DRA device name "gpu-<minor>" (pod attribution of DRA claims; no label); "" when
   // the minor number is unknown.
   std::string dra_device;
+  std::optional<unsigned> minor;  // /dev/nvidia<minor>: NVIDIA's DRA names of its MIG devices
   std::string model_name;  // modelName="NVIDIA H200"
   std::optional<double> memory_total_mib;  // for the status page (not a default dcgm field)
+  // MIG mode is on: the GPU's series are its GPU instances' (mig_sample.h), in GPU instance id
+  // order; a GPU in MIG mode without instances keeps its own series (as dcgm-exporter's `-d f`).
+  bool mig_enabled = false;
+  std::vector<MigInstanceSample> mig_instances;
 
   // false when the GPU as a whole could not be read (lost, no permission...): no field values then.
   bool healthy = true;
@@ -70,7 +76,8 @@ struct NodeSnapshot {
 // query errors gpu::ReadGpu kept are attached to the fields they concern.
 GpuSample SampleFromGpuInfo(const gpu::GpuInfo& info);
 
-// One GPU: gpu::ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption. Never fails: a GPU
+// One GPU: gpu::ReadGpu (live metrics on) plus nvmlDeviceGetTotalEnergyConsumption, and for a GPU in
+// MIG mode its GPU instances (ReadMigInstances). Never fails: a GPU
 // that cannot be read comes back with healthy = false, its status, and its identity from
 // `previous` when given (a lost GPU cannot tell its UUID any more).
 // `read_energy` = false leaves the energy counter to a slower pass (the exporter's slow sampler).

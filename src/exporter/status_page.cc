@@ -120,15 +120,20 @@ std::string RenderStatusPage(const NodeSnapshot* snapshot, const StatusPageOptio
                       "</td><td>", Num(g.value(FieldId::kGpuTemp), "%.0f", " &deg;C"), "</td><td>",
                       Num(g.value(FieldId::kPowerUsage), "%.1f", " W"), "</td>", HealthCell(g));
       if (options.pods != nullptr) {
-        std::string pod = "&ndash;";
-        if (const std::vector<PodRef>* refs =
-                options.pods->ok ? options.pods->ForGpu(g.uuid, g.device, g.dra_device) : nullptr;
-            refs != nullptr) {
-          pod.clear();
+        std::string pod;
+        auto add = [&pod](const std::vector<PodRef>* refs, const MigInstanceSample* instance) {
+          if (refs == nullptr) return;
           for (const PodRef& p : *refs) {
             absl::StrAppend(&pod, pod.empty() ? "" : "<br>", HtmlEscape(p.namespace_name), "/", HtmlEscape(p.pod));
+            if (instance != nullptr) absl::StrAppend(&pod, " (", HtmlEscape(instance->profile), ")");
           }
+        };
+        if (options.pods->ok) {
+          // A GPU in MIG mode: the pods of each of its GPU instances, with the instance's profile.
+          add(options.pods->ForGpu(g.uuid, g.device, g.dra_device), nullptr);
+          for (const MigInstanceSample& m : g.mig_instances) add(options.pods->ForMigInstance(g.index, g.minor, m), &m);
         }
+        if (pod.empty()) pod = "&ndash;";
         absl::StrAppend(&out, "<td class=\"l\">", pod, "</td>");
       }
       absl::StrAppend(&out, "</tr>\n");

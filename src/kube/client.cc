@@ -284,6 +284,8 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
   const std::string what = absl::StrCat(verb, " ", path);
   if (!impl_->init_error.ok()) return impl_->init_error;
   const std::chrono::milliseconds timeout = options.timeout.count() > 0 ? options.timeout : options_.timeout;
+  const size_t body_cap = options.max_body_bytes > 0 ? std::min(options.max_body_bytes, options_.max_body_bytes)
+                                                     : options_.max_body_bytes;
   CallContext call(SteadyClock::now() + timeout, options.stop, impl_->stop.get_token());
   internal::WatchdogEntry watched(impl_->watchdog, &call, nullptr);
   const std::string v = verb;
@@ -299,7 +301,7 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
     const httplib::Headers headers = Impl::BaseHeaders(*this);
     const bool reused = (*conn)->Arm();  // before Use: Arm clears a cancel; a stop that came already stays
     call.Use(conn->get());
-    Exchange ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
+    Exchange ex = Send(**conn, call, options_, verb, path, headers, body, content_type, body_cap);
     // A kept-alive connection the server closed meanwhile (an API server restart, an idle timeout)
     // fails on first use: open a new one and send again, once. Not for POST (a create that did reach
     // the server would be made twice); PUT carries its resourceVersion, PATCH and DELETE repeat safely.
@@ -307,7 +309,7 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
       (*conn)->http().stop();
       (*conn)->Arm();
       if (call.stopped()) (*conn)->Cancel();
-      ex = Send(**conn, call, options_, verb, path, headers, body, content_type, options_.max_body_bytes);
+      ex = Send(**conn, call, options_, verb, path, headers, body, content_type, body_cap);
     }
     call.Use(nullptr);
     const bool cancelled = (*conn)->cancelled();
@@ -318,9 +320,10 @@ StatusOr<std::string> Client::CallRaw(const char* verb, const std::string& path,
     if (!ex.answered && SteadyClock::now() >= call.deadline()) call.Stop(CallContext::Why::kDeadline);
     if (!ex.answered && call.why() != CallContext::Why::kNone) return internal::EndedEarly(call, what, timeout);
     if (ex.too_big) {
-      return absl::ResourceExhaustedError(absl::StrCat(what, ": the answer is larger than ",
-                                                       internal::Bytes(options_.max_body_bytes),
-                                                       " (the client's body cap, ClientOptions::max_body_bytes)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, ": the answer is larger than ", internal::Bytes(body_cap),
+                       body_cap < options_.max_body_bytes ? " (this call's body cap, CallOptions::max_body_bytes)"
+                                                          : " (the client's body cap, ClientOptions::max_body_bytes)"));
     }
     if (!ex.answered) return internal::TransportError(what, impl_->Server(), ex.error, verify, c_.source);
     if (ex.status >= 200 && ex.status < 300) return std::move(ex.body);

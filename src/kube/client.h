@@ -88,6 +88,9 @@ struct ClientOptions {
 struct CallOptions {
   std::chrono::milliseconds timeout{0};  // 0: ClientOptions::timeout
   std::stop_token stop;                  // request_stop() ends the call at once: Cancelled
+  // This call's cap on the answer, below the client's (0: ClientOptions::max_body_bytes): a reader
+  // of one small object sharing the agent's client (the exporter's pod GETs) bounds it tighter.
+  size_t max_body_bytes = 0;
 };
 
 // What the API server said about a refused request: the HTTP code and its Status object's

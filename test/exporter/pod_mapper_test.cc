@@ -236,13 +236,15 @@ TEST(PodMappingTest, GkeDeviceNames) {
   PodMapping m = BuildPodMapping(r, {});
   ASSERT_EQ(m.by_device.size(), 4u);
   EXPECT_THAT(m.by_device.at("nvidia0"), ElementsAre(IsRef("gke", "a", "c")));
-  EXPECT_THAT(m.by_device.at("nvidia1"), ElementsAre(IsRef("gke", "b", "c")));
-  EXPECT_THAT(m.by_device.at("nvidia2"), ElementsAre(IsRef("gke", "d", "c")));
+  // A MIG instance keeps its GPU instance id: its series are the instance's (mig_test.cc).
+  EXPECT_THAT(m.by_device.at("nvidia1/gi0"), ElementsAre(IsRef("gke", "b", "c")));
+  EXPECT_THAT(m.by_device.at("nvidia2/gi0"), ElementsAre(IsRef("gke", "d", "c")));
   EXPECT_THAT(m.by_device.at("nvidia3"), ElementsAre(IsRef("gke", "e", "c")));
+  EXPECT_EQ(PodDeviceKey("nvidia4/gix"), "nvidia4");  // not a GPU instance id
   // The UUID is tried first, then the device name.
-  const auto* refs = m.ForGpu(kGpu0, "nvidia2");
+  const auto* refs = m.ForGpu(kGpu0, "nvidia3");
   ASSERT_NE(refs, nullptr);
-  EXPECT_EQ(refs->front().pod, "d");
+  EXPECT_EQ(refs->front().pod, "e");
 }
 
 TEST(PodMappingTest, UuidWinsOverDeviceName) {

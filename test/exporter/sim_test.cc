@@ -23,6 +23,7 @@
 #include "src/exporter/sample.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
+#include "test/exporter/sim_node.h"
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
 
@@ -34,68 +35,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 using ::gpunode::testing::SimLibrary;
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A simulated node: its profile file selected through GPUNODE_SIM_PROFILE and the simulated NVML
-// opened through the real loader.
-class SimNode {
- public:
-  explicit SimNode(const std::string& profile_name)
-      : dir_(fs::temp_directory_path() /
-             ("gpunode-exporter-" + profile_name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    auto source = sim::ResolveProfile(profile_name);
-    EXPECT_OK(source) << source.status();
-    const std::string profile_path = (dir_ / "profile.yaml").string();
-    if (source.ok()) std::ofstream(profile_path) << source->text;
-    ::setenv("GPUNODE_SIM_PROFILE", profile_path.c_str(), 1);
-    auto nvml = gpu::NvmlLibrary::Open(SimLibrary());
-    EXPECT_OK(nvml) << nvml.status();
-    if (nvml.ok()) nvml_ = *std::move(nvml);
-    if (source.ok()) profile_text_ = source->text;
-  }
-
-  // The driver's GPUs as the simulated host's sysfs and /proc tell them (what the exporter's
-  // caller reads at start).
-  std::vector<node::BusGpu> BusGpus() const {
-    auto profile = sim::ParseProfile(profile_text_, "profile");
-    EXPECT_OK(profile) << profile.status();
-    if (!profile.ok()) return {};
-    const std::string root = (dir_ / "root").string();
-    Status written = sim::WriteHostRoot(*profile, root);
-    EXPECT_OK(written) << written;
-    auto host = HostFs::Open(root);
-    EXPECT_OK(host) << host.status();
-    if (!host.ok()) return {};
-    return node::NvidiaGpusOnBus(node::ProbeHardware(*host), node::ProbeKernelDriver(*host));
-  }
-  ~SimNode() { fs::remove_all(dir_); }
-
-  const gpu::NvmlLibrary& nvml() const { return *nvml_; }
-  bool ok() const { return nvml_ != nullptr; }
-
-  // A pass with the fixed clock values of the golden file.
-  NodeSnapshot Collect(const std::string& hostname, const NodeSnapshot* previous = nullptr,
-                       std::vector<node::BusGpu> bus_gpus = {}) const {
-    NodeSnapshot s = CollectSnapshot(
-        *nvml_, CollectOptions{.hostname = hostname, .bus_gpus = std::move(bus_gpus)}, previous);
-    s.timestamp_seconds = 1767225600.5;
-    s.collection_duration_seconds = 0.0125;
-    return s;
-  }
-
- private:
-  fs::path dir_;
-  std::string profile_text_;
-  std::unique_ptr<gpu::NvmlLibrary> nvml_;
-};
+using testing_sim::ReadAll;
+using testing_sim::SimNode;
 
 RenderOptions TestOptions() {
   RenderOptions o;
@@ -134,6 +75,10 @@ TEST(ExporterSimTest, SamplesEveryDgxH200GpuWithTheFieldsNvmlGives) {
   EXPECT_EQ(g.value(FieldId::kMemClock), 3201);
   EXPECT_EQ(g.value(FieldId::kTotalEnergyConsumption), 183920331);
   EXPECT_EQ(g.value(FieldId::kFbReserved), 568);
+  // DCGM_FI_DEV_FB_TOTAL (250): nvmlDeviceGetMemoryInfo_v2's total / 2^20, reserved included.
+  EXPECT_EQ(g.value(FieldId::kFbTotal), 143771);
+  EXPECT_EQ(*g.value(FieldId::kFbTotal),
+            *g.value(FieldId::kFbFree) + *g.value(FieldId::kFbUsed) + *g.value(FieldId::kFbReserved));
   EXPECT_EQ(g.value(FieldId::kRowRemapFailure), 0);
   EXPECT_EQ(g.value(FieldId::kMemoryTemp), 36);
   EXPECT_EQ(g.value(FieldId::kPcieReplayCounter), 0);

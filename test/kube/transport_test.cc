@@ -64,6 +64,23 @@ TEST(Transport, BodyAndLineCapsAreSettable) {
   EXPECT_OK(client.Get("/big"));
 }
 
+TEST(Transport, ACallCanCapItsAnswerBelowTheClientsCap) {
+  FakeApiServer api;
+  api.On("GET", "/pod", {FakeApiServer::HugeBody(3 << 20), FakeApiServer::HugeBody(3 << 20),
+                         FakeApiServer::Json(200, {{"ok", true}})});
+  Client client(To(api));  // 64 MiB by default
+  CallOptions call;
+  call.max_body_bytes = 2 << 20;
+  auto big = client.Get("/pod", call);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_THAT(big.status().message(), HasSubstr("GET /pod: the answer is larger than 2 MiB (this call's body cap"));
+  // Without the call's cap, the client's 64 MiB: the 3 MiB are read (and are not JSON).
+  auto read = client.Get("/pod");
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(read.status().message().find("not valid JSON"), std::string::npos);  // (not printed: 3 MiB)
+  EXPECT_OK(client.Get("/pod", call));  // a small answer passes and the pool recovered
+}
+
 TEST(Transport, ADeadlineOfItsOwnPerCall) {
   FakeApiServer api;
   api.On("GET", "/slow", {FakeApiServer::Slow(std::chrono::seconds(3), FakeApiServer::Json(200, {}))});

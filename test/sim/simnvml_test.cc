@@ -310,6 +310,17 @@ TEST_F(SimNvmlTest, MigHandlesAnswerForTheirInstance) {
   n = 1;
   ASSERT_EQ(nvml().nvmlDeviceGetComputeRunningProcesses_v3(mig2, &n, infos), NVML_SUCCESS);
   EXPECT_EQ(n, 0u);
+  // nvml.h: utilization, encoder and decoder utilization are not supported on a MIG-enabled GPU.
+  nvmlUtilization_t u{};
+  EXPECT_EQ(nvml().nvmlDeviceGetUtilizationRates(gpu, &u), NVML_ERROR_NOT_SUPPORTED);
+  unsigned util = 0, period = 0;
+  EXPECT_EQ(nvml().nvmlDeviceGetEncoderUtilization(gpu, &util, &period), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(nvml().nvmlDeviceGetDecoderUtilization(gpu, &util, &period), NVML_ERROR_NOT_SUPPORTED);
+  nvmlMemory_v2_t m2{};
+  m2.version = nvmlMemory_v2;
+  ASSERT_EQ(nvml().nvmlDeviceGetMemoryInfo_v2(mig2, &m2), NVML_SUCCESS);
+  EXPECT_EQ(m2.total, 19968ull << 20);
+  EXPECT_EQ(m2.free, 19968ull << 20);
 }
 
 TEST_F(SimNvmlTest, LiveEditsAreSeenByARunningProcess) {
