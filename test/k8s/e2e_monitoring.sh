@@ -212,6 +212,8 @@ agent_ip=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o js
 stage_times() {  # PERCENT CONDITION-ON-REPLICAS: sets te tp ta th tr, the seconds from the change to each stage
   local pct=$1 want=$2 t0 v
   te= tp= ta= th= tr=
+  # A random phase against the exporter's collection clock (and the scrape's), as a real change has.
+  sleep "$(python3 -c "import random; print(round(random.uniform(0, ${collect_ms:-5000} / 1000), 2))")"
   t0=$(now)
   set_util "$uuid" "$pct"
   local deadline=$((SECONDS + 240))
