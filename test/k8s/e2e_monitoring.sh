@@ -292,7 +292,14 @@ until [[ " $(alerts) " == *" GpuFatalXid "* && " $(alerts) " == *" GpuLost "* ]]
 done
 ok "firing $(since "$t0") s after the XID: $(alerts)"
 step "5. while GPU 5 is lost: every query of gpunode's dashboard and of NVIDIA's (grafana.com 12239) returns series"
-# (now, with an XID and a lost GPU's collection errors on record, the XID and error panels have data too)
+# (now, with an XID and a lost GPU's collection errors on record, the XID and error panels have data
+# too, once Prometheus holds two samples of each: the panels' increase() and rate() need two)
+deadline=$((SECONDS + 90))
+until [ "$(count 'count_over_time(gpunode_xid_errors_total[60s]) >= 2')" -ge 1 ] &&
+      [ "$(count 'count_over_time(gpunode_collection_errors_total[60s]) >= 2')" -ge 1 ]; do
+  [ $SECONDS -lt $deadline ] || fail "Prometheus holds fewer than two samples of the XID or collection-error series 90 s after the XID"
+  sleep 1
+done
 for d in "$src/deploy/monitoring/grafana-dashboard.json" "$src/test/data/grafana/dcgm-exporter-dashboard.json"; do
   out=$(python3 "$src/test/k8s/grafana_queries.py" --prometheus "$prom" "$d" 2>&1) ||
     fail "$(basename "$d"): queries without series or with errors:
