@@ -39,25 +39,28 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUNODE_SANITIZE=ON
 cmake --build build-asan -j "$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE 'gpu|long'
-# Suites labelled `long` (peers_dra_k8s: NVIDIA's DRA driver beside gpunode's on the test cluster,
-# ~7 min plus ~6 min to build NVIDIA's plugin the first time; e2e_upgrade_kwok_k8s: the driver-upgrade
-# controller on 1000 KWOK nodes, plus ~2 min to build KWOK the first time) run while they fit: a cold run of
-# everything else takes most of CI's 90 minutes, so after GPUNODE_LONG_UNTIL_MIN (default 55)
-# minutes they are skipped, saying so (run them alone: ctest --test-dir build-asan -L long).
-elapsed_min=$(( ($(date +%s) - started) / 60 ))
-if [ "$elapsed_min" -ge "${GPUNODE_LONG_UNTIL_MIN:-55}" ]; then
-  echo "test: long suites skipped: this run already took $elapsed_min min (limit ${GPUNODE_LONG_UNTIL_MIN:-55}); run ctest --test-dir build-asan -L long alone"
-else
-  ctest --test-dir build-asan --output-on-failure -L long
-fi
+# Suites labelled `long` (e2e_upgrade_kwok_k8s: the driver-upgrade controller on 1000 KWOK nodes, ~9 min
+# plus ~2 min to build KWOK the first time; peers_dra_k8s: NVIDIA's DRA driver beside gpunode's on the
+# test cluster, ~7 min plus ~6 min to build NVIDIA's plugin the first time; kwok_k8s: the KWOK smoke
+# test) run one at a time, in that order, while they fit: a cold run of everything else takes most of
+# CI's 90 minutes, so a suite that would start after GPUNODE_LONG_UNTIL_MIN (default 62) minutes is
+# skipped, saying so (run them alone: ctest --test-dir build-asan -L long).
+for t in e2e_upgrade_kwok_k8s peers_dra_k8s kwok_k8s; do
+  elapsed_min=$(( ($(date +%s) - started) / 60 ))
+  if [ "$elapsed_min" -ge "${GPUNODE_LONG_UNTIL_MIN:-62}" ]; then
+    echo "test: long suite $t skipped: this run already took $elapsed_min min (limit ${GPUNODE_LONG_UNTIL_MIN:-62}); run ctest --test-dir build-asan -R '^$t\$' alone"
+  else
+    ctest --test-dir build-asan --output-on-failure -L long -R "^$t\$"
+  fi
+done
 # The fuzz smoke run (a clang build of its own, ~8 min cold on 2 cores) runs while it fits: CI
-# gives a cold run 90 minutes, so after GPUNODE_FUZZ_UNTIL_MIN (default 75) minutes it is skipped,
+# gives a cold run 90 minutes, so after GPUNODE_FUZZ_UNTIL_MIN (default 70) minutes it is skipped,
 # saying so (run it alone with scripts/fuzz.sh).
 elapsed_min=$(( ($(date +%s) - started) / 60 ))
 if [ "${GPUNODE_SKIP_FUZZ:-0}" = 1 ]; then
   echo "test: fuzz smoke run skipped (GPUNODE_SKIP_FUZZ=1)"
-elif [ "$elapsed_min" -ge "${GPUNODE_FUZZ_UNTIL_MIN:-75}" ]; then
-  echo "test: fuzz smoke run skipped: this run already took $elapsed_min min (limit ${GPUNODE_FUZZ_UNTIL_MIN:-75}); run scripts/fuzz.sh alone"
+elif [ "$elapsed_min" -ge "${GPUNODE_FUZZ_UNTIL_MIN:-70}" ]; then
+  echo "test: fuzz smoke run skipped: this run already took $elapsed_min min (limit ${GPUNODE_FUZZ_UNTIL_MIN:-70}); run scripts/fuzz.sh alone"
 else
   scripts/fuzz.sh 15
 fi

@@ -201,14 +201,16 @@ void Exporter::FastPass() {
             if (it->second.values.values[f]) s.values[f] = it->second.values.values[f];
           }
         }
-        if (xids_.watching(i)) {
-          XidWatcher::GpuXids x = xids_.For(i);
-          s.xid_counts = std::move(x.counts);
-          s.last_xid = x.last;
-          s.set(FieldId::kXidErrors, static_cast<double>(x.last.value_or(0)));
-        }
       } else {
         ++fast_errors_total_["gpu"];
+      }
+      // XIDs whether or not the GPU answers now: the XID 79 of a GPU that falls off the bus arrives
+      // as it becomes unreadable, and is the one that must be seen.
+      if (xids_.watching(i)) {
+        XidWatcher::GpuXids x = xids_.For(i);
+        s.xid_counts = std::move(x.counts);
+        s.last_xid = x.last;
+        if (s.healthy) s.set(FieldId::kXidErrors, static_cast<double>(x.last.value_or(0)));
       }
       for (const auto& [field, status] : s.errors) ++fast_errors_total_[std::string(Field(field).name)];
       snap.gpus.push_back(std::move(s));

@@ -277,6 +277,21 @@ TEST_F(ExporterServerTest, XidEventsAreCountedByCodeAndTheLastOneIsTheDcgmGauge)
   EXPECT_THAT(text, Not(HasSubstr("xid_errors_total{gpu=\"0\"")));
 }
 
+// A GPU falling off the bus reports XID 79 as it becomes unreadable: the XID must be on the page
+// while the GPU is lost (the alert on fatal XIDs is for exactly that GPU), not only once it answers.
+TEST_F(ExporterServerTest, TheXid79OfAGpuThatFellOffTheBusIsCountedWhileItIsLost) {
+  StartExporter();
+  StartServer();
+  EXPECT_THAT(Scrape(), Not(HasSubstr("gpunode_xid_errors_total")));
+  EditGpu(1, "lost: true, events: [{type: xid, xid: 79}]");
+  ASSERT_TRUE(Eventually([this] {
+    return Scrape().find("xid=\"79\"} 1") != std::string::npos;
+  })) << Scrape();
+  const std::string text = Scrape();
+  EXPECT_THAT(text, ::testing::ContainsRegex("gpunode_gpu_health\\{gpu=\"1\"[^}]*\\} 0\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("gpunode_xid_errors_total\\{gpu=\"1\",UUID=\"GPU-[^}]*,xid=\"79\"\\} 1\n"));
+}
+
 TEST_F(ExporterServerTest, PodLabelsComeFromTheKubeletPodResourcesApiOverGrpc) {
   const std::string sock_dir = "/tmp/gpn-pr-" + std::to_string(::getpid());
   fs::create_directories(sock_dir);

@@ -159,12 +159,58 @@ build_kwok() {
   rm -rf "$kc/gobin"
 }
 
+# Prometheus (`build.sh prometheus`, not part of `all`): Debian's package is built without Kubernetes
+# service discovery (its +ds build drops it), which the monitoring test needs (a ServiceMonitor is
+# endpoints SD). Built from github.com/prometheus/prometheus, whose v0.3XX.Y module versions are the
+# 3.XX.Y releases, with its own build tags leaving out every SD but static, file and Kubernetes
+# (remove_all_sd, enable_kubernetes_sd) and without the web UI's assets (the test uses the HTTP API):
+#   ${GPUNODE_CACHE:-~/.cache/gpunode}/k8s/prometheus-<version>/bin/prometheus
+# Its go.mod has no replace directive, so `go install module/cmd@version` builds exactly its pins.
+build_prometheus() {
+  local pc=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/prometheus-$PROMETHEUS_VERSION
+  bin=$pc/bin
+  if [ -x "$bin/prometheus" ]; then return 0; fi
+  mkdir -p "$bin"
+  rm -rf "$pc/gobin"
+  log "prometheus $PROMETHEUS_VERSION (github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION, Kubernetes SD only)"
+  GOBIN=$pc/gobin CGO_ENABLED=0 go install -p "$jobs" -trimpath -tags remove_all_sd,enable_kubernetes_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION"
+  mv "$pc/gobin/prometheus" "$bin/prometheus"
+  rm -rf "$pc/gobin"
+}
+
+# prometheus-adapter (`build.sh prometheus-adapter`, not part of `all`): the custom-metrics API server
+# (sigs.k8s.io/prometheus-adapter/cmd/adapter) for the monitoring test's HPA check, into
+#   ${GPUNODE_CACHE:-~/.cache/gpunode}/k8s/prometheus-adapter-<version>/bin/adapter
+# Its go.mod has no replace directive, but `go install module@version` asks the proxy for the module's
+# version list (to look for a deprecation notice), which the proxy here refuses; so the exact version
+# is downloaded (`go mod download`), copied out of the read-only module cache and built in place with
+# its own go.mod/go.sum. Upstream's Makefile builds it the same way: CGO off, no version ldflags.
+build_prometheus_adapter() {
+  local ac=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/k8s/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION
+  bin=$ac/bin
+  if [ -x "$bin/adapter" ]; then return 0; fi
+  mkdir -p "$bin"
+  log "prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (sigs.k8s.io/prometheus-adapter/cmd/adapter)"
+  local mod src=$ac/src
+  mod=$(go mod download -json "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  [ -f "$mod/go.mod" ] || { log "sigs.k8s.io/prometheus-adapter@$PROMETHEUS_ADAPTER_VERSION: no go.mod in '$mod'"; exit 1; }
+  rm -rf "$src"
+  cp -r "$mod" "$src"
+  chmod -R u+w "$src"
+  (cd "$src" && CGO_ENABLED=0 go build -p "$jobs" -trimpath -ldflags "-s -w" -o "$bin/adapter.tmp" ./cmd/adapter)
+  mv "$bin/adapter.tmp" "$bin/adapter"
+  rm -rf "$src"
+}
+
 start=$SECONDS
 which=${1:-all}
 case "$which" in
   all) build_etcd; build_containerd; build_helm; build_kubernetes ;;
-  kubernetes|etcd|containerd|helm|kwok) "build_$which" ;;
-  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm|kwok]" >&2; exit 2 ;;
+  kubernetes|etcd|containerd|helm|kwok|prometheus) "build_$which" ;;
+  prometheus-adapter) build_prometheus_adapter ;;
+  *) echo "usage: test/k8s/build.sh [all|kubernetes|etcd|containerd|helm|kwok|prometheus|prometheus-adapter]" >&2; exit 2 ;;
 esac
 log "done in $((SECONDS - start)) s"
 echo "$bin"

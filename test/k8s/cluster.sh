@@ -20,6 +20,9 @@
 # Network: the apiserver is https://127.0.0.1:6443 for the host; the node's address is the CNI
 # gateway 10.244.0.1 on the cni0 bridge (made by `up`), services are 10.96.0.0/12, pods 10.244.0.0/24.
 # Ports 6443 and 10250 are dropped unless they come from loopback or the pod network.
+# The aggregation layer is on (a front-proxy CA, --enable-aggregator-routing): an extension API server
+# run on the host (e.g. prometheus-adapter, test/k8s/e2e_monitoring.sh) is registered as an APIService
+# whose Service has an Endpoints address of the node (10.244.0.1).
 #
 # Images (no registry): a pause image (registry.k8s.io/pause:3.10.1, containerd's sandbox image) and
 # gpunode.test/busybox:1 are built from busybox-static with podman and imported with ctr.
@@ -126,6 +129,11 @@ start_apiserver() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$S/pki/sa.pub" --service-account-signing-key-file="$S/pki/sa.key" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --requestheader-client-ca-file="$S/pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$S/pki/front-proxy-client.crt" --proxy-client-key-file="$S/pki/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
     --allow-privileged=true --profiling=false --v="$VERBOSITY"
 }
 
@@ -270,11 +278,11 @@ gen_cert() {
   } > "$S/pki/$name.ext"
   # EC P-256 keys, RSA for the apiserver's serving certificate (the widest client support; busybox's
   # own TLS, used by wget inside gpunode.test/busybox:1, still cannot talk to the apiserver)
-  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1) ca=${GEN_CERT_CA:-ca}
   [ "$name" = apiserver ] && key=(-newkey rsa:2048)
   openssl req -new -nodes "${key[@]}" -keyout "$S/pki/$name.key" \
     -out "$S/pki/$name.csr" -subj "$subj" 2>/dev/null
-  openssl x509 -req -in "$S/pki/$name.csr" -CA "$S/pki/ca.crt" -CAkey "$S/pki/ca.key" -CAcreateserial \
+  openssl x509 -req -in "$S/pki/$name.csr" -CA "$S/pki/$ca.crt" -CAkey "$S/pki/$ca.key" -CAcreateserial \
     -days 3650 -extfile "$S/pki/$name.ext" -extensions v3 -out "$S/pki/$name.crt" 2>/dev/null
   rm -f "$S/pki/$name.csr" "$S/pki/$name.ext"
 }
@@ -282,7 +290,7 @@ gen_cert() {
 make_pki() {
   local sans="DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   sans+=",DNS:kubernetes.default.svc.cluster.local,DNS:localhost,DNS:$NODE,IP:127.0.0.1,IP:$SVC_IP,IP:$NODE_IP"
-  if [ -s "$S/pki/kubelet.crt" ] && [ "$(cat "$S/pki/node" 2>/dev/null)" = "$NODE" ]; then return 0; fi
+  if [ -s "$S/pki/front-proxy-client.crt" ] && [ "$(cat "$S/pki/node" 2>/dev/null)" = "$NODE" ]; then return 0; fi
   log "making certificates (openssl) in $S/pki"
   rm -rf "$S/pki"; mkdir -p "$S/pki"; chmod 700 "$S/pki"
   openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -keyout "$S/pki/ca.key" \
@@ -295,6 +303,13 @@ make_pki() {
   gen_cert controller-manager system:kube-controller-manager "" clientAuth
   gen_cert scheduler system:kube-scheduler "" clientAuth
   gen_cert kube-proxy system:kube-proxy "" clientAuth
+  # The aggregation layer (APIServices such as prometheus-adapter's custom.metrics.k8s.io): a CA of
+  # its own for the front proxy, as kubeadm makes, and the client certificate the API server
+  # presents to extension API servers.
+  openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -keyout "$S/pki/front-proxy-ca.key" \
+    -out "$S/pki/front-proxy-ca.crt" -days 3650 -subj "/CN=gpunode-k8s-front-proxy-ca" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+  GEN_CERT_CA=front-proxy-ca gen_cert front-proxy-client front-proxy-client "" clientAuth
   openssl genrsa -out "$S/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$S/pki/sa.key" -pubout -out "$S/pki/sa.pub" 2>/dev/null
   echo "$NODE" > "$S/pki/node"
