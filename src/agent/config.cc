@@ -17,6 +17,7 @@
 #include "src/base/host_fs.h"
 #include "src/base/yaml.h"
 #include "src/base/yaml_reader.h"
+#include "src/exporter/pod_metadata.h"
 
 namespace gpunode::agent {
 namespace {
@@ -178,6 +179,12 @@ Status ParseExporter(Reader e, ExporterSection* s) {
   GPUNODE_RETURN_IF_ERROR(e.String("hostnameLabel", &s->hostname_label));
   GPUNODE_RETURN_IF_ERROR(e.OneOf("hostnameLabel", s->hostname_label, {"", "Hostname", "hostname"}));
   GPUNODE_RETURN_IF_ERROR(e.Strings("resourceNames", &s->resource_names));
+  GPUNODE_RETURN_IF_ERROR(e.Bool("podLabels", &s->pod_labels));
+  GPUNODE_RETURN_IF_ERROR(e.Strings("podLabelAllowlist", &s->pod_label_allowlist));
+  if (auto filter = exporter::PodLabelFilter::Create(s->pod_label_allowlist); !filter.ok()) {
+    return e.Get("podLabelAllowlist").Error(filter.status().message());
+  }
+  GPUNODE_RETURN_IF_ERROR(e.Bool("podUid", &s->pod_uid));
   return e.Check();
 }
 
@@ -350,6 +357,10 @@ StatusOr<AgentConfig> ParseAgentConfig(absl::string_view text, absl::string_view
   if (!c.policy_file.empty() && !AbsolutePath(c.policy_file)) {
     return r.Get("policyFile").Expected("an absolute path without \"..\"");
   }
+  if ((c.exporter.pod_labels || c.exporter.pod_uid) && !c.kubernetes.enabled) {
+    return r.Section("exporter").Get(c.exporter.pod_labels ? "podLabels" : "podUid")
+        .Expected("false while kubernetes.enabled is false (pod labels and UID are read from the API server)");
+  }
   GPUNODE_RETURN_IF_ERROR(r.Check());
   return c;
 }
@@ -519,7 +530,10 @@ nlohmann::ordered_json ConfigToJson(const AgentConfig& c) {
                           {"collectors", c.exporter.collectors},
                           {"webConfigFile", c.exporter.web_config_file},
                           {"hostnameLabel", c.exporter.hostname_label},
-                          {"resourceNames", c.exporter.resource_names}}},
+                          {"resourceNames", c.exporter.resource_names},
+                          {"podLabels", c.exporter.pod_labels},
+                          {"podLabelAllowlist", c.exporter.pod_label_allowlist},
+                          {"podUid", c.exporter.pod_uid}}},
            {"mig", J{{"configFile", c.mig.config_file}, {"allowReal", c.mig.allow_real}}},
            {"dra", J{{"enabled", c.dra.enabled},
                      {"driverName", c.dra.driver_name},

@@ -67,6 +67,12 @@ struct ExporterSection {
   std::string web_config_file;  // TLS / basic auth
   std::string hostname_label = "Hostname";  // "" leaves it out (dcgm-exporter -n)
   std::vector<std::string> resource_names;  // extra resources attributed to pods
+  // The GPU pods' own labels and UID from the API server (dcgm-exporter's
+  // --kubernetes-enable-pod-labels, --kubernetes-pod-label-allowlist-regex,
+  // --kubernetes-enable-pod-uid; src/exporter/pod_metadata.h). Need kubernetes.enabled.
+  bool pod_labels = false;
+  std::vector<std::string> pod_label_allowlist;  // RE2 patterns; none: every label
+  bool pod_uid = false;
 };
 
 struct ValidatorSection {

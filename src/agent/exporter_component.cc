@@ -14,6 +14,7 @@
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
+#include "src/exporter/pod_metadata.h"
 #include "src/exporter/publish.h"
 #include "src/exporter/web_config.h"
 #include "src/node/probe.h"
@@ -72,6 +73,19 @@ class ExporterComponent final : public Component {
       pods.resource_names = s_.resource_names;
       pods.dra = dra_;
       options.pods = pods;
+      // The GPU pods' labels and UID through the agent's Kubernetes client (none without one: the
+      // exporter logs that it cannot read them).
+      if (s_.pod_labels || s_.pod_uid) {
+        exporter::PodMetadataOptions md;
+        md.labels = s_.pod_labels;
+        md.uid = s_.pod_uid;
+        GPUNODE_ASSIGN_OR_RETURN(md.filter, exporter::PodLabelFilter::Create(s_.pod_label_allowlist));
+        options.pod_metadata = md;
+        options.kube = ctx_.kube();
+      }
+    } else if (s_.pod_labels || s_.pod_uid) {
+      log_.Warn(name(), "exporter.podLabels/podUid need pod attribution (the pod-resources socket "
+                        "or exporter.kubernetes): no pod labels or UID");
     }
     auto exp = std::make_unique<exporter::Exporter>(*nvml, std::move(options));
     std::unique_ptr<exporter::MetricsServer> server;

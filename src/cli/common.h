@@ -109,7 +109,8 @@ void AddAgentCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 // stand-alone command: the agent's harness in fail-fast mode (the first failure is printed and
 // exits 2, as NVIDIA's binaries do), SIGTERM/SIGINT stop (exit 0), SIGHUP restarts the component
 // with its configuration and devices read again; log lines "TIME gpunode <component>: ...".
-// `kube`: the Kubernetes API for a component that needs it ("dra"), else nullptr.
+// `kube`: the Kubernetes API for a component that needs it ("dra"; "exporter" for pod labels and
+// UID), else nullptr.
 int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const agent::AgentConfig& config,
                         const std::string& component, const std::string& hostname,
                         std::unique_ptr<kube::Client> kube = nullptr);

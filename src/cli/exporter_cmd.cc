@@ -31,9 +31,11 @@
 #include "src/exporter/counters.h"
 #include "src/exporter/exporter.h"
 #include "src/exporter/http_server.h"
+#include "src/exporter/pod_metadata.h"
 #include "src/exporter/published.h"
 #include "src/exporter/web_config.h"
 #include "src/gpu/nvml.h"
+#include "src/kube/client.h"
 #include "src/lifecycle/harness.h"
 #include "src/node/probe.h"
 #include "src/node/unreadable_gpus.h"
@@ -54,6 +56,11 @@ struct ExporterFlags {
   std::string dra_driver = exporter::kDefaultDraDriver;  // --dra-driver-name; "": DRA claims not read
   std::string hostname_label = "Hostname";
   bool no_hostname = false;    // -n/--no-hostname (NvidiaFlags)
+  // --kubernetes-enable-pod-labels, --kubernetes-pod-label-allowlist-regex, --kubernetes-enable-pod-uid
+  // (NvidiaFlags): the GPU pods' labels and UID from the API server.
+  bool pod_labels = false;
+  bool pod_uid = false;
+  std::vector<std::string> pod_label_allowlist;
   std::string log_format = "text";  // --log-format (NvidiaFlags)
   std::string web_config_file;
   bool once = false;
@@ -97,9 +104,6 @@ std::string Hostname(const NodeSession& session) {
 void AddDcgmExporterFlags(CLI::App* cmd, NvidiaFlags& nv) {
   using K = NvidiaKind;
   const std::string no_dcgm = "gpunode reads NVML in-process; there is no DCGM library or host engine";
-  const std::string no_pod_labels =
-      "gpunode's pod attribution adds pod, namespace and container from the kubelet's pod-resources API; "
-      "it reads nothing from the API server";
   const std::string dump = "dcgm-exporter's debug dumps of DCGM data; gpunode has no DCGM data to dump";
   const std::string bind = "gpunode follows GPUs that are lost and come back through NVML events and polling itself";
   nv.Add(cmd, {"-k,--kubernetes", {"DCGM_EXPORTER_KUBERNETES"}, K::kBool,
@@ -123,11 +127,14 @@ void AddDcgmExporterFlags(CLI::App* cmd, NvidiaFlags& nv) {
   nv.Add(cmd, {"-r,--remote-hostengine-info", {"DCGM_REMOTE_HOSTENGINE_INFO"}, K::kString, "DCGM host engine HOST:PORT",
                no_dcgm});
   nv.Add(cmd, {"--kubernetes-enable-pod-labels", {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS"}, K::kBool,
-               "pod labels on metrics", no_pod_labels});
-  nv.Add(cmd, {"--kubernetes-enable-pod-uid", {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"}, K::kBool, "pod UID on metrics",
-               no_pod_labels});
+               "add the labels of the pod using a GPU to its series, read from the API server (get on pods; at "
+               "most 32 per pod); needs pod attribution"});
+  nv.Add(cmd, {"--kubernetes-enable-pod-uid", {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID"}, K::kBool,
+               "add pod_uid (the pod's metadata.uid, from the API server) to series labelled with a pod"});
   nv.Add(cmd, {"--kubernetes-pod-label-allowlist-regex", {"DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX"},
-               K::kStringList, "pod labels to keep", no_pod_labels});
+               K::kStringList,
+               "with --kubernetes-enable-pod-labels: keep only the pod label keys a pattern matches (RE2, Go's "
+               "syntax, anywhere in the key; comma-separated); none: every label"});
   nv.Add(cmd, {"--fake-gpus", {"DCGM_EXPORTER_USE_FAKE_GPUS"}, K::kBool, "accept DCGM's fake GPUs",
                "DCGM's fake GPUs do not exist in gpunode; simulate a whole node with --simulate PROFILE "
                "(or GPUNODE_SIMULATE)"});
@@ -196,6 +203,17 @@ StatusOr<std::vector<std::string>> ResolveDcgmExporterFlags(const NvidiaFlags& n
   if (auto t = nv.Value("kubernetes-gpu-id-type", &source); t && *t != "uid" && *t != "device-name") {
     return absl::InvalidArgumentError(absl::StrCat(source, " \"", *t, "\": want uid or device-name"));
   }
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> pod_labels, nv.Bool("kubernetes-enable-pod-labels"));
+  flags->pod_labels = pod_labels.value_or(false);
+  GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> pod_uid, nv.Bool("kubernetes-enable-pod-uid"));
+  flags->pod_uid = pod_uid.value_or(false);
+  // urfave/cli's StringSlice: comma-separated in the flag and the variable alike.
+  if (auto allow = nv.Value("kubernetes-pod-label-allowlist-regex", &source)) {
+    for (absl::string_view p : absl::StrSplit(*allow, ',', absl::SkipEmpty())) flags->pod_label_allowlist.emplace_back(p);
+    if (auto filter = exporter::PodLabelFilter::Create(flags->pod_label_allowlist); !filter.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": ", filter.status().message()));
+    }
+  }
   GPUNODE_ASSIGN_OR_RETURN(std::optional<bool> dra, nv.Bool("kubernetes-enable-dra"));
   if (dra && !*dra) flags->dra_driver.clear();
   if (auto d = nv.Value("devices"); d && *d != "f" && *d != "g") {
@@ -211,7 +229,9 @@ int RunFront(const ExporterFlags& flags, const CLI::App& cmd) {
   // Settings of sampling and rendering, given as flags, are refused (their environment variables
   // are ignored: a front's environment may be copied from an exporter's).
   for (const char* f : {"--collectors", "--collect-interval", "--pod-resources-socket", "--nvidia-resource-names",
-                        "--dra-driver-name", "--hostname-label", "--once", "--kubernetes", "--no-hostname"}) {
+                        "--dra-driver-name", "--hostname-label", "--once", "--kubernetes", "--no-hostname",
+                        "--kubernetes-enable-pod-labels", "--kubernetes-enable-pod-uid",
+                        "--kubernetes-pod-label-allowlist-regex"}) {
     if (cmd.count(f) > 0) {
       PrintError(absl::StrCat(f, " does not apply with --from-dir: the agent samples and renders the page (set it in "
                                  "the exporter section of the agent's config)"));
@@ -439,7 +459,25 @@ int RunExporter(const GlobalOptions& global, ExporterFlags flags, const CLI::App
   if (options.pods) e.resource_names = options.pods->resource_names;
   c.dra.driver_name = flags.dra_driver;
   c.node_name = dra_pool;  // the exporter component's DRA pool
-  return RunComponentCommand(global, **session, c, "exporter", options.hostname);
+  // Pod labels and UID: read from the API server (in-cluster, $KUBECONFIG or ~/.kube/config). As
+  // dcgm-exporter, without a connection they are left out and the exporter serves on.
+  std::unique_ptr<kube::Client> kube;
+  if ((flags.pod_labels || flags.pod_uid) && options.pods) {
+    e.pod_labels = flags.pod_labels;
+    e.pod_uid = flags.pod_uid;
+    e.pod_label_allowlist = flags.pod_label_allowlist;
+    if (auto conn = kube::ResolveConnection(); conn.ok()) {
+      Log(absl::StrCat("pod ", flags.pod_labels ? "labels" : "", flags.pod_labels && flags.pod_uid ? " and " : "",
+                       flags.pod_uid ? "UID" : "", " from the API server (", conn->source, ")"));
+      kube = std::make_unique<kube::Client>(*conn);
+    } else {
+      Log(absl::StrCat("pod labels and UID cannot be read: the Kubernetes API: ", conn.status().message()));
+    }
+  } else if (flags.pod_labels || flags.pod_uid) {
+    Log("--kubernetes-enable-pod-labels/-uid need pod attribution (--kubernetes or the pod-resources socket): "
+        "no pod labels or UID");
+  }
+  return RunComponentCommand(global, **session, c, "exporter", options.hostname, std::move(kube));
 }
 
 }  // namespace

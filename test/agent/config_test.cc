@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/agent/components.h"
 #include "src/agent/step_args.h"
@@ -86,6 +88,33 @@ TEST(AgentConfigTest, ErrorsNameFileLineAndKeyPath) {
     EXPECT_NE(std::string(r.status().message()).find(c.want), std::string::npos)
         << "got: " << r.status().message() << "\nwant: " << c.want;
   }
+}
+
+TEST(AgentConfigTest, ExporterPodLabelsAndUidAreReadAndCheckedAtLoad) {
+  auto c = ParseAgentConfig(
+      "exporter:\n  podLabels: true\n  podLabelAllowlist: [\"^team$\", app]\n  podUid: true\n", "agent.yaml");
+  ASSERT_OK(c) << c.status();
+  EXPECT_TRUE(c->exporter.pod_labels);
+  EXPECT_TRUE(c->exporter.pod_uid);
+  EXPECT_EQ(c->exporter.pod_label_allowlist, (std::vector<std::string>{"^team$", "app"}));
+  auto off = ParseAgentConfig("", "agent.yaml");
+  ASSERT_OK(off);
+  EXPECT_FALSE(off->exporter.pod_labels);
+  EXPECT_FALSE(off->exporter.pod_uid);
+  // A pattern that does not compile is refused at load, naming it (dcgm-exporter would skip it).
+  auto bad = ParseAgentConfig("exporter:\n  podLabels: true\n  podLabelAllowlist: [\"a(b\"]\n", "agent.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("agent.yaml:3: exporter.podLabelAllowlist: pod label allowlist pattern \"a(b\" "
+                                   "does not compile: "));
+  // They are read from the API server: not without it.
+  auto no_api = ParseAgentConfig("kubernetes:\n  enabled: false\nexporter:\n  podUid: true\n", "agent.yaml");
+  ASSERT_FALSE(no_api.ok());
+  EXPECT_THAT(std::string(no_api.status().message()),
+              ::testing::HasSubstr("exporter.podUid: expected false while kubernetes.enabled is false"));
+  auto printed = ParseAgentConfig(ConfigToJson(*c).dump(), "printed");
+  ASSERT_OK(printed) << printed.status();
+  EXPECT_EQ(ConfigToJson(*printed), ConfigToJson(*c));
 }
 
 TEST(AgentConfigTest, MissingFileIsAnErrorNamingIt) {

@@ -64,6 +64,7 @@ cases=(
   "dra-alongside|--set dra.enabled=true --set dra.alongsideDevicePlugin=true --set dra.deviceClasses=false --set nodeRestriction.enabled=false|DaemonSet ConfigMap"
   "driver-manager|--set driverManager.enabled=true|CustomResourceDefinition Deployment ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding DaemonSet"
   "driver-manager-opts|--set driverManager.enabled=true --set driverManager.crd.install=false --set driverManager.onFailure=continue --set driverManager.rollbackOnFailure=true --set driverManager.resync=30s --set driverManager.replicas=1 --set-json driverManager.tolerations=[{\"operator\":\"Exists\"}]|Deployment ClusterRole"
+  "pod-labels|--set exporter.podLabels=true --set exporter.podUid=true --set-json exporter.podLabelAllowlist=[\"^team$\",\"app\"]|ClusterRole ConfigMap DaemonSet"
   "hardened|--set networkPolicy.enabled=true --set-json networkPolicy.metricsFrom=[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"monitoring\"}}}] --set-json exporter.webConfig={\"basic_auth_users\":{\"prometheus\":\"x\"}}|NetworkPolicy Secret DaemonSet"
 )
 for c in "${cases[@]}"; do
@@ -416,13 +417,43 @@ for want in "dra.enabled=true with devicePlugin.enabled=true" "--set devicePlugi
 done
 ok "dra.enabled beside the device plugin refused: $(grep -m1 -o 'dra.enabled=true with devicePlugin.enabled=true[^:]*' "$WORK/dra-both.err")"
 
+# Pod labels and UID (docs/exporter.md): `get` on pods only with exporter.podLabels or podUid, and
+# nothing else on pods; the agent's exporter section carries them.
+python3 - "$WORK" <<'PY' || fail "exporter pod labels"
+import sys, yaml
+def load(name):
+    return [d for d in yaml.safe_load_all(open("%s/%s.yaml" % (sys.argv[1], name))) if d]
+def pod_rules(docs):
+    return [rule for r in docs if r["kind"] in ("ClusterRole", "Role") and not r["metadata"]["name"].endswith("-driver-manager")
+            for rule in r.get("rules", []) if "pods" in rule.get("resources", [])]
+def exporter_cfg(docs):
+    cm = [c for c in docs if c["kind"] == "ConfigMap" and c["metadata"]["name"].endswith("-agent")][0]
+    return yaml.safe_load(cm["data"]["agent.yaml"])["exporter"]
+for name in ("default", "simulate", "monitoring", "dra"):
+    docs = load(name)
+    assert not pod_rules(docs), "%s: pods granted: %r" % (name, pod_rules(docs))
+    assert "podLabels" not in exporter_cfg(docs), name
+docs = load("pod-labels")
+assert pod_rules(docs) == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], pod_rules(docs)
+e = exporter_cfg(docs)
+assert e["podLabels"] is True and e["podUid"] is True and e["podLabelAllowlist"] == ["^team$", "app"], e
+print("     get on pods only with exporter.podLabels/podUid; the agent's exporter section carries them")
+PY
+ok "exporter pod labels as rendered"
+if "$HELM" template gpunode "$CHART" --set exporter.podLabels=true --set serviceAccount.create=false > /dev/null 2> "$WORK/pl.err"; then
+  fail "exporter.podLabels without a service account rendered"
+fi
+grep -qF "exporter.podLabels / exporter.podUid read pods from the API server" "$WORK/pl.err" || { cat "$WORK/pl.err"; fail "the refusal does not say why"; }
+ok "exporter.podLabels without a service account refused"
+
 # The schema refuses what it should.
 for bad in "--set bogus=1" "--set exporter.port=0" "--set devicePlugin.migStrategy=weird" \
            "--set image.pullPolicy=Sometimes" "--set labels.sleepInterval=soon" "--set simulate.hostDir=relative" \
            "--set dra.driverName=1" "--set dra.driverName=GPU_nvidia" "--set dra.kubeletPluginsDir=plugins" \
            "--set-json dra.additionalXidsToIgnore=[\"79\"]" "--set dra.deviceClasses=yes" \
            "--set driverManager.onFailure=stop" "--set driverManager.resync=soon" "--set driverManager.replicas=0" \
-           "--set driverManager.rollbackOnFailure=yes" "--set driverManager.crd.bogus=1"; do
+           "--set driverManager.rollbackOnFailure=yes" "--set driverManager.crd.bogus=1" \
+           "--set exporter.podLabels=yes" "--set-json exporter.podLabelAllowlist=[1]" "--set exporter.podUid=1"; do
   # shellcheck disable=SC2086
   if "$HELM" template gpunode "$CHART" $bad > /dev/null 2> "$WORK/bad.err"; then
     fail "values.schema.json accepted $bad"
