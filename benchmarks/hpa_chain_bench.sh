@@ -9,7 +9,8 @@
 #   hpa          the HPA's desiredReplicas changed (+ the controller manager's 15 s HPA sync)
 #   ready        the new replica Ready / the extra one gone
 # for the chart's default collect interval and for dcgm-exporter's default (30 s), ROUNDS up/down
-# each, written as benchmarks/results/hpa-chain-<date>.{md,json}.
+# each, every change at a random phase of 0-30 s against the three clocks (collection, scrape, HPA
+# sync), written as benchmarks/results/hpa-chain-<date>.{md,json}.
 #
 #   benchmarks/hpa_chain_bench.sh [BUILD_DIR] [ROUNDS]   (default build-rel, 5; root, Go, podman)
 # Every number is a wall-clock time: run it on a quiet machine.
@@ -23,9 +24,9 @@ out=$src/benchmarks/results/hpa-chain-$day
 for ms in default 30000; do
   echo "== collect interval: $ms" | tee -a "$out.log"
   if [ "$ms" = default ]; then
-    GPUNODE_MON_ROUNDS=$rounds "$src/test/k8s/e2e_monitoring.sh" "$build" | tee -a "$out.log"
+    GPUNODE_MON_PHASE_S=30 GPUNODE_MON_ROUNDS=$rounds "$src/test/k8s/e2e_monitoring.sh" "$build" | tee -a "$out.log"
   else
-    GPUNODE_MON_ROUNDS=$rounds GPUNODE_MON_COLLECT_MS=$ms "$src/test/k8s/e2e_monitoring.sh" "$build" | tee -a "$out.log"
+    GPUNODE_MON_PHASE_S=30 GPUNODE_MON_ROUNDS=$rounds GPUNODE_MON_COLLECT_MS=$ms "$src/test/k8s/e2e_monitoring.sh" "$build" | tee -a "$out.log"
   fi
 done
 python3 - "$out.log" "$out" "$(nproc)" "$(git -C "$src" rev-parse --short HEAD)" <<'PY'
@@ -50,7 +51,8 @@ names = {"exporter_s": "exporter /metrics", "prometheus_s": "Prometheus", "api_s
          "hpa_s": "HPA decision", "ready_s": "new replica Ready", "one_replica_s": "back to 1 replica"}
 md = [f"# GPU utilization -> HPA, stage by stage (benchmarks/hpa_chain_bench.sh)", "",
       f"Commit {commit}, this machine ({cpus} cores) running the whole test cluster. Seconds from the",
-      "simulated GPU's utilization changing (90 % up, 10 % down) to each stage; median and max of the rounds.",
+      "simulated GPU's utilization changing (90 % up, 10 % down, each at a random 0-30 s phase) to each",
+      "stage; median and max of the rounds (1 s polling resolution).",
       "ServiceMonitor scrape 15 s, prometheus-adapter queries Prometheus per request, HPA sync 15 s",
       "(the controller manager's default), stabilization 0 s up / 15 s down.", ""]
 for d, title in (("up", "Scale out (90 %)"), ("down", "Scale in (10 %)")):

@@ -10,7 +10,8 @@
 #   2. prometheus-adapter (sigs.k8s.io/prometheus-adapter, test/k8s/build.sh prometheus-adapter) with
 #      deploy/monitoring/prometheus-adapter-values.yaml's rules, registered as the APIService
 #      v1beta1.custom.metrics.k8s.io (an extension API server on the node's address)
-#   3. a Deployment whose pod takes one GPU and deploy/monitoring/hpa-example.yaml (min 1, max 4,
+#   3. a Deployment whose pod takes one GPU (its labels and UID on its GPU's series: the chart's
+#      exporter.podLabels/podUid) and deploy/monitoring/hpa-example.yaml (min 1, max 4,
 #      target 60; the test shortens the stabilization windows): the simulated utilization of exactly
 #      the GPU the pod got raised to 90 % -> the HPA scales out; lowered to 10 % -> it scales in. The
 #      time from the change to each stage is reported: the exporter's sample, Prometheus' scrape,
@@ -54,7 +55,8 @@ step "1. helm install (simulate dgx-h200, the chart's exporter defaults) and Pro
 kubectl label node "$node" nvidia.com/gpu.present=true --overwrite >/dev/null
 chart_args=(--set simulate.enabled=true --set simulate.profile=dgx-h200
   --set image.repository=localhost/gpunode --set image.tag="$version" --set image.pullPolicy=Never
-  --set validator.interval=3s --set validator.retry=2s)
+  --set validator.interval=3s --set validator.retry=2s
+  --set exporter.podLabels=true --set exporter.podUid=true)
 # GPUNODE_MON_COLLECT_MS: the exporter's collect interval instead of the chart's default (the benchmark
 # compares the default with dcgm-exporter's 30000).
 [ -z "${GPUNODE_MON_COLLECT_MS:-}" ] || chart_args+=(--set exporter.collectInterval="$GPUNODE_MON_COLLECT_MS")
@@ -190,6 +192,15 @@ until [ "$(gpu_series | python3 -c 'import json,sys; print(len(json.load(sys.std
   sleep 1
 done
 read -r uuid gpu_index <<<"$(gpu_series | python3 -c 'import json,sys; m=json.load(sys.stdin)[0]["metric"]; print(m["UUID"], m["gpu"])')"
+# dcgm-exporter's --kubernetes-enable-pod-labels/-pod-uid (the chart's exporter.podLabels/podUid): the
+# pod's own labels and UID on its GPU's series, through Prometheus.
+pod1_uid=$(kubectl get pod "$pod1" -o jsonpath='{.metadata.uid}')
+deadline=$((SECONDS + 60))
+until [ "$(count "DCGM_FI_DEV_GPU_UTIL{exported_pod=\"$pod1\",app=\"gpu-inference\",pod_uid=\"$pod1_uid\"}")" = 1 ]; do
+  [ $SECONDS -lt $deadline ] || fail "no app=gpu-inference and pod_uid=$pod1_uid on pod $pod1's GPU series 60 s after it ran: $(gpu_series)"
+  sleep 1
+done
+ok "pod labels and UID on its GPU's series: app=gpu-inference pod_uid=$pod1_uid"
 ok "pod $pod1 on GPU $gpu_index ($uuid); the HPA reads gpu_utilization=$(kubectl get hpa gpu-inference -o jsonpath='{.status.currentMetrics[0].pods.current.averageValue}')"
 
 profile=/var/lib/gpunode/sim/profile.yaml
@@ -212,8 +223,9 @@ agent_ip=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o js
 stage_times() {  # PERCENT CONDITION-ON-REPLICAS: sets te tp ta th tr, the seconds from the change to each stage
   local pct=$1 want=$2 t0 v
   te= tp= ta= th= tr=
-  # A random phase against the exporter's collection clock (and the scrape's), as a real change has.
-  sleep "$(python3 -c "import random; print(round(random.uniform(0, ${collect_ms:-5000} / 1000), 2))")"
+  # A random phase against the exporter's collection clock, as a real change has (the benchmark:
+  # GPUNODE_MON_PHASE_S=30 also against the 15 s scrape and the 15 s HPA sync).
+  sleep "$(python3 -c "import random; print(round(random.uniform(0, ${GPUNODE_MON_PHASE_S:-${collect_ms:-5000} / 1000}), 2))")"
   t0=$(now)
   set_util "$uuid" "$pct"
   local deadline=$((SECONDS + 240))
