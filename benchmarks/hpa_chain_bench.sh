@@ -20,8 +20,10 @@ build=$(realpath -m "${1:-$src/build-rel}")
 rounds=${2:-5}
 day=$(date +%F)
 out=$src/benchmarks/results/hpa-chain-$day
-: > "$out.log"
-for ms in default 30000; do
+# GPUNODE_BENCH_SETTINGS (default "default 30000"): which collect intervals; with
+# GPUNODE_BENCH_APPEND=1 the rounds are added to today's log (a setting measured in a second sitting).
+[ "${GPUNODE_BENCH_APPEND:-0}" = 1 ] || : > "$out.log"
+for ms in ${GPUNODE_BENCH_SETTINGS:-default 30000}; do
   echo "== collect interval: $ms" | tee -a "$out.log"
   if [ "$ms" = default ]; then
     GPUNODE_MON_PHASE_S=30 GPUNODE_MON_ROUNDS=$rounds "$src/test/k8s/e2e_monitoring.sh" "$build" | tee -a "$out.log"
