@@ -13,6 +13,10 @@ jobs=$(nproc)
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH=$PATH:/usr/local/go/bin; fi
 if command -v go >/dev/null; then
   test/k8s/build.sh >/dev/null
+  # Prometheus with Kubernetes SD and prometheus-adapter for e2e_monitoring_k8s (~3 + ~2.5 min the
+  # first time), built here so that test's own time limit covers only the test.
+  test/k8s/build.sh prometheus >/dev/null
+  test/k8s/build.sh prometheus-adapter >/dev/null
   # NVIDIA's device plugin, gpu-feature-discovery and nvidia-ctk, for the side-by-side suites
   # (test/peers/build.sh; cached in ~/.cache/gpunode/peers, ~2 min the first time on 2 cores).
   test/peers/build.sh >/dev/null
