@@ -253,6 +253,8 @@ stage_times() {  # PERCENT CONDITION-ON-REPLICAS: sets te tp ta th tr, the secon
 # GPUNODE_MON_ROUNDS (default 1): up and down that many times (benchmarks/hpa_chain_bench.sh).
 rounds=${GPUNODE_MON_ROUNDS:-1}
 [[ "$rounds" =~ ^[1-9][0-9]?$ ]] || fail "GPUNODE_MON_ROUNDS=$rounds: expected 1..99"
+[ -z "${GPUNODE_MON_PHASE_S:-}" ] || [[ "$GPUNODE_MON_PHASE_S" =~ ^[0-9]{1,3}$ ]] ||
+  fail "GPUNODE_MON_PHASE_S=$GPUNODE_MON_PHASE_S: expected whole seconds, 0..999"
 for ((round = 1; round <= rounds; round++)); do
   stage_times 90 '>= 2'
   up_e=$te up_p=$tp up_a=$ta up_h=$th up_r=$tr
