@@ -31,6 +31,9 @@ struct GpuRef {
   std::optional<uint16_t> pci_device_id;
   std::string matched_from;  // the text or id it was looked up by
   bool in_data_set = false;  // false: built from NVML facts only
+  // NVML's brand in libnvidia-container's words ("tesla", "nvidia", "geforce", "quadrortx"...),
+  // what NVIDIA_REQUIRE_* `brand=` terms compare against; empty when unknown.
+  std::string brand;
 };
 
 class GpuCatalog {

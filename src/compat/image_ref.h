@@ -51,6 +51,13 @@ struct WorkloadSpec {
   Confidence confidence = Confidence::kOfficial;
   bool ships_cuda_compat = false;  // the image carries the cuda-compat package
   std::vector<std::string> needed;  // when cuda is empty: what would let us decide
+  // Read from the image's own config (src/image) when it could be: where it was read, e.g.
+  // "image config (containerd, k8s.io)" or "registry nvcr.io"; empty when the data set answered.
+  std::string config_source;
+  // The image's NVIDIA_REQUIRE_* variables as "NAME=value", in name order (requirement.h parses
+  // them), and whether NVIDIA_DISABLE_REQUIRE is set to a true value.
+  std::vector<std::string> requirements;
+  bool disable_require = false;
 };
 
 // --image REF. Uses the data set's image families and month tables.

@@ -27,6 +27,9 @@ int VerdictExitCode(Verdict v);
 struct NodeTarget {
   std::optional<Version> driver;  // e.g. 535.104.05, or just 535
   std::vector<GpuRef> gpus;       // empty: architecture rules are not evaluated
+  // The CUDA version the driver reports (cuDriverGetVersion, nvmlSystemGetCudaDriverVersion):
+  // what NVIDIA_REQUIRE_* `cuda>=` terms compare against; absent: derived from the driver.
+  std::optional<Version> cuda_driver;
   std::string origin;  // "this node", "simulated node dgx-h200", "--driver/--gpu"
 };
 
