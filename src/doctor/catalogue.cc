@@ -121,10 +121,17 @@ std::vector<Advice> MakeCatalogue() {
        .diagnosis = "The driver's proc file is missing or truncated.",
        .action = "Check that /proc is the host's (in a container: mount it) and that the module loaded cleanly."},
       {.id = "kernel.uvm-missing", .status = kWarn, .layers = {kKernel},
-       .symptom = "`/dev/nvidia-uvm` missing: CUDA fails at cuInit",
+       .symptom = "`/dev/nvidia-uvm` missing while cuInit was not tried or worked",
        .summary = "device node /dev/nvidia-uvm missing",
        .diagnosis = "nvidia_uvm is not loaded or its node was not created; CUDA programs fail at cuInit.",
        .action = "Run `nvidia-modprobe -u -c=0` (or `modprobe nvidia-uvm`)."},
+      {.id = "kernel.uvm-missing-cuinit-failed", .status = kFail, .layers = {kKernel},
+       .symptom = "`/dev/nvidia-uvm` missing and cuInit failing",
+       .summary = "cuInit fails: device node /dev/nvidia-uvm is missing",
+       .diagnosis = "CUDA opens /dev/nvidia-uvm at cuInit; without it every CUDA program fails "
+                    "(CUDA_ERROR_UNKNOWN or no device), while NVML and nvidia-smi still work.",
+       .action = "Run `nvidia-modprobe -u -c=0` (or `modprobe nvidia-uvm`), add nvidia-uvm to "
+                 "/etc/modules-load.d, then run `gpunode doctor` again."},
       {.id = "kernel.device-nodes-missing", .status = kFail, .layers = {kKernel},
        .symptom = "`/dev/nvidiactl` (or another of the driver's device nodes) missing",
        .summary = "device node{plural_s} {nodes} missing",
@@ -371,6 +378,14 @@ std::vector<Advice> MakeCatalogue() {
                     "the container with a message instead.",
        .action = "Run `gpunode runtime configure --runtime docker --set-as-default`, then restart Docker (or run "
                  "GPU containers with --runtime nvidia)."},
+      {.id = "runtime.containerd-nvidia-is-runc", .status = kFail, .layers = {kRuntime},
+       .symptom = "containerd's `nvidia` runtime is `io.containerd.runc.v2` without `options.BinaryName`",
+       .summary = "containerd's nvidia runtime is plain runc: it injects no GPU",
+       .diagnosis = "A runtime table named nvidia only names runc's shim; without options.BinaryName the shim "
+                    "runs runc itself, so pods of the nvidia RuntimeClass start without the GPU's device nodes "
+                    "and libraries (CDI-annotated devices still work).",
+       .action = "Run `gpunode runtime configure --runtime containerd` (it sets options.BinaryName in {config}), "
+                 "then restart containerd."},
       {.id = "runtime.no-nvidia-runtime", .status = kWarn, .layers = {kRuntime},
        .symptom = "runtime without the NVIDIA runtime or a CDI spec",
        .summary = "containers cannot get the GPU: no NVIDIA runtime and no CDI spec",

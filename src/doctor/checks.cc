@@ -142,7 +142,9 @@ void CheckDeviceNodes(const node::NodeInventory& inv, CheckResult& c) {
   absl::StrAppend(&c.observed, ", ", gpu_nodes, " /dev/nvidiaN");
   if (!missing.empty()) {
     bool uvm_only = missing.size() == 1 && missing[0] == "/dev/nvidia-uvm";
-    Add(c, uvm_only ? "kernel.uvm-missing" : "kernel.device-nodes-missing",
+    const gpu::CudaDriverInfo& cu = inv.driver.cuda;
+    bool cuinit_failed = cu.probed && !cu.status.ok() && cu.init_result != 0;
+    Add(c, !uvm_only ? "kernel.device-nodes-missing" : cuinit_failed ? "kernel.uvm-missing-cuinit-failed" : "kernel.uvm-missing",
         {.observed = absl::StrCat("missing: ", absl::StrJoin(missing, ", ")),
          .expected = "/dev/nvidiactl and /dev/nvidia-uvm present",
          .args = {{"plural_s", missing.size() == 1 ? "" : "s"}, {"nodes", absl::StrJoin(missing, ", ")}}});
@@ -389,6 +391,26 @@ void CheckDockerGpus(const node::NodeInventory& inv, CheckResult& c) {
   }
 }
 
+// containerd: a runtime named nvidia whose runtime_type is runc's shim and whose options name no
+// BinaryName runs plain runc — pods of that runtime class get no GPU (the seeds' own example config
+// did this). Returns whether that is the case (then it does not count as an NVIDIA runtime).
+bool CheckContainerdNvidiaRuntime(const node::NodeInventory& inv, CheckResult& c) {
+  for (const node::ContainerRuntime& rt : inv.containers.runtimes) {
+    if (rt.name != "containerd" || !rt.installed || !rt.nvidia_runtime) continue;
+    bool runc_shim = rt.nvidia_runtime_type.empty() || rt.nvidia_runtime_type == "io.containerd.runc.v2" ||
+                     rt.nvidia_runtime_type == "io.containerd.runc.v1";
+    if (!runc_shim || !rt.nvidia_binary_name.empty()) continue;
+    Add(c, "runtime.containerd-nvidia-is-runc",
+        {.observed = absl::StrCat("runtimes.nvidia in ", rt.config_path, ": runtime_type \"",
+                                  rt.nvidia_runtime_type.empty() ? "(default)" : rt.nvidia_runtime_type,
+                                  "\", no options.BinaryName"),
+         .expected = "options.BinaryName naming the NVIDIA runtime (gpunode or nvidia-container-runtime)",
+         .args = {{"config", rt.config_path}}});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 CheckResult CheckHardware(const node::NodeInventory& inv) {
@@ -564,8 +586,10 @@ CheckResult CheckContainers(const node::NodeInventory& inv) {
     CheckCdiSpec(inv, spec, driver, c);
   }
   CheckDockerGpus(inv, c);
+  bool plain_runc_nvidia = CheckContainerdNvidiaRuntime(inv, c);
   bool any_nvidia = std::any_of(inv.containers.runtimes.begin(), inv.containers.runtimes.end(),
                                 [](const node::ContainerRuntime& rt) { return rt.installed && rt.nvidia_runtime; });
+  if (plain_runc_nvidia) any_nvidia = false;
   if (!any_nvidia && !(have_spec && any_cdi_runtime)) {
     Add(c, "runtime.no-nvidia-runtime",
         {.observed = c.observed,

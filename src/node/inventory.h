@@ -114,6 +114,10 @@ struct ContainerRuntime {
   // whether it is gpunode (then --gpus needs gpunode's shim as the runtime) or NVIDIA's own hook.
   std::string gpus_hook;      // host path, "" when none
   bool gpus_hook_gpunode = false;
+  // containerd: the nvidia runtime table's runtime_type and options.BinaryName ("" when absent).
+  // With runtime_type io.containerd.runc.v2 and no BinaryName it is plain runc (no GPU injected).
+  std::string nvidia_runtime_type;
+  std::string nvidia_binary_name;
   Status config_error;        // unreadable / unparseable config
 };
 

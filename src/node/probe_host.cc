@@ -308,13 +308,39 @@ ContainerRuntime ProbeContainerd(const HostFs& fs) {
   rt.installed = found || AnyExists(fs, {"/usr/bin/containerd", "/usr/local/bin/containerd"});
   if (!found) return rt;
   rt.config_path = "/etc/containerd/config.toml";
-  // Textual checks: a runtime table named nvidia, the default runtime name, enable_cdi.
+  // Textual checks (the config may be several files concatenated, which a TOML parser refuses
+  // for a table defined twice): a runtime table named nvidia with its runtime_type and
+  // options.BinaryName, the default runtime name, enable_cdi.
+  enum class In { kOther, kNvidia, kNvidiaOptions } in = In::kOther;
+  auto quoted_value = [](absl::string_view l) {
+    size_t a = l.find('"');
+    size_t b = a == absl::string_view::npos ? a : l.find('"', a + 1);
+    return b == absl::string_view::npos ? std::string() : std::string(l.substr(a + 1, b - a - 1));
+  };
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (absl::StartsWith(line, "#")) continue;
-    if (absl::StartsWith(line, "[") &&
-        (absl::EndsWith(line, "runtimes.nvidia]") || absl::EndsWith(line, "runtimes.\"nvidia\"]"))) {
-      rt.nvidia_runtime = true;
+    if (absl::StartsWith(line, "[")) {
+      in = In::kOther;
+      if (absl::EndsWith(line, "runtimes.nvidia]") || absl::EndsWith(line, "runtimes.\"nvidia\"]")) {
+        rt.nvidia_runtime = true;
+        in = In::kNvidia;
+      } else if (absl::EndsWith(line, "runtimes.nvidia.options]") ||
+                 absl::EndsWith(line, "runtimes.\"nvidia\".options]")) {
+        rt.nvidia_runtime = true;
+        in = In::kNvidiaOptions;
+      }
+      continue;
+    }
+    if (in == In::kNvidia && absl::StartsWith(line, "runtime_type")) {
+      rt.nvidia_runtime_type = quoted_value(line);
+    }
+    if ((in == In::kNvidiaOptions && absl::StartsWith(line, "BinaryName")) ||
+        (in == In::kNvidia && absl::StartsWith(line, "options.BinaryName"))) {
+      rt.nvidia_binary_name = quoted_value(line);
+    }
+    if (in == In::kNvidia && absl::StartsWith(line, "options") && absl::StrContains(line, "BinaryName")) {
+      rt.nvidia_binary_name = quoted_value(line.substr(line.find("BinaryName")));
     }
     if (absl::StartsWith(line, "default_runtime_name") && absl::StrContains(line, "\"nvidia\"")) {
       rt.default_nvidia = true;

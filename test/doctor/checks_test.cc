@@ -369,7 +369,41 @@ TEST(DoctorTest, ARuntimeWithoutNvidiaRuntimeOrCdiWarns) {
   inv.containers.runtimes.push_back(rt);
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("runtime.no-nvidia-runtime"));
   inv.containers.runtimes[0].nvidia_runtime = true;
+  inv.containers.runtimes[0].nvidia_runtime_type = "io.containerd.runc.v2";
+  inv.containers.runtimes[0].nvidia_binary_name = "/usr/bin/nvidia-container-runtime";
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+}
+
+// The seeds' example config: a runtime table named nvidia that only names runc's shim is plain
+// runc — a failure with the fix, and it does not count as an NVIDIA runtime.
+TEST(DoctorTest, AContainerdNvidiaRuntimeWithoutBinaryNameIsPlainRunc) {
+  node::NodeInventory inv = HealthyNode();
+  node::ContainerRuntime rt;
+  rt.name = "containerd";
+  rt.installed = rt.nvidia_runtime = true;
+  rt.nvidia_runtime_type = "io.containerd.runc.v2";
+  rt.config_path = "/etc/containerd/config.toml";
+  inv.containers.runtimes.push_back(rt);
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("runtime.containerd-nvidia-is-runc", "runtime.no-nvidia-runtime"));
+  EXPECT_THAT(r.first->action, ::testing::HasSubstr("gpunode runtime configure --runtime containerd"));
+  EXPECT_THAT(r.first->action, ::testing::HasSubstr("/etc/containerd/config.toml"));
+}
+
+// /dev/nvidia-uvm missing is a warning while CUDA works (or was not tried) and the failure it is
+// when cuInit fails.
+TEST(DoctorTest, AMissingUvmNodeIsAFailureWhenCuInitFails) {
+  node::NodeInventory inv = HealthyNode();
+  for (node::DeviceNode& n : inv.kernel.device_nodes) {
+    if (n.path == "/dev/nvidia-uvm") n.present = false;
+  }
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("kernel.uvm-missing"));
+  inv.driver.cuda.probed = true;
+  inv.driver.cuda.init_result = 999;  // CUDA_ERROR_UNKNOWN
+  inv.driver.cuda.status = absl::UnknownError("cuInit: CUDA_ERROR_UNKNOWN");
+  DoctorReport r = RunDoctor(inv);
+  EXPECT_THAT(Ids(r), ::testing::ElementsAre("kernel.uvm-missing-cuinit-failed", "cuda.init-failed"));
+  EXPECT_EQ(r.overall, CheckStatus::kFail);
 }
 
 TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
