@@ -385,6 +385,10 @@ struct FleetCompatReport {
 // an error: every pool gets the verdict "unknown" with what would decide it.
 StatusOr<FleetCompatReport> CheckPools(const compat::CompatData& data, const FleetReport& fleet,
                                        const std::string& image);
+// The same for a workload already resolved — once per image, not per node (the CLI reads the
+// image's own config through src/image and builds it with compat::WorkloadFromImageConfig).
+FleetCompatReport CheckPools(const compat::CompatData& data, const FleetReport& fleet, const std::string& image,
+                             compat::WorkloadSpec workload);
 // 0 every pool runs the image (with or without caveats), 1 at least one pool cannot, 2 unknown
 // somewhere and no pool incompatible (compat's exit codes).
 int ExitCodeOf(const FleetCompatReport& report);

@@ -85,9 +85,15 @@ std::optional<std::string> DriverRefusal(const compat::CompatData& data, const V
 
 StatusOr<FleetCompatReport> CheckPools(const compat::CompatData& data, const FleetReport& fleet,
                                        const std::string& image) {
+  GPUNODE_ASSIGN_OR_RETURN(compat::WorkloadSpec workload, compat::WorkloadFromImage(data, image));
+  return CheckPools(data, fleet, image, std::move(workload));
+}
+
+FleetCompatReport CheckPools(const compat::CompatData& data, const FleetReport& fleet, const std::string& image,
+                             compat::WorkloadSpec workload) {
   FleetCompatReport out;
   out.image = image;
-  GPUNODE_ASSIGN_OR_RETURN(out.workload, compat::WorkloadFromImage(data, image));
+  out.workload = std::move(workload);
   compat::GpuCatalog catalog(data);
   bool any_incompatible = false, any_unknown = false, any_caveats = false;
   for (const Pool& p : fleet.pools) {
