@@ -28,7 +28,9 @@ fi
 e2e_require_root  # podman's builds (vfs storage, no user namespace setup)
 e2e_init
 T=$E2E_TMP
-export DOCKER_CONFIG=$T/nodocker  # the machine's ~/.docker/config.json stays out of the test
+# The machine's ~/.docker/config.json stays out of the test (gpunode and podman read DOCKER_CONFIG).
+export DOCKER_CONFIG=$T/nodocker
+mkdir -p "$DOCKER_CONFIG" && echo '{}' > "$DOCKER_CONFIG/config.json"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_file() {  # FILE WHAT
