@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/terminal.h"
 #include "src/cli/common.h"
 #include "src/compat/image_ref.h"
 #include "src/image/registry.h"
@@ -104,16 +105,17 @@ int RunImageConfig(const GlobalOptions& global, const ImageConfigFlags& f) {
     PrintDocument(ConfigJson(*cfg), *format);
     return kExitOk;
   }
-  std::cout << "Reference:     " << cfg->reference << "\n"
+  // The image's own text (env, labels, platform) is the tenant's: escapes shown, not obeyed.
+  std::cout << "Reference:     " << TerminalSafe(cfg->reference) << "\n"
             << "Digest:        " << cfg->digest << "\n"
             << "Config digest: " << cfg->config_digest << "\n"
-            << "Platform:      " << cfg->os << "/" << cfg->architecture
-            << (cfg->variant.empty() ? "" : "/" + cfg->variant) << "\n"
-            << "Source:        " << cfg->source << "\n"
+            << "Platform:      " << TerminalSafe(cfg->os) << "/" << TerminalSafe(cfg->architecture)
+            << (cfg->variant.empty() ? "" : "/" + TerminalSafe(cfg->variant)) << "\n"
+            << "Source:        " << TerminalSafe(cfg->source) << "\n"
             << "Env:\n";
-  for (const std::string& e : cfg->env) std::cout << "  " << e << "\n";
+  for (const std::string& e : cfg->env) std::cout << "  " << TerminalSafe(e) << "\n";
   std::cout << "Labels:\n";
-  for (const auto& [k, v] : cfg->labels) std::cout << "  " << k << "=" << v << "\n";
+  for (const auto& [k, v] : cfg->labels) std::cout << "  " << TerminalSafe(k) << "=" << TerminalSafe(v) << "\n";
   return kExitOk;
 }
 

@@ -55,6 +55,12 @@ std::string RegistryErrors(absl::string_view body) {
     std::string code = e.contains("code") && e["code"].is_string() ? e["code"].get<std::string>() : "";
     std::string msg = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
     if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
+    // The registry's text, on one line (no control characters reach a log or a terminal).
+    for (std::string* t : {&code, &msg}) {
+      for (char& ch : *t) {
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+      }
+    }
     out.push_back(code.empty() ? msg : msg.empty() ? code : absl::StrCat(msg, " (", code, ")"));
   }
   return absl::StrJoin(out, "; ");

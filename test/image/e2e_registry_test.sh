@@ -179,6 +179,9 @@ out=$(GP "127.0.0.1:$ANON/nvidia/cuda:12.8.1-base-ubuntu24.04")
 e2e_assert_eq "$(field "$out" label:maintainer)" "NVIDIA CORPORATION <cudatools@nvidia.com>" "cuda label maintainer"
 e2e_assert_contains "$(field "$out" env:NVIDIA_REQUIRE_CUDA)" "cuda>=12.8 brand=unknown,driver>=470,driver<471" "cuda NVIDIA_REQUIRE_CUDA"
 e2e_assert_eq "$(field "$out" source)" "registry 127.0.0.1:$ANON" "source names the registry"
+table=$("$GPUNODE" image config --registry-ca "$T/ca.pem" "127.0.0.1:$ANON/nvidia/cuda:12.8.1-base-ubuntu24.04")
+e2e_assert_contains "$table" "Platform:      linux/amd64" "table: platform"
+e2e_assert_contains "$table" "  CUDA_VERSION=12.8.1" "table: env"
 err=$(expect_fail RAW --platform linux/s390x "127.0.0.1:$ANON/nvidia/cuda:12.8.1-base-ubuntu24.04")
 e2e_assert_contains "$err" "no image for platform linux/s390x; the index has linux/amd64, linux/arm64" "a platform the index lacks is named"
 
