@@ -25,6 +25,9 @@ packages=(
   podman runc busybox-static
   # `docker run --gpus` on a node set up by gpunode (test/e2e/docker_gpus_test.sh): Debian's Docker
   docker.io
+  # a real registry (distribution 2.8) and htpasswd (bcrypt) for `gpunode image config`'s test
+  # (test/image/e2e_registry_test.sh starts its own instances; the package's service is not used)
+  docker-registry apache2-utils
   # the one-node Kubernetes test cluster (test/k8s/cluster.sh): CNI plugins (/usr/lib/cni), kube-proxy's
   # and CNI's iptables, ip/ss, curl for health checks; plus runc, podman, busybox-static, openssl above
   containernetworking-plugins iptables iproute2 curl
@@ -48,3 +51,8 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# docker-registry's package enables a system registry on :5000; the tests start their own on
+# loopback ports, so the packaged service is stopped and disabled (where systemd runs).
+if printf '%s\n' "${missing[@]}" | grep -qx docker-registry && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+fi

@@ -116,6 +116,8 @@ int RunComponentCommand(const GlobalOptions& global, NodeSession& session, const
                         std::unique_ptr<kube::Client> kube = nullptr);
 void AddDraPluginCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
+// `gpunode image config REF` (image_cmd.cc): an image's config from its registry.
+void AddImageCommand(CLI::App& app, GlobalOptions& global, int* exit_code);
 
 // Runs `options` on the session's GPUs (fresh probe without cuInit; Ctrl-C stops cleanly), with
 // progress lines on stderr when `progress`. Shared by `bench` and `doctor --with-bench`. Fails

@@ -218,6 +218,7 @@ int Main(int argc, char** argv) {
   AddMigCommand(app, global, &exit_code);
   AddAgentCommand(app, global, &exit_code);
   AddFleetCommand(app, global, &exit_code);
+  AddImageCommand(app, global, &exit_code);
   AddCompletionCommands(app, &exit_code);  // last: it walks the whole tree
   // Set after the commands are added: CLI11 copies a parent's footer into subcommands made later,
   // and these examples and exit codes are the top level's (a command has its own or none).
