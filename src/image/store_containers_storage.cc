@@ -166,10 +166,22 @@ class ContainersStorageStore : public ImageStore {
     if (!img.digest.empty() && Sha256Digest(text) != img.digest) top.digest = Sha256Digest(text);
     BlobReader read = [&](const Descriptor& d, size_t max) -> StatusOr<std::string> {
       GPUNODE_RETURN_IF_ERROR(CheckDigest(d.digest, absl::StrCat(where, ": digest")));
-      // A manifest of a list is stored as "manifest-<digest>", a config under its digest.
+      // A manifest of a pulled list is stored as "manifest-<digest>", a config under its digest.
       auto m = BigData(f, img, "manifest-" + d.digest, max, d.digest);
-      if (absl::IsNotFound(m.status())) return BigData(f, img, d.digest, max, d.digest);
-      return m;
+      if (absl::IsNotFound(m.status())) m = BigData(f, img, d.digest, max, d.digest);
+      if (!absl::IsNotFound(m.status())) return m;
+      // A list made with `podman manifest create/add` holds only the list: each instance is an
+      // image of its own, known by its manifest digest.
+      for (const CsImage& other : f.images) {
+        if (&other == &img) continue;
+        const bool is_it = other.digest == d.digest ||
+                           std::find(other.digests.begin(), other.digests.end(), d.digest) != other.digests.end();
+        if (is_it) return BigData(f, other, "manifest-" + d.digest, max, d.digest);
+        if (std::find(other.big_data_names.begin(), other.big_data_names.end(), d.digest) != other.big_data_names.end()) {
+          return BigData(f, other, d.digest, max, d.digest);
+        }
+      }
+      return absl::NotFoundError(absl::StrCat(where, ": blob ", d.digest, " is in no image of the store"));
     };
     GPUNODE_ASSIGN_OR_RETURN(ResolvedImage r, ResolveConfig(text, top, o_.store.platform, read, where));
     return ConfigFromResolved(r, shown, img.digest.empty() ? top.digest : img.digest,
