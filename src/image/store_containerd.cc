@@ -144,7 +144,6 @@ class ContainerdStore : public ImageStore {
     GPUNODE_RETURN_IF_ERROR(CheckUnixSocket(local, name_));
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
-    // containerd's own clients say who they are the same way.
     args.SetUserAgentPrefix("gpunode");
     auto channel = grpc::CreateCustomChannel(absl::StrCat("unix:", local), grpc::InsecureChannelCredentials(), args);
     images_ = ctrd_images::Images::NewStub(channel);
