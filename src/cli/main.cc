@@ -13,6 +13,10 @@ namespace {
 int Main(int argc, char** argv);
 }  // namespace
 
+namespace gpunode::cli {
+void AddImageListCommand(CLI::App& app, GlobalOptions& global, int* exit_code);  // image_list_cmd.cc
+}  // namespace gpunode::cli
+
 // Every error below main is a Status; an exception that still arrives here (a library call that
 // was not wrapped) is a gpunode bug: reported as such, exit 2, never an abort.
 int main(int argc, char** argv) {
@@ -219,6 +223,7 @@ int Main(int argc, char** argv) {
   AddAgentCommand(app, global, &exit_code);
   AddFleetCommand(app, global, &exit_code);
   AddImageCommand(app, global, &exit_code);
+  AddImageListCommand(app, global, &exit_code);  // image_list_cmd.cc: `image list` (and `image` if absent)
   AddCompletionCommands(app, &exit_code);  // last: it walks the whole tree
   // Set after the commands are added: CLI11 copies a parent's footer into subcommands made later,
   // and these examples and exit codes are the top level's (a command has its own or none).

@@ -27,6 +27,9 @@
 #   e2e_podman_setup CDI_DIR         a throw-away podman: storage, config, CDI dir, cgroup parent
 #   e2e_podman ARG...                podman with that setup (`e2e_podman run ...`)
 #   e2e_podman_run ARG...            `podman run --rm` with the flags this kind of machine needs
+#   e2e_dockerd DIR [ARG...] / e2e_docker ARG...
+#                                    a private dockerd (own data root and socket, no network), and
+#                                    the docker CLI on its socket
 #
 # The machine these tests target: root in a privileged container/VM, cgroup v1 or v2, no systemd
 # (so --cgroup-manager=cgroupfs), no CNI/netavark network (so --network=none), no
@@ -382,4 +385,41 @@ e2e_hook_path() {
   printf '#!/bin/sh\nASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" exec %s "$@"\n' "$1" > "$hook"
   chmod 755 "$hook"
   echo "$hook"
+}
+
+# e2e_dockerd DIR [DOCKERD_ARG...]: a private dockerd as root — data root, exec root, pid file and
+# socket DIR/docker.sock under DIR, no network (--bridge=none, no iptables), vfs storage, containers'
+# cgroups below $E2E_CGROUP_PARENT — stopped at exit (its mounts under DIR unmounted). Its
+# environment is PATH=${E2E_DOCKERD_PATH:-/usr/sbin:/usr/bin:/sbin:/bin}, HOME=/root and the
+# "NAME=value" words of the array E2E_DOCKERD_ENV. Waits up to 30 s for it to answer; sets
+# E2E_DOCKER_SOCK. `e2e_docker ARG...` is the docker CLI on that socket.
+e2e_dockerd() {
+  local d=$1
+  shift
+  mkdir -p "$d"
+  E2E_DOCKER_SOCK=$d/docker.sock
+  env -i PATH="${E2E_DOCKERD_PATH:-/usr/sbin:/usr/bin:/sbin:/bin}" HOME=/root ${E2E_DOCKERD_ENV[@]+"${E2E_DOCKERD_ENV[@]}"} \
+    setsid /usr/sbin/dockerd --data-root "$d/root" --exec-root "$d/exec" \
+      --pidfile "$d/dockerd.pid" -H "unix://$E2E_DOCKER_SOCK" --bridge=none --iptables=false --ip-forward=false \
+      --ip-masq=false --userland-proxy=false --storage-driver=vfs --cgroup-parent "${E2E_CGROUP_PARENT:-/gpunode-e2e}" \
+      --log-level warn "$@" > "$d/dockerd.log" 2>&1 < /dev/null &
+  _e2e_dockerd_pid=$!
+  e2e_on_exit _e2e_stop_dockerd "$_e2e_dockerd_pid" "$d"
+  local _
+  for _ in $(seq 150); do
+    e2e_docker version >/dev/null 2>&1 && return 0
+    kill -0 "$_e2e_dockerd_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  e2e_fail "dockerd did not start: $(tail -20 "$d/dockerd.log")"
+}
+
+e2e_docker() { /usr/bin/docker -H "unix://$E2E_DOCKER_SOCK" "$@"; }
+
+_e2e_stop_dockerd() {  # PID DIR
+  local pid=$1 d=$2 _
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+  grep -o " $d/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
