@@ -30,11 +30,6 @@ constexpr char kDockerConfig[] = "application/vnd.docker.container.image.v1+json
 bool IsIndex(absl::string_view t) { return t == kOciIndex || t == kDockerList; }
 bool IsManifest(absl::string_view t) { return t == kOciManifest || t == kDockerManifest; }
 
-std::string NormalizeArch(absl::string_view a) {
-  if (a == "x86_64" || a == "x86-64") return "amd64";
-  if (a == "aarch64") return "arm64";
-  return std::string(a);
-}
 
 std::string DefaultVariant(absl::string_view arch) { return arch == "arm64" ? "v8" : ""; }
 
@@ -406,31 +401,6 @@ std::string RegistryEndpointHost(absl::string_view registry) {
   return std::string(registry);
 }
 
-std::string Platform::String() const {
-  return variant.empty() ? absl::StrCat(os, "/", architecture) : absl::StrCat(os, "/", architecture, "/", variant);
-}
-
-StatusOr<Platform> ParsePlatform(absl::string_view text) {
-  std::vector<std::string> parts = absl::StrSplit(absl::AsciiStrToLower(text), '/');
-  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() || parts[1].empty() ||
-      (parts.size() == 3 && parts[2].empty())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("platform \"", Snippet(text), "\": not os/arch[/variant] (e.g. linux/amd64, linux/arm64/v8)"));
-  }
-  for (const std::string& p : parts) {
-    for (char c : p) {
-      if (!absl::ascii_isalnum(c) && c != '_' && c != '-' && c != '.') {
-        return absl::InvalidArgumentError(absl::StrCat("platform \"", Snippet(text), "\": bad character"));
-      }
-    }
-  }
-  Platform p;
-  p.os = parts[0];
-  p.architecture = NormalizeArch(parts[1]);
-  if (parts.size() == 3) p.variant = parts[2];
-  return p;
-}
-
 StatusOr<Descriptor> ChoosePlatform(const nlohmann::json& index, const Platform& want, absl::string_view source) {
   auto list = index.find("manifests");
   if (list == index.end() || !list->is_array()) {
@@ -449,9 +419,9 @@ StatusOr<Descriptor> ChoosePlatform(const nlohmann::json& index, const Platform&
       auto it = p->find(k);
       return it != p->end() && it->is_string() ? it->get<std::string>() : std::string();
     };
-    Platform got{field("os"), NormalizeArch(field("architecture")), field("variant")};
+    Platform got{field("os"), NormalizeArchitecture(field("architecture")), field("variant")};
     if (got.os == "unknown" || got.os.empty()) continue;  // attestation manifests
-    if (have.size() < 32) have.push_back(got.String());
+    if (have.size() < 32) have.push_back(got.ToString());
     if (got.os != want.os || got.architecture != want.architecture) continue;
     int rank;
     if (!want.variant.empty()) {
@@ -469,42 +439,10 @@ StatusOr<Descriptor> ChoosePlatform(const nlohmann::json& index, const Platform&
     }
   }
   if (!best) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": no image for platform ", want.String(), "; the index has ",
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no image for platform ", want.ToString(), "; the index has ",
                                                    have.empty() ? "no platforms" : absl::StrJoin(have, ", ")));
   }
   return *best;
-}
-
-std::string Sha256Digest(absl::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return absl::StrCat("sha256:", absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(md), len)));
-}
-
-Status VerifyDigest(absl::string_view data, absl::string_view digest, absl::string_view what) {
-  const size_t colon = digest.find(':');
-  const absl::string_view algo = digest.substr(0, colon == absl::string_view::npos ? 0 : colon);
-  const absl::string_view hex = colon == absl::string_view::npos ? "" : digest.substr(colon + 1);
-  const EVP_MD* md = algo == "sha256" ? EVP_sha256() : algo == "sha512" ? EVP_sha512() : nullptr;
-  if (md == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": digest \"", Snippet(digest),
-                                                   "\" is not sha256:<hex> or sha512:<hex>"));
-  }
-  const size_t want_len = static_cast<size_t>(EVP_MD_get_size(md)) * 2;
-  if (hex.size() != want_len ||
-      !std::all_of(hex.begin(), hex.end(), [](char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'); })) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": digest \"", Snippet(digest), "\" is malformed"));
-  }
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), out, &len, md, nullptr);
-  const std::string got = absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(out), len));
-  if (got != hex) {
-    return absl::DataLossError(absl::StrCat(what, ": bad digest: the content hashes to ", algo, ":", got,
-                                            ", not ", digest));
-  }
-  return absl::OkStatus();
 }
 
 StatusOr<ImageConfig> FetchFromRegistry(const compat::ImageRef& ref, const RegistryOptions& o) {
@@ -518,13 +456,13 @@ StatusOr<ImageConfig> FetchFromRegistry(const compat::ImageRef& ref, const Regis
   if (IsIndex(m.media_type)) {
     GPUNODE_ASSIGN_OR_RETURN(Descriptor d, ChoosePlatform(m.doc, want, absl::StrCat(s.Prefix(), ": index ", reference)));
     if (!d.media_type.empty() && !IsManifest(d.media_type)) {
-      return absl::InvalidArgumentError(absl::StrCat(s.Prefix(), ": the index entry for ", want.String(),
+      return absl::InvalidArgumentError(absl::StrCat(s.Prefix(), ": the index entry for ", want.ToString(),
                                                      " has the unknown media type \"", Snippet(d.media_type), "\""));
     }
     GPUNODE_RETURN_IF_ERROR(DigestSyntax(d.digest, absl::StrCat(s.Prefix(), ": index entry")));
     GPUNODE_ASSIGN_OR_RETURN(m, GetManifest(s, ref.repository, d.digest, /*verify=*/true));
     if (!IsManifest(m.media_type)) {
-      return absl::InvalidArgumentError(absl::StrCat(s.Prefix(), ": the index entry for ", want.String(),
+      return absl::InvalidArgumentError(absl::StrCat(s.Prefix(), ": the index entry for ", want.ToString(),
                                                      " is another index (nested indexes are not read)"));
     }
     manifest_digest = d.digest;

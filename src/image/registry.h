@@ -33,10 +33,10 @@
 #include "src/compat/image_ref.h"
 #include "src/image/image_config.h"
 #include "src/image/registry_auth.h"
+#include "src/image/store_common.h"  // Platform, Descriptor, digests: shared with the node's stores
 
 namespace gpunode::image {
 
-inline constexpr size_t kMaxManifestBytes = 4u << 20;
 inline constexpr size_t kMaxTokenBytes = 1u << 20;
 
 struct RegistryOptions {
@@ -73,28 +73,11 @@ StatusOr<ImageConfig> FetchFromRegistry(const compat::ImageRef& ref, const Regis
 // The host to speak to: Docker Hub's "docker.io" is served by registry-1.docker.io.
 std::string RegistryEndpointHost(absl::string_view registry);
 
-struct Platform {
-  std::string os, architecture, variant;
-  std::string String() const;
-};
-// "linux/amd64", "linux/arm64/v8"; architecture aliases x86_64 -> amd64, aarch64 -> arm64.
-StatusOr<Platform> ParsePlatform(absl::string_view text);
-
-struct Descriptor {
-  std::string media_type;
-  std::string digest;
-  int64_t size = -1;
-};
 // The manifest of an index (OCI image index or Docker manifest list) for `want`: os and
 // architecture equal; a variant asked must match, none asked prefers the architecture's default
 // ("" for amd64, "v8" for arm64); entries of platform unknown/unknown (attestations) are skipped.
 // InvalidArgument naming `source` and listing the platforms present when none fits.
 StatusOr<Descriptor> ChoosePlatform(const nlohmann::json& index, const Platform& want, absl::string_view source);
-
-// "sha256:<hex>" of `data` (also sha512); InvalidArgument for another or malformed digest,
-// DataLoss (naming `what`) when the data does not hash to it.
-Status VerifyDigest(absl::string_view data, absl::string_view digest, absl::string_view what);
-std::string Sha256Digest(absl::string_view data);
 
 }  // namespace gpunode::image
 

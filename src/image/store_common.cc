@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -76,19 +77,26 @@ std::string Platform::ToString() const {
   return variant.empty() ? absl::StrCat(os, "/", architecture) : absl::StrCat(os, "/", architecture, "/", variant);
 }
 
+std::string NormalizeArchitecture(absl::string_view a) {
+  if (a == "x86_64" || a == "x86-64") return "amd64";
+  if (a == "aarch64") return "arm64";
+  return std::string(a);
+}
+
 StatusOr<Platform> ParsePlatform(absl::string_view text) {
-  std::vector<std::string> parts = absl::StrSplit(text, '/');
+  std::vector<std::string> parts = absl::StrSplit(absl::AsciiStrToLower(text), '/');
   auto word = [](const std::string& s) {
-    return !s.empty() && s.size() <= 32 &&
-           std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_islower(c) || absl::ascii_isdigit(c); });
+    return !s.empty() && s.size() <= 32 && std::all_of(s.begin(), s.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
   };
   if (parts.size() < 2 || parts.size() > 3 || !std::all_of(parts.begin(), parts.end(), word)) {
-    return absl::InvalidArgumentError(absl::StrCat("platform \"", text,
-                                             "\": expected OS/ARCH[/VARIANT] in lower case, e.g. linux/amd64 or linux/arm64/v8"));
+    return absl::InvalidArgumentError(absl::StrCat("platform \"", text.substr(0, 80),
+                                                   "\": expected OS/ARCH[/VARIANT], e.g. linux/amd64 or linux/arm64/v8"));
   }
   Platform p;
   p.os = parts[0];
-  p.architecture = parts[1];
+  p.architecture = NormalizeArchitecture(parts[1]);
   if (parts.size() == 3) p.variant = parts[2];
   return p;
 }
@@ -143,10 +151,26 @@ Status CheckDigest(absl::string_view digest, absl::string_view what) {
 }
 
 Status VerifyDigest(absl::string_view data, absl::string_view digest, absl::string_view what) {
-  GPUNODE_RETURN_IF_ERROR(CheckDigest(digest, what));
-  const std::string got = Sha256Digest(data);
-  if (got != digest) {
-    return absl::DataLossError(absl::StrCat(what, ": content has digest ", got, ", not ", digest));
+  const size_t colon = digest.find(':');
+  const absl::string_view algo = digest.substr(0, colon == absl::string_view::npos ? 0 : colon);
+  const absl::string_view hex = colon == absl::string_view::npos ? "" : digest.substr(colon + 1);
+  const EVP_MD* md = algo == "sha256" ? EVP_sha256() : algo == "sha512" ? EVP_sha512() : nullptr;
+  if (md == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": digest \"", digest.substr(0, 80),
+                                                   "\" is not sha256:<hex> or sha512:<hex>"));
+  }
+  const size_t want_len = static_cast<size_t>(EVP_MD_get_size(md)) * 2;
+  if (hex.size() != want_len ||
+      !std::all_of(hex.begin(), hex.end(), [](char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'); })) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": digest \"", digest.substr(0, 80), "\" is malformed"));
+  }
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), out, &len, md, nullptr);
+  const std::string got = absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(out), len));
+  if (got != hex) {
+    return absl::DataLossError(absl::StrCat(what, ": bad digest: the content hashes to ", algo, ":", got,
+                                            ", not ", digest));
   }
   return absl::OkStatus();
 }

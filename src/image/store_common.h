@@ -42,8 +42,11 @@ struct Platform {
   std::string variant;  // "" matches any variant
   std::string ToString() const;
 };
-// "linux/amd64", "linux/arm64/v8", "linux/arm/v7"; InvalidArgument otherwise.
+// "linux/amd64", "linux/arm64/v8", "linux/arm/v7" (any case; architecture aliases x86_64 -> amd64,
+// aarch64 -> arm64); InvalidArgument otherwise.
 StatusOr<Platform> ParsePlatform(absl::string_view text);
+// x86_64 / x86-64 -> amd64, aarch64 -> arm64, others unchanged.
+std::string NormalizeArchitecture(absl::string_view architecture);
 // Whether an index entry's platform is the wanted one (arm64's variant "v8" is its default, so
 // "linux/arm64" and "linux/arm64/v8" are the same).
 bool PlatformMatches(const Platform& want, absl::string_view os, absl::string_view architecture,
@@ -89,7 +92,8 @@ std::string Sha256Digest(absl::string_view data);
 // A digest as gpunode accepts it from a store: sha256 with 64 lower-case hex digits (anything
 // else, e.g. a path-like string, is InvalidArgument naming `what`).
 Status CheckDigest(absl::string_view digest, absl::string_view what);
-// OK when `data` has `digest` (sha256 only); DataLoss naming `what` otherwise.
+// OK when `data` has `digest` (sha256 or sha512); InvalidArgument for another or a malformed
+// digest, DataLoss naming `what` when the data does not hash to it.
 Status VerifyDigest(absl::string_view data, absl::string_view digest, absl::string_view what);
 
 // A content descriptor of an index or manifest.

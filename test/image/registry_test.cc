@@ -148,8 +148,8 @@ StatusOr<ImageConfig> Fetch(const std::string& ref, const RegistryOptions& o) {
 TEST(RegistryPieces, PlatformParsing) {
   auto p = ParsePlatform("linux/aarch64/v8");
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->String(), "linux/arm64/v8");
-  EXPECT_EQ(ParsePlatform("linux/x86_64")->String(), "linux/amd64");
+  EXPECT_EQ(p->ToString(), "linux/arm64/v8");
+  EXPECT_EQ(ParsePlatform("linux/x86_64")->ToString(), "linux/amd64");
   EXPECT_FALSE(ParsePlatform("linux").ok());
   EXPECT_FALSE(ParsePlatform("linux/amd64/").ok());
   EXPECT_FALSE(ParsePlatform("linux/am d64").ok());

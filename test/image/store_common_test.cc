@@ -23,7 +23,8 @@ TEST(Platform, ParsesAndPrints) {
   EXPECT_EQ(p->variant, "v8");
   EXPECT_EQ(p->ToString(), "linux/arm64/v8");
   EXPECT_EQ(ParsePlatform("linux/amd64")->ToString(), "linux/amd64");
-  for (const char* bad : {"", "linux", "linux/", "Linux/amd64", "linux/amd64/v8/x", "linux/amd 64"}) {
+  EXPECT_EQ(ParsePlatform("Linux/x86_64")->ToString(), "linux/amd64");  // case and aliases, as Docker's
+  for (const char* bad : {"", "linux", "linux/", "linux/amd64/v8/x", "linux/amd 64"}) {
     auto b = ParsePlatform(bad);
     EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(b.status().message(), HasSubstr("OS/ARCH[/VARIANT]")) << bad;
@@ -57,7 +58,7 @@ TEST(Digest, Sha256AndChecks) {
   EXPECT_TRUE(VerifyDigest("", Sha256Digest(""), "blob").ok());
   auto bad = VerifyDigest("x", Sha256Digest(""), "blob");
   EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(bad.message(), HasSubstr("blob: content has digest sha256:2d71"));
+  EXPECT_THAT(bad.message(), HasSubstr("blob: bad digest: the content hashes to sha256:2d71"));
   for (const char* d : {"sha256:../../etc/passwd", "md5:abc", "sha256:ABC", ""}) {
     EXPECT_EQ(CheckDigest(d, "x").code(), absl::StatusCode::kInvalidArgument) << d;
   }
