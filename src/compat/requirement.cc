@@ -323,11 +323,20 @@ std::string RequirementFailure::Summary(size_t max_groups) const {
 }
 
 std::string RequirementOutcome::Message() const {
-  std::vector<std::string> parts;
+  // Devices that fail the same way are named together ("GPU 0 (...), GPU 1 (...)").
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
   for (const RequirementFailure& f : failures) {
     const std::string first = f.groups.empty() ? std::string("?") : f.groups.front().group;
-    parts.push_back(absl::StrCat("unsatisfied condition: ", first, " (", f.requirement,
-                                 f.device.empty() ? "" : ", " + f.device, "): ", f.Summary()));
+    const std::string reason = absl::StrCat(first, "\x01", f.requirement, "\x01", f.Summary());
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& p) { return p.first == reason; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
+    if (!f.device.empty()) it->second.push_back(f.device);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [reason, devices] : by_reason) {
+    std::vector<std::string> p = absl::StrSplit(reason, '\x01');
+    parts.push_back(absl::StrCat("unsatisfied condition: ", p[0], " (", p[1],
+                                 devices.empty() ? "" : ", " + absl::StrJoin(devices, ", "), "): ", p[2]));
   }
   return absl::StrJoin(parts, "\n");
 }

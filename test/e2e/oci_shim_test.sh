@@ -152,4 +152,54 @@ set +e; shim_run nic example.com/nic=nic0 "$privileged"; set -e
 [ "$rc" -ne 0 ] || e2e_fail "NVIDIA_VISIBLE_DEVICES=example.com/nic=nic0 started a container: $out"
 e2e_assert_contains "$out" "names only nvidia.com/gpu devices" "the error says what is allowed"
 e2e_assert_contains "$(cat "$E2E_TMP/shim.log")" "injected nvidia.com/gpu=1 from $cdi_dir/nvidia.yaml" "the debug log"
+
+# NVIDIA_REQUIRE_* (issue 32): the shim evaluates them against the node's driver and the GPUs it
+# gives, as NVIDIA's hook does, before runc runs. The node: the simulated pcie-l40s-4 (driver
+# 550.127.05, CUDA 12.4), its spec generated in memory by the shim (GPUNODE_SIMULATE).
+req_run() {
+  local name=$1 edit=$2
+  local rootfs=$E2E_TMP/rootfs-$name bundle=$E2E_TMP/bundle-$name
+  cp -a "$E2E_TMP/busybox" "$rootfs"
+  e2e_oci_bundle "$bundle" "$rootfs" /bin/sh -c 'for n in /dev/nvidia[0-9]*; do [ -c "$n" ] && echo "node $n"; done' report
+  e2e_oci_edit "$bundle/config.json" "
+c['process']['env'] = [e for e in c['process']['env'] if not e.startswith('NVIDIA_')]
+c['process']['env'].append('NVIDIA_VISIBLE_DEVICES=0')
+c['process']['capabilities']['bounding'].append('CAP_SYS_ADMIN')
+$edit"
+  mkdir -p "$E2E_TMP/runc-state" "$E2E_TMP/no-specs"
+  out=$(GPUNODE_SIMULATE=pcie-l40s-4 XDG_CONFIG_HOME=$E2E_TMP/xdg "$bin" oci-runtime --runtime-path "$(command -v runc)" \
+          --spec-dir "$E2E_TMP/no-specs" --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" \
+          --log "$E2E_TMP/runc-$name.log" run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
+  rc=$?
+  e2e_runc delete -f "gpunode-shim-$name" >/dev/null 2>&1 || true
+}
+
+e2e_step "NVIDIA_REQUIRE_CUDA=cuda>=13.0 on a driver-550 node: refused before runc runs, the failed term named"
+set +e; req_run req13 "c['process']['env'].append('NVIDIA_REQUIRE_CUDA=cuda>=13.0')"; set -e
+[ "$rc" -ne 0 ] || e2e_fail "cuda>=13.0 started on a CUDA 12.4 driver: $out"
+e2e_assert_contains "$out" "unsatisfied condition: cuda>=13.0 (NVIDIA_REQUIRE_CUDA, GPU 0" "the error names the term"
+e2e_assert_contains "$out" "this node's driver runs CUDA 12.4" "... and the node's CUDA version"
+e2e_assert_contains "$(cat "$E2E_TMP/runc-req13.log")" "unsatisfied condition: cuda>=13.0" "runc's log has it (containerd shows it)"
+if grep -q '^node ' <<< "$out"; then e2e_fail "the refused container ran: $out"; fi
+
+e2e_step "... the same with NVIDIA_DISABLE_REQUIRE=1: it starts with its GPU"
+set +e
+req_run req13off "c['process']['env'] += ['NVIDIA_REQUIRE_CUDA=cuda>=13.0', 'NVIDIA_DISABLE_REQUIRE=1']"
+set -e
+[ "$rc" -eq 0 ] || e2e_fail "NVIDIA_DISABLE_REQUIRE=1 did not start: $out"
+e2e_assert_contains "$out" "node /dev/nvidia0" "GPU 0 in the container"
+
+e2e_step "nvidia/cuda 12.8's published requirement on the same node: admitted through brand=nvidia,driver>=550,driver<551"
+# The value nvidia/cuda:12.8.1 images carry, cut to its cuda group and the R550 groups (the whole
+# value is in test/compat/published_env.h).
+req128='cuda>=12.8 brand=unknown,driver>=550,driver<551 brand=tesla,driver>=550,driver<551 brand=nvidia,driver>=550,driver<551'
+set +e; req_run req128 "c['process']['env'] += ['NVIDIA_REQUIRE_CUDA=$req128', 'CUDA_VERSION=12.8.1']"; set -e
+[ "$rc" -eq 0 ] || e2e_fail "the CUDA 12.8 requirement was refused on R550: $out"
+e2e_assert_contains "$out" "node /dev/nvidia0" "GPU 0 in the container"
+e2e_assert_contains "$(cat "$E2E_TMP/shim.log")" "NVIDIA_REQUIRE_CUDA hold (driver 550.127.05, CUDA 12.4, 1 GPU(s))" "the debug log"
+
+e2e_step "a legacy image (CUDA_VERSION=13.0.1, no NVIDIA_REQUIRE_CUDA) requires cuda>=13.0"
+set +e; req_run legacy "c['process']['env'].append('CUDA_VERSION=13.0.1')"; set -e
+[ "$rc" -ne 0 ] || e2e_fail "a legacy CUDA 13.0 image started on CUDA 12.4: $out"
+e2e_assert_contains "$out" "unsatisfied condition: cuda>=13.0 (CUDA_VERSION (legacy image)" "the legacy rule named"
 echo "PASS: $(basename "$0")"
