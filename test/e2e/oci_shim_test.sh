@@ -153,9 +153,24 @@ set +e; shim_run nic example.com/nic=nic0 "$privileged"; set -e
 e2e_assert_contains "$out" "names only nvidia.com/gpu devices" "the error says what is allowed"
 e2e_assert_contains "$(cat "$E2E_TMP/shim.log")" "injected nvidia.com/gpu=1 from $cdi_dir/nvidia.yaml" "the debug log"
 
+# profile_spec PROFILE: a fixture host root and its spec (as above) in $E2E_TMP/spec-<name>/; the
+# shim then reads that node's NVML facts through GPUNODE_SIMULATE=PROFILE.
+profile_spec() {
+  local prof=$1 d
+  d=$E2E_TMP/spec-$(basename "$prof" .yaml)
+  [ -f "$d/cdi/nvidia.yaml" ] && { echo "$d/cdi"; return; }
+  e2e_fixture_root "$bin" "$prof" "$d/host"
+  mkdir -p "$d/cdi"
+  e2e_gpunode_fixture "$bin" "$prof" "$d/host" cdi generate --hook-path "$(e2e_hook_path "$bin")" \
+    --driver-root "$(e2e_fixture_driver_root "$d/host")" --output "$d/cdi/nvidia.yaml" 2> "$d/generate.err" ||
+    e2e_fail "cdi generate $prof: $(cat "$d/generate.err")"
+  echo "$d/cdi"
+}
+
 # NVIDIA_REQUIRE_* (issue 32): the shim evaluates them against the node's driver and the GPUs it
 # gives, as NVIDIA's hook does, before runc runs. The node: the simulated pcie-l40s-4 (driver
-# 550.127.05, CUDA 12.4), its spec generated in memory by the shim (GPUNODE_SIMULATE).
+# 550.127.05, CUDA 12.4).
+l40s_specs=$(profile_spec pcie-l40s-4)
 req_run() {
   local name=$1 edit=$2
   local rootfs=$E2E_TMP/rootfs-$name bundle=$E2E_TMP/bundle-$name
@@ -166,9 +181,9 @@ c['process']['env'] = [e for e in c['process']['env'] if not e.startswith('NVIDI
 c['process']['env'].append('NVIDIA_VISIBLE_DEVICES=0')
 c['process']['capabilities']['bounding'].append('CAP_SYS_ADMIN')
 $edit"
-  mkdir -p "$E2E_TMP/runc-state" "$E2E_TMP/no-specs"
+  mkdir -p "$E2E_TMP/runc-state"
   out=$(GPUNODE_SIMULATE=pcie-l40s-4 XDG_CONFIG_HOME=$E2E_TMP/xdg "$bin" oci-runtime --runtime-path "$(command -v runc)" \
-          --spec-dir "$E2E_TMP/no-specs" --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" \
+          --spec-dir "$l40s_specs" --no-generate --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" \
           --log "$E2E_TMP/runc-$name.log" run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
   rc=$?
   e2e_runc delete -f "gpunode-shim-$name" >/dev/null 2>&1 || true
@@ -202,4 +217,54 @@ e2e_step "a legacy image (CUDA_VERSION=13.0.1, no NVIDIA_REQUIRE_CUDA) requires 
 set +e; req_run legacy "c['process']['env'].append('CUDA_VERSION=13.0.1')"; set -e
 [ "$rc" -ne 0 ] || e2e_fail "a legacy CUDA 13.0 image started on CUDA 12.4: $out"
 e2e_assert_contains "$out" "unsatisfied condition: cuda>=13.0 (CUDA_VERSION (legacy image)" "the legacy rule named"
+# CUDA forward compatibility (issue 32): an image laid out as nvidia/cuda's (/usr/local/cuda ->
+# cuda-12.8, the cuda-compat package's libcuda.so.575.51.03 in compat/) on a simulated R535 node.
+# The compat library is an ELF object whose SONAME is libcuda.so.1 (the simulated driver's, renamed).
+"$bin" sim hostroot t4-cloud "$E2E_TMP/t4-root" > /dev/null || e2e_fail "sim hostroot t4-cloud"
+compat_elf=$E2E_TMP/t4-root/usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01
+[ -f "$compat_elf" ] || e2e_fail "no $compat_elf"
+sed 's/- name: Tesla T4/- name: NVIDIA GeForce RTX 3060/' "$E2E_SOURCE_DIR/data/profiles/t4-cloud.yaml" > "$E2E_TMP/t4-geforce.yaml"
+grep -q 'GeForce RTX 3060' "$E2E_TMP/t4-geforce.yaml" || e2e_fail "the GeForce copy of t4-cloud did not take"
+compat_run() {  # compat_run NAME PROFILE [env...]: runs the image; $resolved is the cache's libcuda.so.1
+  local name=$1 prof=$2
+  shift 2
+  local rootfs=$E2E_TMP/rootfs-$name bundle=$E2E_TMP/bundle-$name env_py=""
+  cp -a "$E2E_TMP/busybox" "$rootfs"
+  mkdir -p "$rootfs/usr/local/cuda-12.8/compat"
+  cp "$compat_elf" "$rootfs/usr/local/cuda-12.8/compat/libcuda.so.575.51.03"
+  ln -s cuda-12.8 "$rootfs/usr/local/cuda"
+  for e in "$@"; do env_py+="c['process']['env'].append('$e')"$'\n'; done
+  e2e_oci_bundle "$bundle" "$rootfs" /bin/sh -c 'cat /etc/ld.so.conf.d/00-compat-gpunode.conf 2>/dev/null; true' report
+  e2e_oci_edit "$bundle/config.json" "
+c['process']['env'] = [e for e in c['process']['env'] if not e.startswith('NVIDIA_')]
+c['process']['env'].append('NVIDIA_VISIBLE_DEVICES=0')
+c['process']['capabilities']['bounding'].append('CAP_SYS_ADMIN')
+$env_py"
+  local specs
+  specs=$(profile_spec "$prof")
+  out=$(GPUNODE_SIMULATE=$prof XDG_CONFIG_HOME=$E2E_TMP/xdg "$bin" oci-runtime --runtime-path "$(command -v runc)" \
+          --spec-dir "$specs" --no-generate --debug-log "$E2E_TMP/shim.log" --root "$E2E_TMP/runc-state" \
+          --log "$E2E_TMP/runc-$name.log" run --bundle "$bundle" "gpunode-shim-$name" 2>&1)
+  rc=$?
+  e2e_runc delete -f "gpunode-shim-$name" >/dev/null 2>&1 || true
+  resolved=$(ldconfig -p -C "$rootfs/etc/ld.so.cache" 2>/dev/null | grep -m1 'libcuda.so.1 ' || true)
+}
+
+e2e_step "forward compatibility on R535 with a datacenter GPU (Tesla T4): libcuda.so.1 is the image's compat library"
+req535='cuda>=12.8 brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536'
+set +e; compat_run fc-t4 t4-cloud "NVIDIA_REQUIRE_CUDA=$req535" CUDA_VERSION=12.8.1; set -e
+[ "$rc" -eq 0 ] || e2e_fail "the CUDA 12.8 image did not start on R535 + T4: $out"
+e2e_assert_contains "$out" "/usr/local/cuda/compat" "enable-cuda-compat wrote the compat folder into ld.so.conf.d"
+e2e_assert_contains "$resolved" "=> /usr/local/cuda/compat/libcuda.so.1" "the container's ld cache resolves libcuda.so.1 to the compat library"
+
+e2e_step "... on a consumer GPU (GeForce, same driver): the hook is not in the spec, libcuda.so.1 stays the driver's"
+set +e; compat_run fc-geforce "$E2E_TMP/t4-geforce.yaml"; set -e
+[ "$rc" -eq 0 ] || e2e_fail "the image did not start on the GeForce node: $out"
+e2e_assert_contains "$resolved" "=> /usr/lib/x86_64-linux-gnu/libcuda.so.1" "libcuda.so.1 is the driver's"
+if grep -q compat <<< "$out"; then e2e_fail "the compat folder was configured on a GeForce: $out"; fi
+
+e2e_step "... and the same image's CUDA 12.8 requirement is refused there (no geforce group in it), as compat check says"
+set +e; compat_run fc-geforce-req "$E2E_TMP/t4-geforce.yaml" "NVIDIA_REQUIRE_CUDA=$req535"; set -e
+[ "$rc" -ne 0 ] || e2e_fail "the CUDA 12.8 requirement started on R535 + GeForce: $out"
+e2e_assert_contains "$out" "unsatisfied condition: cuda>=12.8" "the failed term named"
 echo "PASS: $(basename "$0")"
