@@ -82,6 +82,7 @@ int RunGenerate(const GlobalOptions& global, const GenerateOptions& opts) {
     for (absl::string_view one : absl::StrSplit(h, ',', absl::SkipEmpty())) {
       if (one == "all") {
         build.disabled_hooks.insert("create-symlinks");
+        build.disabled_hooks.insert("enable-cuda-compat");
         build.disabled_hooks.insert("update-ldcache");
       } else {
         build.disabled_hooks.insert(std::string(one));
@@ -298,7 +299,7 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   g->add_option("--hook-path", gen->hook_path,
                 "Absolute path of the gpunode binary the spec's hooks call (default: this executable)");
   g->add_option("--disable-hook", gen->disabled_hooks,
-                "Leave a hook out: create-symlinks, update-ldcache or all (repeatable or comma-separated, "
+                "Leave a hook out: create-symlinks, enable-cuda-compat, update-ldcache or all (repeatable or comma-separated, "
                 "as nvidia-ctk)");
   g->add_flag("--no-all-device", gen->no_all_device, "Leave out the \"all\" device");
   g->add_flag("--allow-incomplete", gen->allow_incomplete,
@@ -333,6 +334,18 @@ void AddCdiCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
   ld->callback([folders, ldconfig, exit_code] {
     *exit_code = RunHook(RootFromStdin(), [&](const std::string& root) {
       return container::UpdateLdCache(root, *folders, *ldconfig);
+    });
+  });
+  auto host_driver = std::make_shared<std::string>();
+  auto compat_root = std::make_shared<std::string>("/usr/local/cuda/compat");
+  CLI::App* cc = hook->add_subcommand(
+      "enable-cuda-compat", "Put the image's CUDA compat libraries first in the container's ld cache when newer than the driver");
+  cc->add_option("--host-driver-version", *host_driver, "The host driver's version (as nvidia-cdi-hook's flag)")->required();
+  cc->add_option("--cuda-compat-container-root", *compat_root,
+                 "Folder of the compat libraries in the container (default /usr/local/cuda/compat)");
+  cc->callback([host_driver, compat_root, exit_code] {
+    *exit_code = RunHook(RootFromStdin(), [&](const std::string& root) {
+      return container::EnableCudaCompat(root, *host_driver, *compat_root).status();
     });
   });
 }

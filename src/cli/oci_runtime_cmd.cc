@@ -41,6 +41,7 @@
 #include "src/base/json.h"
 #include "src/cli/common.h"
 #include "src/container/oci_inject.h"
+#include "src/container/oci_require.h"
 
 namespace gpunode::cli {
 namespace {
@@ -336,6 +337,32 @@ std::string IgnoredMessage(const container::IgnoredRequest& r, const std::string
   return msg;
 }
 
+// The container's requirements against this node's driver and the GPUs it gets (NVML through the
+// node's loader, or the simulated node), before the runtime runs: a failure refuses the container.
+Status CheckNodeRequirements(const compat::ImageRequirements& reqs, const std::vector<std::string>& devices,
+                             const ShimLog& log, const std::string& bundle, std::shared_ptr<NodeSession> session) {
+  if (reqs.disabled) {
+    log.Info(absl::StrCat(bundle, ": NVIDIA_DISABLE_REQUIRE=", reqs.disable_value, ": requirements not checked"));
+    return absl::OkStatus();
+  }
+  if (reqs.requirements.empty()) return absl::OkStatus();
+  if (session == nullptr) {  // no spec was generated in memory: open the node for its facts
+    GlobalOptions global;
+    if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
+    GPUNODE_ASSIGN_OR_RETURN(session, NodeSession::Open(global));
+  }
+  session->probe_options().init_cuda = false;  // NVML says the driver's CUDA version
+  session->probe_options().query_topology = false;
+  GPUNODE_ASSIGN_OR_RETURN(node::NodeInventory inv, session->Inventory());
+  const compat::ReqFacts facts = container::FactsForDevices(inv, devices);
+  GPUNODE_RETURN_IF_ERROR(container::CheckRequirements(reqs, facts));
+  std::vector<std::string> names;
+  for (const compat::Requirement& r : reqs.requirements) names.push_back(r.name);
+  log.Info(absl::StrCat(bundle, ": ", absl::StrJoin(names, ", "), " hold (driver ", facts.driver, ", CUDA ",
+                        facts.cuda, ", ", facts.devices.size(), " GPU(s))"));
+  return absl::OkStatus();
+}
+
 // `keep` holds a simulated node's host root until the runtime is exec'd: the runtime mounts from
 // it (and the exec skips its removal: the next --simulate run removes it, common.cc).
 Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log,
@@ -374,7 +401,10 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
                           request.ignored.empty() ? "" : " (none of the requests above was used)", "; spec untouched"));
     return absl::OkStatus();
   }
+  // NVIDIA_REQUIRE_* of the container (a term that does not parse refuses it, as NVIDIA's hook).
+  GPUNODE_ASSIGN_OR_RETURN(const compat::ImageRequirements requirements, container::ContainerRequirements(config));
   container::SpecRegistry registry = container::SpecRegistry::Load(options.spec_dirs);
+  std::shared_ptr<NodeSession> session;  // the node a spec was generated from, reused for its facts
   if (!registry.HasKind(kDefaultKind) && options.generate) {
     GlobalOptions global;
     if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
@@ -396,10 +426,12 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
                           generated->files.version,
                           generated->session->simulated() ? ", simulated node " + *generated->session->simulated() : "",
                           ")"));
+    session = generated->session;
     registry.Add(std::move(generated->built.spec), "generated in memory");
   }
   GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
                            container::InjectDevices(config, registry, request, kDefaultKind));
+  GPUNODE_RETURN_IF_ERROR(CheckNodeRequirements(requirements, result.devices, log, call.bundle, session));
   if (!result.changed && legacy_hooks == 0) {
     log.Info(absl::StrCat(call.bundle, ": every requested edit is already in the spec; spec untouched"));
     return absl::OkStatus();

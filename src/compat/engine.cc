@@ -29,6 +29,7 @@ class Checker {
                        " was built with: ", w.derived_from),
           w.source, w.confidence);
       r_.needed = w.needed;
+      ImageRequires();
       return Finish();
     }
     if (!r_.target.driver) {
@@ -68,6 +69,7 @@ class Checker {
     UserDriverVsToolkit();
     ToolkitVsArchitecture();
     FrameworkVsGpu();
+    ImageRequires();
     return Finish();
   }
 
@@ -91,6 +93,15 @@ class Checker {
 
   void AddFix(Verdict for_severity, std::string kind, int cost, std::string action) {
     fixes_.push_back({for_severity, Fix{std::move(kind), cost, std::move(action)}});
+  }
+
+  // Rule image-requires (image_requires.cc): the image's NVIDIA_REQUIRE_*, as the shim checks them.
+  void ImageRequires() {
+    ImageRequiresOutcome o = JudgeImageRequires(d_, w(), r_.target);
+    if (!o.ran) return;
+    Add(o.severity, "image-requires", kLayerWorkload, o.sentence, "", Confidence::kOfficial);
+    for (Fix& f : o.fixes) AddFix(o.severity, f.kind, f.cost, f.action);
+    for (std::string& n : o.notes) r_.notes.push_back(std::move(n));
   }
 
   // Rule driver-drops-arch / driver-predates-arch: can this branch drive the GPU at all?

@@ -66,6 +66,18 @@ bool FcEligible(const CompatData& d, const GpuRef& g);
 
 std::string GpuLabel(const GpuRef& g);
 
+// Rule image-requires (image_requires.cc): the image's NVIDIA_REQUIRE_* against the target, as the
+// OCI shim evaluates them at container start (requirement.h). `ran` is false when the rule does
+// not apply (no requirements, NVIDIA_DISABLE_REQUIRE, no driver).
+struct ImageRequiresOutcome {
+  bool ran = false;
+  Verdict severity = Verdict::kCompatible;
+  std::string sentence;
+  std::vector<Fix> fixes;
+  std::vector<std::string> notes;
+};
+ImageRequiresOutcome JudgeImageRequires(const CompatData& d, const WorkloadSpec& w, const NodeTarget& t);
+
 // Whether a torch arch list has code that runs on `cc`: SASS of the same major and a minor not
 // above the GPU's, or PTX not newer than the GPU.
 bool ArchListCovers(const TorchArchList& l, const Version& cc);

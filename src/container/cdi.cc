@@ -354,12 +354,12 @@ void FindIpc(const HostFs& fs, DriverFiles& f) {
 
 Status CheckBuildOptions(const BuildOptions& options) {
   for (const std::string& h : options.disabled_hooks) {
-    if (h != "create-symlinks" && h != "update-ldcache") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--disable-hook \"", h, "\": not one of create-symlinks, update-ldcache, all"));
+    if (h != "create-symlinks" && h != "update-ldcache" && h != "enable-cuda-compat") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disable-hook \"", h, "\": not one of create-symlinks, enable-cuda-compat, update-ldcache, all"));
     }
   }
-  const bool any_hook = options.disabled_hooks.size() < 2;
+  const bool any_hook = options.disabled_hooks.size() < 3;
   if (any_hook && (options.hook_path.empty() || options.hook_path.front() != '/')) {
     return absl::InvalidArgumentError(absl::StrCat("hook path \"", options.hook_path, "\": not an absolute path"));
   }
@@ -473,7 +473,9 @@ class DeviceAdder {
 };
 
 // Spec-level edits, shared by every device: control nodes, the hooks, the mounts.
-void AddSharedEdits(const DriverFiles& files, const BuildOptions& options, BuildResult& result) {
+// `forward_compat`: every GPU of the node can use CUDA forward compatibility (a datacenter GPU).
+void AddSharedEdits(const DriverFiles& files, const BuildOptions& options, bool forward_compat,
+                    BuildResult& result) {
   cdi::ContainerEdits& e = result.spec.edits;
   e.env.push_back("NVIDIA_VISIBLE_DEVICES=void");
   for (const HostDeviceNode& n : files.control_nodes) e.device_nodes.push_back(ToSpecNode(n, files.dev_root));
@@ -485,6 +487,17 @@ void AddSharedEdits(const DriverFiles& files, const BuildOptions& options, Build
       h.args.push_back(absl::StrCat(target, "::", link));
     }
     e.hooks.push_back(std::move(h));
+  }
+  // nvidia-ctk's enable-cuda-compat, between the links and the ld cache as in its specs
+  // (pkg/nvcdi/driver-nvml.go). Left out on a node with a GPU that is not datacenter-branded:
+  // compat libraries there fail with CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804), so the host
+  // driver's libcuda stays first (NVIDIA's spec adds the hook on every node).
+  if (forward_compat && !files.version.empty() && !files.libraries.empty() &&
+      !options.disabled_hooks.count("enable-cuda-compat") && !options.disabled_hooks.count("update-ldcache")) {
+    e.hooks.push_back(cdi::Hook{"createContainer", options.hook_path,
+                                {argv0, "cdi", "hook", "enable-cuda-compat", "--host-driver-version=" + files.version},
+                                {},
+                                {}});
   }
   if (!files.libraries.empty() && !options.disabled_hooks.count("update-ldcache")) {
     cdi::Hook h{"createContainer", options.hook_path, {argv0, "cdi", "hook", "update-ldcache"}, {}, {}};
@@ -575,7 +588,10 @@ StatusOr<BuildResult> BuildSpec(const node::NodeInventory& inv, const DriverFile
     for (const cdi::Device& d : spec.devices) MergeNodes(d.edits.device_nodes, &all.device_nodes);
     spec.devices.push_back({"all", {}, all});
   }
-  AddSharedEdits(files, options, result);
+  // NVML's brands of datacenter GPUs (nvmlBrandType_t): 2 Tesla, 14 NVIDIA (H100, H200, A100, L40S).
+  bool forward_compat = !inv.driver.gpus.empty();
+  for (const gpu::GpuInfo& g : inv.driver.gpus) forward_compat &= g.brand && (*g.brand == 2 || *g.brand == 14);
+  AddSharedEdits(files, options, forward_compat, result);
 
   spec.cdi_version = cdi::MinimumVersion(spec).version;
   if (Status s = cdi::ValidateSpec(spec, "generated spec"); !s.ok()) {

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
@@ -117,6 +120,45 @@ Status UpdateLdCache(const std::string& rootfs, const std::vector<std::string>& 
                                             ")"));
   }
   return absl::OkStatus();
+}
+
+StatusOr<bool> EnableCudaCompat(const std::string& rootfs, const std::string& host_driver_version,
+                                const std::string& compat_dir) {
+  auto major_of = [](absl::string_view v) -> std::optional<uint64_t> {
+    const size_t n = v.find_first_not_of("0123456789");
+    const absl::string_view digits = v.substr(0, n);
+    uint64_t m = 0;
+    if (digits.empty() || digits.size() > 9 || !absl::SimpleAtoi(digits, &m)) return std::nullopt;
+    return m;
+  };
+  const std::optional<uint64_t> host_major = major_of(host_driver_version);
+  if (!host_major) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host-driver-version \"", host_driver_version, "\": not a driver version"));
+  }
+  if (compat_dir.empty() || compat_dir.front() != '/' || compat_dir.find('\n') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("--cuda-compat-container-root \"", compat_dir, "\": not an absolute path"));
+  }
+  GPUNODE_ASSIGN_OR_RETURN(HostFs root, HostFs::Open(rootfs));
+  if (!root.Exists(compat_dir)) return false;
+  auto entries = root.ListDir(compat_dir);
+  if (!entries.ok()) return false;
+  std::vector<std::string> libs;  // libcuda.so.*.* as NVIDIA's glob
+  for (const std::string& e : *entries) {
+    if (absl::StartsWith(e, "libcuda.so.") && e.find('.', strlen("libcuda.so.")) != std::string::npos) libs.push_back(e);
+  }
+  if (libs.size() != 1) return false;
+  const std::optional<uint64_t> compat_major = major_of(absl::string_view(libs[0]).substr(strlen("libcuda.so.")));
+  if (!compat_major || *compat_major <= *host_major) return false;
+  GPUNODE_RETURN_IF_ERROR(root.MakeDirs("/etc/ld.so.conf.d"));
+  if (!root.Exists("/etc/ld.so.conf")) {
+    GPUNODE_RETURN_IF_ERROR(
+        root.WriteFileAtomically("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n", ThrowAway()).status());
+  }
+  GPUNODE_RETURN_IF_ERROR(root.WriteFileAtomically("/etc/ld.so.conf.d/00-compat-gpunode.conf",
+                                                   absl::StrCat(compat_dir, "\n"), ThrowAway())
+                              .status());
+  return true;
 }
 
 }  // namespace gpunode::container

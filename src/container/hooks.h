@@ -27,6 +27,18 @@ Status CreateSymlinks(const std::string& rootfs, const std::vector<std::string>&
 Status UpdateLdCache(const std::string& rootfs, const std::vector<std::string>& folders,
                      const std::string& ldconfig = "/sbin/ldconfig");
 
+// nvidia-cdi-hook's enable-cuda-compat (NVIDIA/nvidia-container-toolkit
+// cmd/nvidia-cdi-hook/cudacompat): when the container has exactly one
+// <compat_dir>/libcuda.so.<version> (the image's cuda-compat package) and that version's major is
+// above the host driver's, writes <rootfs>/etc/ld.so.conf.d/00-compat-gpunode.conf naming
+// compat_dir, so the update-ldcache hook that runs next puts the compat libraries first in the
+// container's ld cache (forward compatibility). Returns whether it did; no compat library, several,
+// or one not newer: false, nothing written. (NVIDIA's newer hook also reads an ELF note of the
+// library; the major-version comparison is its fallback and libnvidia-container's rule,
+// src/cli/compat_mode.c.)
+StatusOr<bool> EnableCudaCompat(const std::string& rootfs, const std::string& host_driver_version,
+                                const std::string& compat_dir = "/usr/local/cuda/compat");
+
 }  // namespace gpunode::container
 
 #endif  // GPUNODE_CONTAINER_HOOKS_H_

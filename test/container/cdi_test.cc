@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -164,9 +165,11 @@ TEST(CdiGenerateTest, TheDgxH200SpecNamesEveryGpuTwiceAndMountsTheDriverOfItsVer
   EXPECT_THAT(mounts, Contains("/usr/bin/nvidia-smi"));
   EXPECT_THAT(mounts, Contains("/lib/firmware/nvidia/580.95.05/gsp_ga10x.bin"));
   EXPECT_THAT(mounts, Not(Contains("/usr/lib/i386-linux-gnu/libcuda.so.1")));  // 32-bit entry skipped
-  ASSERT_EQ(spec.edits.hooks.size(), 2u);
+  ASSERT_EQ(spec.edits.hooks.size(), 3u);
   EXPECT_THAT(spec.edits.hooks[0].args, Contains("libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so"));
   EXPECT_THAT(spec.edits.hooks[1].args,
+              ElementsAre("gpunode", "cdi", "hook", "enable-cuda-compat", "--host-driver-version=580.95.05"));
+  EXPECT_THAT(spec.edits.hooks[2].args,
               ElementsAre("gpunode", "cdi", "hook", "update-ldcache", "--folder", "/usr/lib/x86_64-linux-gnu",
                           "--folder", "/usr/lib/x86_64-linux-gnu/vdpau"));
 }
@@ -393,6 +396,81 @@ TEST_F(HookTest, UpdateLdCacheListsTheFoldersAndRunsLdconfigInTheRoot) {
   std::ofstream(fake) << "#!/bin/sh\nexit 1\n";
   EXPECT_THAT(UpdateLdCache(root, {"/usr/lib"}, fake.string()).message(), HasSubstr("failed (exit 1)"));
   EXPECT_FALSE(UpdateLdCache(root, {"relative"}, fake.string()).ok());
+}
+
+// enable-cuda-compat: only where forward compatibility can work (every GPU datacenter-branded),
+// and --disable-hook names it.
+TEST(CdiGenerateTest, TheCudaCompatHookIsLeftOutOnANodeWithAConsumerGpu) {
+  SimNode node("t4-cloud");  // Tesla T4: NVML brand Tesla
+  auto built = node.Build();
+  ASSERT_OK(built) << built.status();
+  ASSERT_EQ(built->spec.edits.hooks.size(), 3u);
+  EXPECT_THAT(built->spec.edits.hooks[1].args, Contains("--host-driver-version=535.183.01"));
+  node.inventory().driver.gpus[0].brand = 5;  // GeForce
+  built = node.Build();
+  ASSERT_OK(built) << built.status();
+  ASSERT_EQ(built->spec.edits.hooks.size(), 2u);
+  EXPECT_THAT(built->spec.edits.hooks[1].args, Contains("update-ldcache"));
+}
+
+// The real ldconfig on a root laid out as nvidia/cuda images are (/usr/local/cuda -> cuda-12.8,
+// the cuda-compat package's libcuda.so.<version> in compat/) with the driver's libcuda mounted:
+// after enable-cuda-compat and update-ldcache the cache resolves libcuda.so.1 to the compat library
+// when its major is above the driver's, and to the driver's otherwise.
+TEST_F(HookTest, EnableCudaCompatPutsTheImagesNewerCompatLibraryFirstInTheLdCache) {
+  if (!fs::exists("/sbin/ldconfig")) GTEST_SKIP() << "no /sbin/ldconfig";
+  SimNode node("t4-cloud");  // its libcuda.so.535.183.01: an ELF object whose SONAME is libcuda.so.1
+  const fs::path elf = node.root() / "usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01";
+  ASSERT_TRUE(fs::exists(elf));
+  auto lay_out = [&](const fs::path& rootfs, const std::string& compat_version) {
+    fs::create_directories(rootfs / "usr/lib/x86_64-linux-gnu");
+    fs::copy_file(elf, rootfs / "usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01");
+    fs::create_directories(rootfs / "usr/local/cuda-12.8/compat");
+    fs::copy_file(elf, rootfs / ("usr/local/cuda-12.8/compat/libcuda.so." + compat_version));
+    fs::create_symlink("cuda-12.8", rootfs / "usr/local/cuda");
+  };
+  auto resolved = [&](const fs::path& rootfs) {
+    std::string cmd = "/sbin/ldconfig -p -C " + (rootfs / "etc/ld.so.cache").string() + " | grep -m1 'libcuda.so.1 '";
+    std::string out;
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      char buf[512];
+      while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
+      ::pclose(p);
+    }
+    return out;
+  };
+  const fs::path newer = dir_ / "newer";
+  lay_out(newer, "575.51.03");
+  auto did = EnableCudaCompat(newer.string(), "535.183.01");
+  ASSERT_OK(did) << did.status();
+  EXPECT_TRUE(*did);
+  EXPECT_EQ(ReadAll(newer / "etc/ld.so.conf.d/00-compat-gpunode.conf"), "/usr/local/cuda/compat\n");
+  ASSERT_OK(UpdateLdCache(newer.string(), {"/usr/lib/x86_64-linux-gnu"}));
+  EXPECT_THAT(resolved(newer), HasSubstr("=> /usr/local/cuda/compat/libcuda.so.1"));
+
+  const fs::path older = dir_ / "older";  // the driver (580) is newer than the compat package
+  lay_out(older, "575.51.03");
+  did = EnableCudaCompat(older.string(), "580.95.05");
+  ASSERT_OK(did) << did.status();
+  EXPECT_FALSE(*did);
+  EXPECT_FALSE(fs::exists(older / "etc/ld.so.conf.d/00-compat-gpunode.conf"));
+  ASSERT_OK(UpdateLdCache(older.string(), {"/usr/lib/x86_64-linux-gnu"}));
+  EXPECT_THAT(resolved(older), HasSubstr("=> /usr/lib/x86_64-linux-gnu/libcuda.so.1"));
+}
+
+TEST_F(HookTest, EnableCudaCompatNeedsExactlyOneCompatLibraryAndAVersion) {
+  const fs::path rootfs = dir_ / "bundle/rootfs";
+  auto did = EnableCudaCompat(rootfs.string(), "535.183.01");  // no compat folder
+  ASSERT_OK(did);
+  EXPECT_FALSE(*did);
+  fs::create_directories(rootfs / "usr/local/cuda/compat");
+  std::ofstream(rootfs / "usr/local/cuda/compat/libcuda.so.575.51.03") << "x";
+  std::ofstream(rootfs / "usr/local/cuda/compat/libcuda.so.570.86.10") << "x";
+  did = EnableCudaCompat(rootfs.string(), "535.183.01");  // two: NVIDIA's hook does nothing either
+  ASSERT_OK(did);
+  EXPECT_FALSE(*did);
+  EXPECT_THAT(EnableCudaCompat(rootfs.string(), "latest").status().message(), HasSubstr("not a driver version"));
+  EXPECT_FALSE(EnableCudaCompat(rootfs.string(), "535", "relative/compat").ok());
 }
 
 }  // namespace

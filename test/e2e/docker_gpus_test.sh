@@ -9,7 +9,9 @@
 # user's NVIDIA_VISIBLE_DEVICES counts only in a privileged container (CAP_SYS_ADMIN).
 #
 # dockerd runs as root with a private data root, exec root and socket, no network (--bridge=none,
-# no iptables); the image is `docker import`ed from a busybox-static root; nothing is pulled.
+# no iptables); the image is `docker import`ed from a busybox-static root; nothing is pulled. An image
+# whose ENV has NVIDIA_REQUIRE_CUDA=cuda>=13.1 is refused on the node's CUDA 13.0 driver, and starts
+# with NVIDIA_DISABLE_REQUIRE=1.
 #
 #   usage: docker_gpus_test.sh PATH/TO/gpunode      (as root; needs docker.io, runc, busybox-static)
 set -euo pipefail
@@ -58,6 +60,7 @@ d=$E2E_TMP/docker
 sock=$d/docker.sock
 env -i PATH="$E2E_TMP/hookbin:/usr/sbin:/usr/bin:/sbin:/bin" HOME=/root \
   GPUNODE_CDI_SPEC_DIRS="$cdi_dir" GPUNODE_OCI_LOG="$E2E_TMP/shim.log" GPUNODE_RUNTIME_PATH="$(command -v runc)" \
+  GPUNODE_SIMULATE="$profile" \
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
   setsid /usr/sbin/dockerd --config-file "$d/daemon.json" --data-root "$d/root" --exec-root "$d/exec" \
     --pidfile "$d/dockerd.pid" -H "unix://$sock" --bridge=none --iptables=false --ip-forward=false \
@@ -126,4 +129,17 @@ e2e_assert_contains "$out" "requested by NVIDIA_VISIBLE_DEVICES=9" "... and wher
 if out=$(run --runtime runc --gpus 1); then e2e_fail "--gpus with runc started: $out"; fi
 e2e_assert_contains "$out" "gpunode runtime configure --runtime docker --set-as-default" "the hook names the fix"
 e2e_ok "$(grep -o 'nvidia-container-runtime-hook (gpunode):[^.]*' <<< "$out" | head -1)"
+e2e_step "NVIDIA_REQUIRE_CUDA in the image's config: refused when the node's driver (580, CUDA 13.0) fails it"
+# The node's facts (driver and CUDA version, each GPU's brand and compute capability) come from its
+# NVML: here the simulated dgx-h200's (GPUNODE_SIMULATE in the shim's environment).
+tar -C "$E2E_TMP/busybox" -c . | dk import -c 'ENV NVIDIA_REQUIRE_CUDA=cuda>=13.1' -c 'ENV CUDA_VERSION=13.1.0' - \
+  gpunode.test/cuda-require:13.1 >/dev/null || e2e_fail "docker import with ENV"
+runi() { dk run --rm --network none "$@" sh -c "$report" 2>&1; }
+if out=$(runi --gpus 1 gpunode.test/cuda-require:13.1); then e2e_fail "cuda>=13.1 started on a CUDA 13.0 driver: $out"; fi
+e2e_assert_contains "$out" "unsatisfied condition: cuda>=13.1 (NVIDIA_REQUIRE_CUDA, GPU 0 (NVIDIA H200))" "the start fails naming the term"
+e2e_assert_contains "$out" "this node's driver runs CUDA 13.0" "... and the node's CUDA version"
+out=$(runi --gpus 1 -e NVIDIA_DISABLE_REQUIRE=1 gpunode.test/cuda-require:13.1) || e2e_fail "NVIDIA_DISABLE_REQUIRE=1: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 " "NVIDIA_DISABLE_REQUIRE=1: it starts with GPU 0"
+out=$(runi gpunode.test/cuda-require:13.1) || e2e_fail "the same image without --gpus: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "" "without --gpus the requirement is not checked (no GPU, as NVIDIA's hook)"
 e2e_step "all passed"
