@@ -190,9 +190,14 @@ def main():
         # Labels, one shot.
         print(f"peers_bench: {name}: labels one-shot", file=sys.stderr)
         machine = os.path.join(root, "sys", "class", "dmi", "id", "product_name")
+        # GFD v0.19.0 publishes NodeFeature objects by default (and exits without an API server);
+        # the features file, as test/peers/labels_test.sh runs it. v0.18.x has no such flag.
+        gfd_flags = ["--use-node-feature-api=false"] if "--use-node-feature-api" in subprocess.run(
+            [os.path.join(peers, "gpu-feature-discovery"), "--help"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True).stdout else []
         res["labels_nvidia"] = timed_runs(
             [os.path.join(peers, "gpu-feature-discovery"), "--oneshot", "--no-timestamp", "--output-file", out,
-             "--machine-type-file", machine], nv_env, a.oneshot_runs)
+             "--machine-type-file", machine] + gfd_flags, nv_env, a.oneshot_runs)
         res["labels_gpunode"] = timed_runs(
             [gpunode, "--host-root", root, "labels", "--oneshot", "--no-timestamp", "--output-file", out], gn_env,
             a.oneshot_runs)

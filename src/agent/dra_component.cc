@@ -66,7 +66,7 @@ class DraComponent final : public Component {
       log_.Warn(name(), absl::StrCat("NVML: ", inv->driver.status.message(), "; publishing no devices"));
     }
     if (!compat_) {  // read by Devices() on the gRPC thread too: loaded before any thread starts
-      if (auto data = compat::LoadBuiltin(); data.ok()) compat_ = std::move(*data);
+      if (auto data = compat::LoadBuiltin(compat::Sections::kCudaTables); data.ok()) compat_ = std::move(*data);
     }
     // A client of its own: the kubelet's prepare calls must not wait behind the agent's 2 requests/s.
     kube::ClientOptions co;

@@ -32,7 +32,7 @@ class LabelsComponent final : public Component {
     GPUNODE_ASSIGN_OR_RETURN(devices::PluginConfig config,
                              ResolvePluginConfig(plugin_, ctx_.plugin_config_name(), ProcessEnvironment()));
     if (!compat_) {
-      if (auto data = compat::LoadBuiltin(); data.ok()) compat_ = std::move(*data);
+      if (auto data = compat::LoadBuiltin(compat::Sections::kCudaTables); data.ok()) compat_ = std::move(*data);
     }
     if (s_.node_labels && (!kube_ || ctx_.kube() == nullptr)) {
       log_.Warn(name(), "nodeLabels needs the Kubernetes API (kubernetes.enabled and a node name): labels not put on the Node");

@@ -57,6 +57,13 @@ Version Version::Of(std::initializer_list<uint32_t> parts) {
   return v;
 }
 
+Version Version::Prevalidated(const uint32_t* parts, size_t count, std::string_view text) {
+  Version v;
+  v.parts_.assign(parts, parts + count);
+  v.text_ = std::string(text);
+  return v;
+}
+
 Version Version::Truncate(size_t n) const {
   Version v;
   for (size_t i = 0; i < n && i < parts_.size(); ++i) v.parts_.push_back(parts_[i]);

@@ -40,6 +40,9 @@ class Version {
 
   // Builds from components; ToString() then prints them without leading zeros.
   static Version Of(std::initializer_list<uint32_t> parts);
+  // A version parsed before (the compat data set's build-time tables, src/compat/builtin.cc):
+  // `text` and `parts` as Parse made them, taken without checking.
+  static Version Prevalidated(const uint32_t* parts, size_t count, std::string_view text);
 
   const std::vector<uint32_t>& parts() const { return parts_; }
   uint32_t major() const { return Part(0); }

@@ -87,7 +87,7 @@ int RunDraPlugin(const GlobalOptions& global, const DraFlags& f) {
       return kExitUsage;
     }
     std::vector<std::string> problems;
-    auto compat = compat::LoadBuiltin();
+    auto compat = compat::LoadBuiltin(compat::Sections::kCudaTables);  // MaxCudaOfDriver only
     const std::vector<dra::DraDevice> devices =
         agent::DraDevicesOfNode(*inv, compat.ok() ? &*compat : nullptr, &problems);
     for (const std::string& p : problems) std::cerr << "warning: " << p << "\n";

@@ -303,7 +303,7 @@ class Labeller {
     if (flags_.node_labels) {
       if (int rc = ConnectKube(); rc != kExitOk) return rc;
     }
-    if (auto data = compat::LoadBuiltin(); data.ok()) {
+    if (auto data = compat::LoadBuiltin(compat::Sections::kCudaTables); data.ok()) {  // branches, Check()
       compat_ = std::move(*data);
     } else {
       Warn(absl::StrCat("compat data set: ", data.status().message(),

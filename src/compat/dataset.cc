@@ -13,7 +13,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "src/base/embedded.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpunode::compat {
@@ -593,15 +592,6 @@ StatusOr<CompatData> ParseCompatData(absl::string_view yaml_text, absl::string_v
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
   }
   return d;
-}
-
-StatusOr<CompatData> LoadBuiltin() {
-  std::optional<std::string_view> text = FindEmbedded("compat", "compat.yaml");
-  if (!text) {
-    return absl::InternalError("the built-in compat data set (data/compat.yaml) is not embedded");
-  }
-  return ParseCompatData(absl::string_view(text->data(), text->size()),
-                         "built-in data set (data/compat.yaml)");
 }
 
 StatusOr<CompatData> LoadFile(const std::string& path) {

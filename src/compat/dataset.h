@@ -31,6 +31,8 @@ struct Provenance {
   std::string source;
   Confidence confidence = Confidence::kOfficial;
   std::string note;
+
+  friend bool operator==(const Provenance&, const Provenance&) = default;
 };
 
 // A CUDA toolkit release and the driver it ships with (Table 3, "toolkit driver").
@@ -40,6 +42,8 @@ struct Toolkit {
   std::optional<Version> driver;     // absent where the row was not captured
   std::optional<int> paired_branch;  // set where only the branch is known (13.4 -> 615)
   Provenance provenance;
+
+  friend bool operator==(const Toolkit&, const Toolkit&) = default;
 };
 
 // Minor-version compatibility of one CUDA major; `floor` absent = none (10.x).
@@ -48,6 +52,8 @@ struct MinorCompat {
   std::optional<Version> floor;
   std::optional<int> min_branch;
   Provenance provenance;
+
+  friend bool operator==(const MinorCompat&, const MinorCompat&) = default;
 };
 
 struct DriverBranch {
@@ -57,6 +63,8 @@ struct DriverBranch {
   std::string type;  // "LTSB", "PB", "NFB", ... or empty
   std::string eol;
   Provenance provenance;
+
+  friend bool operator==(const DriverBranch&, const DriverBranch&) = default;
 };
 
 enum class FcCell { kSupported, kUnsupported, kPaired };
@@ -65,6 +73,8 @@ struct FcPackage {
   std::string package;         // "cuda-compat-12-4"
   Version cuda;                // 12.4
   std::vector<FcCell> support; // one cell per ForwardCompat::columns
+
+  friend bool operator==(const FcPackage&, const FcPackage&) = default;
 };
 
 struct ForwardCompat {
@@ -72,6 +82,8 @@ struct ForwardCompat {
   std::vector<int> columns;                    // driver branches
   std::vector<FcPackage> packages;
   Provenance provenance;
+
+  friend bool operator==(const ForwardCompat&, const ForwardCompat&) = default;
 };
 
 // An architecture generation for a set of compute capabilities.
@@ -83,6 +95,8 @@ struct Architecture {
   std::optional<int> first_branch;     // lowest driver branch that drives it, if known
   std::optional<int> last_branch;      // last driver branch that drives it, if it ended
   Provenance provenance;
+
+  friend bool operator==(const Architecture&, const Architecture&) = default;
 };
 
 struct GpuModel {
@@ -93,6 +107,8 @@ struct GpuModel {
   std::vector<uint16_t> pci_ids;
   std::vector<std::string> aliases;
   Provenance provenance;
+
+  friend bool operator==(const GpuModel&, const GpuModel&) = default;
 };
 
 struct TorchRelease {
@@ -100,6 +116,8 @@ struct TorchRelease {
   std::vector<std::string> wheels;  // "cu118", ...
   std::string pypi_default;
   Provenance provenance;
+
+  friend bool operator==(const TorchRelease&, const TorchRelease&) = default;
 };
 
 // The GPU targets of one torch wheel variant.
@@ -110,6 +128,8 @@ struct TorchArchList {
   std::vector<Version> sass;
   std::vector<Version> ptx;
   Provenance provenance;
+
+  friend bool operator==(const TorchArchList&, const TorchArchList&) = default;
 };
 
 struct TorchGpuFloor {
@@ -117,6 +137,8 @@ struct TorchGpuFloor {
   Version min_torch;
   Version min_cuda;
   Provenance provenance;
+
+  friend bool operator==(const TorchGpuFloor&, const TorchGpuFloor&) = default;
 };
 
 struct TensorflowBuild {
@@ -124,6 +146,8 @@ struct TensorflowBuild {
   Version cuda;
   std::string cudnn;
   Provenance provenance;
+
+  friend bool operator==(const TensorflowBuild&, const TensorflowBuild&) = default;
 };
 
 struct JaxBuild {
@@ -131,12 +155,16 @@ struct JaxBuild {
   Version cuda;
   Version min_cc;
   Provenance provenance;
+
+  friend bool operator==(const JaxBuild&, const JaxBuild&) = default;
 };
 
 struct VllmImage {
   std::string tag;
   Version cuda;
   Provenance provenance;
+
+  friend bool operator==(const VllmImage&, const VllmImage&) = default;
 };
 
 struct ImageFamily {
@@ -147,6 +175,8 @@ struct ImageFamily {
   bool ships_cuda_compat = false;
   std::string label;  // coverage name, "NGC PyTorch"; the family name when absent
   Provenance provenance;
+
+  friend bool operator==(const ImageFamily&, const ImageFamily&) = default;
 };
 
 // One release of an image family read from `images.releases` (parsers ngc-table, tag-table,
@@ -160,6 +190,8 @@ struct ImageRelease {
   std::string min_driver;         // what the release notes state ("R580"), free text, optional
   std::vector<std::string> forward_compat;  // data-center branches the notes list, optional
   Provenance provenance;
+
+  friend bool operator==(const ImageRelease&, const ImageRelease&) = default;
 };
 
 // A monthly NGC tag -> CUDA mapping (nvcr.io/nvidia/pytorch, nvcr.io/nvidia/tritonserver).
@@ -168,6 +200,8 @@ struct MonthCuda {
   std::vector<std::string> tags;  // "24.05"
   Version cuda;
   Provenance provenance;
+
+  friend bool operator==(const MonthCuda&, const MonthCuda&) = default;
 };
 
 struct CompatData {
@@ -193,6 +227,10 @@ struct CompatData {
   std::vector<MonthCuda> tritonserver;
   std::vector<ImageRelease> image_releases;
 
+  // Every field, in full (Version compares numerically: "12.4" == "12.4.0"); the test that the
+  // built-in tables and the YAML agree also compares the texts (test/compat/builtin_test.cc).
+  friend bool operator==(const CompatData&, const CompatData&) = default;
+
   // Lookups (nullptr / empty when absent).
   const DriverBranch* FindBranch(int branch) const;
   const MinorCompat* FindMinorCompat(int cuda_major) const;
@@ -209,10 +247,31 @@ struct CompatData {
   static std::vector<std::string> SourceIds(absl::string_view source_field);
 };
 
+// Parts of the data set a command loads from the built-in tables (LoadBuiltin); the YAML loaders
+// always read everything. `origin` and `updated` come with any part.
+enum class Sections : unsigned {
+  kSources = 1,      // sources (the text of each source id, for reports)
+  kCudaTables = 2,   // toolkits, minor_compat, branches, forward_compat
+  kHardware = 4,     // architectures, gpus (the GPU catalogue)
+  kFrameworks = 8,   // torch_*, tensorflow, jax, vllm_*
+  kImages = 16,      // image_families, ngc_pytorch, tritonserver, image_releases
+  kAll = 31,
+};
+constexpr Sections operator|(Sections a, Sections b) {
+  return static_cast<Sections>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+constexpr bool Has(Sections set, Sections part) {
+  return (static_cast<unsigned>(set) & static_cast<unsigned>(part)) != 0;
+}
+
 // Parses and validates a data set. `origin` names it in errors (a path or "built-in data set").
 StatusOr<CompatData> ParseCompatData(absl::string_view yaml_text, absl::string_view origin);
-// The data set compiled into the binary.
-StatusOr<CompatData> LoadBuiltin();
+// The data set compiled into the binary: data/compat.yaml, parsed and checked by ParseCompatData
+// at build time (src/compat/gen/compat_gen.cc) and compiled in as static tables
+// (builtin_tables.h); loading copies the asked-for parts out of them, in microseconds, and never
+// fails for a binary that built. `sections`: what the command reads (Check() with a workload of
+// a bare CUDA version and no GPU needs only kCudaTables; with kSources also its report's sources).
+StatusOr<CompatData> LoadBuiltin(Sections sections = Sections::kAll);
 
 // The highest CUDA version the driver branch of `driver` runs natively (its branch's max_cuda),
 // for when NVML cannot say (nvmlSystemGetCudaDriverVersion needs libcuda, which the long-running
