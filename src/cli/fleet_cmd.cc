@@ -9,12 +9,14 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/host_fs.h"
 #include "src/cli/common.h"
+#include "src/cli/image_source.h"
 #include "src/compat/dataset.h"
 #include "src/fleet/fleet.h"
 #include "src/fleet/render.h"
@@ -33,6 +35,7 @@ struct FleetFlags {
   // compat
   std::string image;
   std::string data;
+  ImageSourceFlags image_source;  // the image's config: read once, for every pool
   // drain-plan
   std::string to_driver;
   std::string max_unavailable;
@@ -167,18 +170,16 @@ int RunCompat(const GlobalOptions& global, const FleetFlags& f) {
     PrintError(Annotate(data.status(), "--data"));
     return kExitUsage;
   }
-  // The image first: a typo is reported before the cluster is asked.
-  if (auto w = compat::WorkloadFromImage(*data, f.image); !w.ok()) {
+  // The image first, once for every pool (its config from the registry, else the data set): a
+  // typo is reported before the cluster is asked.
+  auto w = WorkloadOfImage(global, *data, f.image, f.image_source, /*node_stores=*/false);
+  if (!w.ok()) {
     PrintError(Annotate(w.status(), "--image"));
     return kExitUsage;
   }
   Loaded l = Load(f);
   if (l.rc != -1) return l.rc;
-  auto report = fleet::CheckPools(*data, l.report, f.image);
-  if (!report.ok()) {
-    PrintError(Annotate(report.status(), "--image"));
-    return kExitUsage;
-  }
+  std::optional<fleet::FleetCompatReport> report = fleet::CheckPools(*data, l.report, f.image, *std::move(w));
   if (int rc = WriteHtml(f.html, fleet::RenderHtml(l.report, &*report)); rc != -1) return rc;
   if (*format == OutputFormat::kTable) {
     std::cout << fleet::RenderText(*report, UseColor(global));
@@ -283,6 +284,7 @@ void AddFleetCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "compat", "Which pools can run an image: the compat verdict per pool (its driver and GPU), the rule and the smallest fix");
   c->add_option("--image", flags->image, "Container image reference, as for gpunode compat check")->required();
   c->add_option("--data", flags->data, "Use this compat data set instead of the built-in one");
+  AddImageSourceFlags(c, flags->image_source, /*node_stores=*/false);
   c->footer(
       "Exit codes: 0 every pool runs it (maybe with caveats), 1 a pool cannot, 2 unknown somewhere, 3 bad input.\n"
       "Example:\n"

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "src/base/terminal.h"
 #include "src/cli/common.h"
+#include "src/cli/image_source.h"
 #include "src/compat/image_ref.h"
 #include "src/image/store_containerd.h"
 #include "src/image/store_containers_storage.h"
@@ -107,32 +108,13 @@ void PrintTable(const std::vector<StoreAnswer>& answers) {
 
 std::vector<std::unique_ptr<image::ImageStore>> OpenStores(const HostFs& fs, const ImageListFlags& f,
                                                            const image::StoreOptions& so, Status* error) {
-  std::vector<std::unique_ptr<image::ImageStore>> stores;
-  if (f.store.empty() || f.store == "containerd") {
-    stores.push_back(image::NewContainerdStore(fs, {f.containerd_socket, f.containerd_namespace, so}));
+  StoreFlags sf{f.store, f.containerd_socket, f.containerd_namespace, f.docker_socket, f.storage_root};
+  auto stores = OpenNodeStores(fs, sf, so);
+  if (!stores.ok()) {
+    *error = stores.status();
+    return {};
   }
-  if (f.store.empty() || f.store == "docker") {
-    stores.push_back(image::NewDockerStore(fs, {f.docker_socket, so}));
-  }
-  if (f.store.empty() || f.store == "containers-storage") {
-    image::ContainersStorageOptions o;
-    if (!f.storage_root.empty()) {
-      o.graph_root = f.storage_root;
-    } else {
-      const char* home = std::getenv("HOME");
-      // Rootless podman's store is the user's own; under --host-root, the node's.
-      const bool rootless = ::geteuid() != 0 && fs.is_system_root();
-      auto d = image::DefaultContainersStorage(fs, rootless, home != nullptr ? home : "");
-      if (!d.ok()) {
-        *error = d.status();
-        return {};
-      }
-      o = *d;
-    }
-    o.store = so;
-    stores.push_back(image::NewContainersStorageStore(fs, o));
-  }
-  return stores;
+  return *std::move(stores);
 }
 
 int Run(const GlobalOptions& global, const ImageListFlags& f) {

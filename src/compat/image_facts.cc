@@ -57,8 +57,10 @@ ImageCudaFacts ReadImageCudaFacts(const std::vector<std::string>& env,
       problems->push_back(absl::StrCat("CUDA_VERSION=\"", *v, "\" is not a CUDA version"));
     }
   }
+  // What requirement.h's RequirementsFromEnv reads, as the shim does: NVIDIA_REQUIRE_*, and
+  // CUDA_VERSION for the legacy rule (cuda>=X.Y when NVIDIA_REQUIRE_CUDA is absent).
   for (const auto& [k, v] : f.env) {
-    if (absl::StartsWith(k, "NVIDIA_REQUIRE_")) f.requirements.push_back(absl::StrCat(k, "=", v));
+    if (absl::StartsWith(k, "NVIDIA_REQUIRE_") || k == "CUDA_VERSION") f.requirements.push_back(absl::StrCat(k, "=", v));
   }
   if (const std::string* v = get("NVIDIA_DISABLE_REQUIRE")) {
     // NVIDIA's toolkit: strconv.ParseBool, a value that does not parse counts as false.
@@ -86,6 +88,7 @@ StatusOr<WorkloadSpec> WorkloadFromImageConfig(const CompatData& data, absl::str
   GPUNODE_ASSIGN_OR_RETURN(WorkloadSpec spec, WorkloadFromImage(data, ref));
   spec.config_source = std::string(config_source);
   spec.requirements = facts.requirements;
+  spec.image_env = facts.env;
   spec.disable_require = facts.disable_require;
   if (!facts.framework.empty() && spec.framework.empty()) spec.framework = facts.framework;
   if (facts.framework_version && !spec.framework_version) spec.framework_version = facts.framework_version;
@@ -96,7 +99,7 @@ StatusOr<WorkloadSpec> WorkloadFromImageConfig(const CompatData& data, absl::str
   }
   if (!facts.cuda) {
     if (!spec.cuda) {
-      spec.derived_from = absl::StrCat("the image config (", config_source, ") sets no CUDA_VERSION, and ",
+      spec.derived_from = absl::StrCat("the image's config (", config_source, ") sets no CUDA_VERSION, and ",
                                        spec.derived_from);
     }
     return spec;
@@ -108,7 +111,7 @@ StatusOr<WorkloadSpec> WorkloadFromImageConfig(const CompatData& data, absl::str
   }
   spec.cuda = cuda;
   spec.needed.clear();
-  spec.derived_from = absl::StrCat("CUDA_VERSION=", facts.env.at("CUDA_VERSION"), " in the image config (",
+  spec.derived_from = absl::StrCat("CUDA_VERSION=", facts.env.at("CUDA_VERSION"), " in the image's config (",
                                    config_source, ")", disagreement);
   spec.confidence = Confidence::kOfficial;
   return spec;

@@ -22,7 +22,7 @@ namespace gpunode::compat {
 // The CUDA facts of one image, as read from its config.
 struct ImageCudaFacts {
   std::optional<Version> cuda;            // CUDA_VERSION ("12.8.1"; NGC's "12.9.1.010" kept whole)
-  std::vector<std::string> requirements;  // "NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,..." by name
+  std::vector<std::string> requirements;  // "NVIDIA_REQUIRE_CUDA=cuda>=12.8 ...", "CUDA_VERSION=12.8.1" by name
   bool disable_require = false;           // NVIDIA_DISABLE_REQUIRE, Go's strconv.ParseBool
   std::string framework;                  // "pytorch" when NGC/PyTorch variables say so
   std::optional<Version> framework_version;  // PYTORCH_VERSION / NVIDIA_PYTORCH_VERSION's torch

@@ -10,6 +10,7 @@
 #ifndef GPUNODE_COMPAT_IMAGE_REF_H_
 #define GPUNODE_COMPAT_IMAGE_REF_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,11 @@ struct WorkloadSpec {
   // them), and whether NVIDIA_DISABLE_REQUIRE is set to a true value.
   std::vector<std::string> requirements;
   bool disable_require = false;
+  // The CUDA facts the image's config carries (CUDA_VERSION, NVIDIA_REQUIRE_*, NGC's variables),
+  // for -o json; and the sources tried before the one that answered (or all, when none did).
+  std::map<std::string, std::string> image_env;
+  std::string image_digest;
+  std::vector<std::string> sources_tried;
 };
 
 // --image REF. Uses the data set's image families and month tables.

@@ -118,6 +118,15 @@ nlohmann::ordered_json ToJson(const CompatReport& r) {
       {"derivedFrom", w.derived_from},
       {"confidence", std::string(ConfidenceName(w.confidence))},
       {"shipsCudaCompat", w.ships_cuda_compat}};
+  // Where the image's facts came from (issue 32): its own config, or the data set alone.
+  nlohmann::ordered_json image_config = {
+      {"source", w.config_source.empty() ? nlohmann::ordered_json("data set") : nlohmann::ordered_json(w.config_source)},
+      {"digest", w.image_digest.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.image_digest)},
+      {"env", w.image_env},
+      {"requirements", w.requirements},
+      {"disableRequire", w.disable_require},
+      {"tried", w.sources_tried}};
+  if (!w.input.empty() && w.family != "--cuda" && w.family.rfind("pip", 0) != 0) workload["imageConfig"] = image_config;
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const GpuRef& g : r.target.gpus) gpus.push_back(GpuJson(g));
   nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
@@ -194,6 +203,12 @@ std::string RenderText(const CompatReport& r, bool color) {
   const WorkloadSpec& w = r.workload;
   absl::StrAppend(&out, "workload: ", w.input, "\n");
   if (!w.derived_from.empty()) absl::StrAppend(&out, "          ", w.derived_from, "\n");
+  if (!w.config_source.empty()) {
+    absl::StrAppend(&out, "          answered by: ", w.config_source, "\n");
+  } else if (!w.sources_tried.empty()) {
+    absl::StrAppend(&out, "          answered by: the data set (the image's config was not found: ",
+                    absl::StrJoin(w.sources_tried, "; "), ")\n");
+  }
   std::string target = r.target.origin;
   if (r.target.driver) absl::StrAppend(&target, ": driver ", r.target.driver->ToString());
   if (r.facts.branch) {

@@ -111,7 +111,7 @@ TEST(CliDoctorTest, HelpTeachesWithExamples) {
 }
 
 TEST(CliCompatTest, TheExampleImageIsCompatibleOnTheSimulatedH200Node) {
-  Result r = RunGpunode("--simulate dgx-h200 compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime -o json");
+  Result r = RunGpunode("--simulate dgx-h200 compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --image-source data -o json");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   nlohmann::json doc = Json(r);
   EXPECT_EQ(doc["kind"], "CompatReport");
@@ -119,7 +119,7 @@ TEST(CliCompatTest, TheExampleImageIsCompatibleOnTheSimulatedH200Node) {
 }
 
 TEST(CliCompatTest, Driver535WithAnH100GetsCaveatsForCuda124) {
-  Result r = RunGpunode("compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --driver 535.183.01 --gpu H100 -o json");
+  Result r = RunGpunode("compat check --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --image-source data --driver 535.183.01 --gpu H100 -o json");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(Json(r)["verdict"], "compatible-with-caveats");
 }

@@ -39,7 +39,7 @@ TEST(CompatDataCli, HelpListsSubcommandsOnce) {
 }
 
 TEST(CompatDataCli, NgcPytorch2508OnR580IsCompatible) {
-  auto r = RunGpunode("compat check --image nvcr.io/nvidia/pytorch:25.08-py3 --driver 580.65.06 --gpu H100 -o json");
+  auto r = RunGpunode("compat check --image nvcr.io/nvidia/pytorch:25.08-py3 --image-source data --driver 580.65.06 --gpu H100 -o json");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["verdict"], "compatible");
@@ -47,7 +47,7 @@ TEST(CompatDataCli, NgcPytorch2508OnR580IsCompatible) {
 }
 
 TEST(CompatDataCli, UnknownVllmReleaseSaysKnownFamily) {
-  auto r = RunGpunode("compat check --image vllm/vllm-openai:v0.10.1 --driver 550.54.15 --gpu H100");
+  auto r = RunGpunode("compat check --image vllm/vllm-openai:v0.10.1 --image-source data --driver 550.54.15 --gpu H100");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.out, HasSubstr("known family vLLM"));
 }

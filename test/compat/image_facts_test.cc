@@ -30,8 +30,9 @@ TEST(ImageFacts, CudaVersionAndRequirementsAreRead) {
   EXPECT_TRUE(problems.empty());
   ASSERT_TRUE(f.cuda);
   EXPECT_EQ(f.cuda->ToString(), "12.8.1");
-  ASSERT_EQ(f.requirements.size(), 1u);
-  EXPECT_THAT(f.requirements[0], ::testing::StartsWith("NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=unknown"));
+  ASSERT_EQ(f.requirements.size(), 2u);  // what the shim reads: CUDA_VERSION (legacy rule) and NVIDIA_REQUIRE_*
+  EXPECT_EQ(f.requirements[0], "CUDA_VERSION=12.8.1");
+  EXPECT_THAT(f.requirements[1], ::testing::StartsWith("NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=unknown"));
   EXPECT_FALSE(f.disable_require);
   EXPECT_EQ(f.env.count("PATH"), 0u);
 }
@@ -76,11 +77,11 @@ TEST(ImageFacts, AnImageOutsideTheDataSetIsAnsweredFromItsConfig) {
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE(w->cuda);
   EXPECT_EQ(w->cuda->ToString(), "12.8.1");
-  EXPECT_THAT(w->derived_from, HasSubstr("CUDA_VERSION=12.8.1 in the image config (registry docker.io)"));
+  EXPECT_THAT(w->derived_from, HasSubstr("CUDA_VERSION=12.8.1 in the image's config (registry docker.io)"));
   EXPECT_EQ(w->config_source, "registry docker.io");
   EXPECT_TRUE(w->needed.empty());
   EXPECT_TRUE(w->ships_cuda_compat);  // NVIDIA_REQUIRE_CUDA's brand= groups come with cuda-compat
-  EXPECT_EQ(w->requirements.size(), 1u);
+  EXPECT_EQ(w->requirements.size(), 2u);
 }
 
 TEST(ImageFacts, WithoutCudaVersionTheDataSetStillAnswers) {

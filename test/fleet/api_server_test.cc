@@ -246,12 +246,12 @@ TEST_F(FleetApiTest, CliFromFileTableJsonAndHtml) {
 
 TEST_F(FleetApiTest, CliCompatAndDrainPlan) {
   const std::string small = Fixture("nodes-small.json");
-  Result c = RunGpunode("fleet compat --image nvidia/cuda:13.0.2-base-ubuntu24.04 --from " + small);
+  Result c = RunGpunode("fleet compat --image-source data --image nvidia/cuda:13.0.2-base-ubuntu24.04 --from " + small);
   EXPECT_EQ(c.exit_code, 1) << c.out;
   EXPECT_THAT(c.out, HasSubstr("tesla-v100-sxm2-16gb-535.261.03: incompatible"));
   EXPECT_THAT(c.out, HasSubstr("3 of 4 pools (6 of 7 GPU nodes) can run it"));
 
-  Result ok = RunGpunode("fleet compat --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --from " + small + " -o json");
+  Result ok = RunGpunode("fleet compat --image-source data --image pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime --from " + small + " -o json");
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
   EXPECT_THAT(ok.out, HasSubstr("\"kind\": \"FleetCompat\""));
 

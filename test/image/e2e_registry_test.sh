@@ -243,4 +243,21 @@ e2e_assert_contains "$err" "no complete answer within the lookup's 3 s" "trickle
 python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 5 else 1)" "$took" || e2e_fail "trickle took ${took}s (deadline 3 s)"
 e2e_ok "trickle ended after ${took}s"
 
+e2e_step "compat check --image answers from the registry for an image the data set does not know"
+CC() { "$GPUNODE" -o json compat check --registry-ca "$T/ca.pem" "$@"; }
+verdict() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); w=d["workload"]; print(d["verdict"], d["rule"]["id"], w["cuda"], w["imageConfig"]["source"])'; }
+vref=127.0.0.1:$ANON/vllm/vllm-openai:v0.10.1
+out=$(CC --image-source data --image "$vref" --driver 580.65.06 --gpu H100 || true)
+e2e_assert_contains "$(printf '%s' "$out" | verdict)" "unknown" "data set alone: unknown ($vref)"
+out=$(CC --image "$vref" --driver 580.65.06 --gpu H100 || true)
+got=$(printf '%s' "$out" | verdict)
+e2e_assert_eq "$got" "compatible paired-driver 12.8.1 registry 127.0.0.1:$ANON" "R580 runs it (CUDA_VERSION from the registry)"
+out=$(CC --image "$vref" --driver 545.29.06 --gpu H100 || true)
+got=$(printf '%s' "$out" | verdict)
+e2e_assert_contains "$got" "incompatible image-requires 12.8.1 registry 127.0.0.1:$ANON" "R545 fails NVIDIA_REQUIRE_CUDA (no driver group of 545)"
+table=$("$GPUNODE" compat check --registry-ca "$T/ca.pem" --image "$vref" --driver 545.29.06 --gpu H100 || true)
+e2e_assert_contains "$table" "answered by: registry 127.0.0.1:$ANON" "the text names the source"
+table=$("$GPUNODE" compat check --registry-ca "$T/ca.pem" --image "127.0.0.1:$CLOSED/vllm/vllm-openai:v0.10.1" --driver 580.65.06 --gpu H100 || true)
+e2e_assert_contains "$table" "answered by: the data set (the image's config was not found:" "no registry: the data set answers and says why"
+
 echo "PASS: e2e_image_registry"

@@ -85,11 +85,7 @@ EOF
 }
 
 e2e_step "test images built FROM scratch with podman (private store $PS/root)"
-if [ -x "$E2E_SOURCE_DIR/test/image/make_images.sh" ]; then
-  "$E2E_SOURCE_DIR/test/image/make_images.sh" "$T/pm" || e2e_fail "make_images.sh"
-else
-  build_images || e2e_fail "podman build"
-fi
+build_images || e2e_fail "podman build"
 digest=$(pm image inspect --format '{{.Digest}}' gpunode.test/cuda:12.8.1-base)
 e2e_ok "gpunode.test/cuda:12.8.1-base is $digest"
 
@@ -242,4 +238,20 @@ e2e_assert_contains "$out" "$T/garbage/overlay-images/images.json" "a cut-short 
 e2e_assert_contains "$out" "cut short" "... and said what it is"
 if out=$(G --store containers-storage --storage-root "$T/nowhere" 2>&1); then e2e_fail "no storage: $out"; fi
 e2e_assert_contains "$out" "containers-storage $T/nowhere: no such folder" "no storage folder"
+e2e_step "compat check --image answers from the node's store (images with published env values, make_images.sh)"
+bash "$E2E_SOURCE_DIR/test/image/make_images.sh" "$T/mk" >/dev/null 2>&1 || e2e_fail "make_images.sh"
+cc() { "$bin" -o json compat check --image-source node --store containers-storage --storage-root "$T/mk/storage/root" "$@" |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["verdict"], d["rule"]["id"], d["workload"]["cuda"], d["workload"]["imageConfig"]["source"])'; }
+src="image config (containers-storage $T/mk/storage/root)"
+v=localhost/gpunode-test/vllm-openai:v0.10.1
+e2e_assert_eq "$(cc --image $v --driver 580.65.06 --gpu H100 || true)" "compatible paired-driver 12.8.1 $src" "vLLM v0.10.1 on R580 H100"
+e2e_assert_eq "$(cc --image $v --driver 550.54.15 --gpu L40S || true)" "compatible-with-caveats minor-version-compat 12.8.1 $src" "vLLM v0.10.1 on R550 L40S"
+e2e_assert_eq "$(cc --image $v --driver 545.29.06 --gpu H100 || true)" "incompatible image-requires 12.8.1 $src" "vLLM v0.10.1 on R545: NVIDIA_REQUIRE_CUDA fails"
+e2e_assert_eq "$(cc --image localhost/gpunode-test/cuda:12.8.1-base-ubuntu24.04 --driver 535.104.05 --gpu T4 || true)" \
+  "compatible-with-caveats minor-version-compat 12.8.1 $src" "cuda 12.8.1 on R535 T4: brand=tesla,driver>=535,driver<536 admits it"
+e2e_assert_eq "$(cc --image localhost/gpunode-test/cuda:12.8.1-base-ubuntu24.04 --driver 535.104.05 --gpu 'RTX 4090' || true)" \
+  "incompatible image-requires 12.8.1 $src" "cuda 12.8.1 on R535 RTX 4090: no geforce group, the shim would refuse it"
+e2e_assert_eq "$(cc --image localhost/gpunode-test/pytorch:25.08-py3 --driver 580.65.06 --gpu H200 || true)" \
+  "compatible paired-driver 13.0.0 $src" "NGC PyTorch 25.08 on R580 H200"
+
 e2e_step "all passed"
