@@ -254,7 +254,7 @@ TEST(CliBadInputTest, KubernetesCommandsNameWhatIsWrong) {
 TEST(CliBadInputTest, CdiGenerateRefusesBadHooksAndRoots) {
   Result hook = gpunode::testing::RunGpunode("--simulate dgx-h200 cdi generate --output - --disable-hook warp");
   EXPECT_EQ(hook.exit_code, 3);
-  EXPECT_THAT(hook.out, HasSubstr("--disable-hook \"warp\": not one of create-symlinks, update-ldcache, all"));
+  EXPECT_THAT(hook.out, HasSubstr("--disable-hook \"warp\": not one of create-symlinks, enable-cuda-compat, update-ldcache, all"));
   Result rel = gpunode::testing::RunGpunode("--simulate dgx-h200 cdi generate --output - --dev-root relative/dir");
   EXPECT_EQ(rel.exit_code, 3);
   EXPECT_THAT(rel.out, HasSubstr("--dev-root \"relative/dir\": not an absolute path"));
