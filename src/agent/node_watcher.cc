@@ -46,6 +46,8 @@ constexpr const auto& kDeployPrefix = wellknown::kDeployLabelPrefix;
 constexpr const auto& kPluginConfigLabel = wellknown::kLabelDevicePluginConfig;
 constexpr const auto& kMigConfigLabel = wellknown::kLabelMigConfig;
 constexpr const auto& kMigStateLabel = wellknown::kLabelMigConfigState;
+// The writer of nvidia.com/mig.config.state (NVIDIA's mig-manager writes it too).
+constexpr char kMigFieldManager[] = "gpunode-mig-manager";
 
 std::map<std::string, std::string> LabelsOf(const nlohmann::json& node) {
   std::map<std::string, std::string> labels;
@@ -194,7 +196,11 @@ bool NodeWatcher::BarrierReleased() const {
 void NodeWatcher::SetMigState(const std::string& state, const std::string& now) {
   if (state == now) return;
   nlohmann::json patch = {{"metadata", {{"labels", {{kMigStateLabel, state}}}}}};
-  if (auto r = ctx_.kube()->MergePatch(absl::StrCat("/api/v1/nodes/", kube::UrlEscape(ctx_.node_name())), patch); !r.ok()) {
+  // Its own field manager: written as "gpunode" (the User-Agent's name for a merge patch), the
+  // labels component's apply took it for an earlier agent's label and removed it again.
+  const std::string path =
+      absl::StrCat("/api/v1/nodes/", kube::UrlEscape(ctx_.node_name()), "?fieldManager=", kMigFieldManager);
+  if (auto r = ctx_.kube()->MergePatch(path, patch); !r.ok()) {
     log_.Warn(name(), absl::StrCat(kMigStateLabel, " not set: ", r.status().message()));
   }
 }

@@ -52,10 +52,12 @@ struct NodeLabelChange {
 // shared with its other owner, so it stays at uninstall. Only keys IsGpunodeLabelKey accepts are
 // applied. A key another manager owns with another value is left to it (`conflicts`): gpunode
 // does not fight NVIDIA's gpu-feature-discovery or an admin for a label (docs/kubernetes.md).
-// Migration: keys listed in gpunode.io/managed-labels (an earlier agent's merge patches) that are
-// no longer wanted are removed, gpunode's old merge-patch ownership of its labels is dropped from
-// managedFields and the annotation is removed, in one JSON patch conditional on the
-// resourceVersion; the apply that follows then owns the wanted ones alone.
+// Migration (only while the Node carries gpunode.io/managed-labels: a merge patch by "gpunode"
+// without it is another writer's, never removed): keys listed there or owned by the earlier
+// agent's merge patches that are no longer wanted are removed, gpunode's old merge-patch
+// ownership of its labels is dropped from managedFields and the annotation is removed, in one
+// JSON patch conditional on the resourceVersion; the apply that follows then owns the wanted
+// ones alone.
 // One GET and no write when the Node already matches; a conflicting write in between is read
 // again (at most 5 times). A Node with a field of the wrong type is InvalidArgument naming it
 // ("Node n1: metadata.labels: expected an object, got string").

@@ -51,7 +51,7 @@ struct LabelState {
   std::string rv;
   std::map<std::string, std::string> labels;
   bool annotated = false;                // has gpunode.io/managed-labels
-  std::set<std::string> legacy;          // listed there (or owned by a legacy entry), under our prefixes
+  std::set<std::string> legacy;          // listed there (or, with it, owned by a legacy entry), under our prefixes
   std::vector<std::string> ignored;      // listed there, outside our prefixes
   std::set<std::string> applied;         // owned by gpunode's Apply
   std::map<std::string, std::set<std::string>> others;  // label -> managers other than gpunode
@@ -84,9 +84,12 @@ StatusOr<LabelState> ReadLabelState(const nlohmann::json& node, const std::strin
     for (const std::string& k : e.labels) {
       if (IsOurApply(e)) {
         s.applied.insert(k);
-      } else if (IsOurLegacy(e)) {
+      } else if (IsOurLegacy(e) && s.annotated) {
         if (IsGpunodeLabelKey(k)) s.legacy.insert(k);
-      } else if (!IsOurs(e)) {
+      } else if (!IsOurs(e) || !s.annotated) {
+        // Without the annotation a merge patch by "gpunode" is not an earlier agent's label
+        // bookkeeping (that always came with the annotation) but another writer of ours, e.g. an
+        // earlier controller's nvidia.com/gpu-driver-upgrade-state: it is theirs, never removed.
         s.others[k].insert(e.manager.empty() ? "(unnamed)" : TerminalSafe(e.manager));
       }
     }
@@ -123,7 +126,7 @@ nlohmann::json MigrationPatch(const LabelState& s, const std::map<std::string, s
   for (const ManagedFieldsEntry& e : s.entries) {
     if (e.index >= fields.size()) continue;
     if (IsOurApply(e)) apply_entry = &fields[e.index];
-    if (!IsOurLegacy(e)) continue;
+    if (!s.annotated || !IsOurLegacy(e)) continue;
     nlohmann::json& labels = fields[e.index]["fieldsV1"]["f:metadata"]["f:labels"];
     for (const std::string& k : e.labels) {
       if (IsGpunodeLabelKey(k)) changed = labels.erase(FieldsV1Key(k)) > 0 || changed;

@@ -117,6 +117,21 @@ TEST_F(NodeApplyTest, AnEarlierAgentsAnnotatedMergePatchLabelsAreMigrated) {
   EXPECT_EQ(Labels(), (std::map<std::string, std::string>{{"example.com/theirs", "1"}}));
 }
 
+// A merge patch by "gpunode" on a Node without the annotation is not an earlier agent's label
+// bookkeeping: an earlier agent's nvidia.com/mig.config.state, written that way, was removed by the
+// next apply (CI saw the MIG state vanish). Such a key is another writer's and stays.
+TEST_F(NodeApplyTest, AnUnannotatedMergePatchByGpunodeIsAnotherWritersAndStays) {
+  api_.SetLabel("n1", "nvidia.com/mig.config.state", "success", "gpunode");
+  auto r = ApplyNodeLabels(*client_, "n1", {{"nvidia.com/gpu.count", "8"}});
+  ASSERT_OK(r) << r.status();
+  EXPECT_TRUE(r->removed.empty());
+  EXPECT_EQ(Labels()["nvidia.com/mig.config.state"], "success");
+  auto gone = RemoveNodeLabels(*client_, "n1");
+  ASSERT_OK(gone);
+  EXPECT_THAT(gone->removed, ElementsAre("nvidia.com/gpu.count"));
+  EXPECT_EQ(Labels(), (std::map<std::string, std::string>{{"nvidia.com/mig.config.state", "success"}}));
+}
+
 TEST_F(NodeApplyTest, AnUninstallRightAfterTheMigrationStillRemovesTheMigratedKeys) {
   api_.SetLabel("n1", "gpunode.io/agent.version", "old", "gpunode");
   api_.SetAnnotation("n1", kManagedLabelsAnnotation, "gpunode.io/agent.version", "gpunode");
