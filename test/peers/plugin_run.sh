@@ -16,7 +16,9 @@ if [ "${PLUGIN_RUN_INNER:-}" != 1 ]; then
 fi
 dp=/var/lib/kubelet/device-plugins
 log=$(mktemp)
-"$probe" --dir "$dp" --timeout-s 30 > "$log.json" &
+# 90 s: under a loaded CI run (ASan tests and the cluster beside it) a plugin can take long to
+# serve; a quick one answers in well under a second either way.
+"$probe" --dir "$dp" --timeout-s "${PLUGIN_PROBE_TIMEOUT_S:-90}" > "$log.json" &
 probe_pid=$!
 case $who in
   nvidia)
