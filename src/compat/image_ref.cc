@@ -27,7 +27,7 @@ std::string Printable(absl::string_view text) {
 
 Status BadRef(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("--image \"", Printable(text.substr(0, 200)), "\" is not an image reference: ", why,
+      absl::StrCat("image \"", Printable(text.substr(0, 200)), "\" is not an image reference: ", why,
                    " (expected [REGISTRY/]REPOSITORY[:TAG][@sha256:DIGEST], e.g. "
                    "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime)"));
 }
