@@ -1,6 +1,12 @@
-// Kernels of `gpunode bench`, compiled to PTX at build time (nvcc -ptx -arch=compute_80), embedded
-// in the binary and JIT-compiled by the driver at run time (see docs/bench.md). Every entry point
-// is extern "C" so the host code finds it by name with cuModuleGetFunction.
+// Kernels of `gpunode bench`, compiled to PTX by scripts/gen-ptx.sh twice: -arch=compute_80
+// (bench_kernels.ptx, Ampere and newer) and -arch=compute_75 (bench_kernels_sm75.ptx, Turing: T4),
+// embedded in the binary and JIT-compiled by the driver at run time (see docs/bench.md). Every
+// entry point is extern "C" so the host code finds it by name with cuModuleGetFunction.
+//
+// Turing has fp16 tensor cores (mma.sync m16n8k8, which WMMA's m16n16k16 lowers to) but neither
+// bf16 tensor cores nor cp.async (both sm_80; PTX ISA "Warp Level Matrix Multiply-Accumulate
+// Instructions" and "cp.async" target notes): its PTX has no gpunode_gemm_bf16 (bench reports bf16
+// as not on this GPU) and its fp16 GEMM fills shared memory through registers.
 //
 // Matrix layout shared with the host (src/bench/gemm.cc) and cuBLASLt's "TN" call:
 //   A: M x K, row-major (k contiguous)      B: N x K, row-major (k contiguous)
@@ -35,6 +41,14 @@ __device__ __forceinline__ float Load(const void* p, int dtype, uint64_t i) {
   }
 }
 
+// True in the compute_75 compilation (Turing); false for compute_80 and the host pass.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPUNODE_TURING 1
+#else
+#define GPUNODE_TURING 0
+#endif
+
+#if !GPUNODE_TURING
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
@@ -42,9 +56,12 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+#endif
 
 // Tensor-core GEMM with WMMA (mma.sync underneath): 128x128 block tile, K step 32, 8 warps each
-// computing 64x32, two shared-memory stages filled with cp.async. M, N multiples of 128; K of 32.
+// computing 64x32, two shared-memory stages. From Ampere on the stages are filled with cp.async;
+// on Turing (no cp.async) each thread loads the next stage's four 16-byte chunks into registers
+// before the current stage's products and stores them after. M, N multiples of 128; K of 32.
 constexpr int kBM = 128, kBN = 128, kBK = 32, kLd = kBK + 8;  // +8 halves: no bank conflicts
 
 template <typename T>
@@ -66,6 +83,27 @@ __device__ void GemmWmma(const T* __restrict__ A, const T* __restrict__ B, float
     for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
   // Each stage: A rows 128 x 32 and B rows 128 x 32 -> 2 x 512 chunks of 16 bytes (8 elements).
+#if GPUNODE_TURING
+  uint4 next_a[2], next_b[2];
+  auto fetch = [&](int k0) {  // global -> registers
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      int chunk = tid + c * 256;
+      int row = chunk / 4, col = (chunk % 4) * 8;
+      next_a[c] = *reinterpret_cast<const uint4*>(A + static_cast<size_t>(block_m + row) * K + k0 + col);
+      next_b[c] = *reinterpret_cast<const uint4*>(B + static_cast<size_t>(block_n + row) * K + k0 + col);
+    }
+  };
+  auto stash = [&](int stage) {  // registers -> shared
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      int chunk = tid + c * 256;
+      int row = chunk / 4, col = (chunk % 4) * 8;
+      *reinterpret_cast<uint4*>(smem[stage] + row * kLd + col) = next_a[c];
+      *reinterpret_cast<uint4*>(smem[stage] + kBM * kLd + row * kLd + col) = next_b[c];
+    }
+  };
+#else
   auto load_stage = [&](int stage, int k0) {
     T* sa = smem[stage];
     T* sb = smem[stage] + kBM * kLd;
@@ -79,11 +117,22 @@ __device__ void GemmWmma(const T* __restrict__ A, const T* __restrict__ B, float
     }
     CpAsyncCommit();
   };
+#endif
 
   const int tiles = K / kBK;
+#if GPUNODE_TURING
+  fetch(0);
+  stash(0);
+  __syncthreads();
+#else
   load_stage(0, 0);
+#endif
   for (int t = 0; t < tiles; ++t) {
     const int stage = t & 1;
+#if GPUNODE_TURING
+    // Stage t^1 was last read in iteration t-1, which every warp has left (the barrier below).
+    if (t + 1 < tiles) fetch((t + 1) * kBK);
+#else
     if (t + 1 < tiles) {
       load_stage(stage ^ 1, (t + 1) * kBK);
       CpAsyncWait<1>();
@@ -91,6 +140,7 @@ __device__ void GemmWmma(const T* __restrict__ A, const T* __restrict__ B, float
       CpAsyncWait<0>();
     }
     __syncthreads();
+#endif
     const T* sa = smem[stage];
     const T* sb = smem[stage] + kBM * kLd;
 #pragma unroll
@@ -108,6 +158,9 @@ __device__ void GemmWmma(const T* __restrict__ A, const T* __restrict__ B, float
 #pragma unroll
         for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
+#if GPUNODE_TURING
+    if (t + 1 < tiles) stash(stage ^ 1);
+#endif
     __syncthreads();
   }
 #pragma unroll
@@ -156,10 +209,12 @@ __global__ void gpunode_gemm_check(const void* A, const void* B, const void* D, 
   out[3 * s + 2] = Load(D, out_dtype, i + j * static_cast<uint64_t>(M));
 }
 
+#if !GPUNODE_TURING  // bf16 tensor cores start with Ampere
 __global__ void __launch_bounds__(256) gpunode_gemm_bf16(const __nv_bfloat16* A, const __nv_bfloat16* B,
                                                          float* D, int M, int N, int K) {
   GemmWmma<__nv_bfloat16>(A, B, D, M, N, K);
 }
+#endif
 
 __global__ void __launch_bounds__(256) gpunode_gemm_f16(const __half* A, const __half* B, float* D,
                                                         int M, int N, int K) {

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Regenerates the committed PTX of `gpunode bench`'s kernels: kernels/bench_kernels.ptx (compute_80,
-# every GPU from Ampere on) from kernels/bench_kernels.cu, and kernels/bench_kernels_sm90a.ptx (the
-# Hopper GEMM with wgmma and TMA, sm_90a) from kernels/bench_kernels_sm90a.cu. Run it where nvcc exists (the GPU machine has CUDA 13) after changing the
-# kernels, and commit both files. Builds embed the committed file, so no build needs a CUDA toolkit;
-# the test `bench_ptx_current` (ctest, only where nvcc exists) fails when the two disagree.
+# Regenerates the committed PTX of `gpunode bench`'s kernels from kernels/*.cu:
+#   kernels/bench_kernels.ptx        compute_80, every GPU from Ampere on (bench_kernels.cu)
+#   kernels/bench_kernels_sm75.ptx   compute_75, Turing (T4): the same source without bf16 and
+#                                    cp.async (bench_kernels.cu, its GPUNODE_TURING branches)
+#   kernels/bench_kernels_sm90a.ptx  the Hopper GEMM with wgmma and TMA, sm_90a (bench_kernels_sm90a.cu)
+# Run it where nvcc exists (the GPU machine has CUDA 13) after changing the kernels, and commit
+# the .cu and .ptx files together. Builds embed the committed files, so no build needs a CUDA
+# toolkit; the test `bench_ptx_current` (ctest, only where nvcc exists) fails when they disagree.
 # No CUDA toolkit here? scripts/fetch-nvcc.sh puts the same nvcc release (13.0.88, from PyPI's
 # NVIDIA wheels) under ~/.cache/gpunode and prints the NVCC=... to use.
 # Usage: scripts/gen-ptx.sh [OUTDIR]   (default: kernels/)
@@ -15,7 +18,20 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # compute_80: the oldest target with bf16 tensor cores and cp.async; the driver JITs it for
 # sm_80..sm_120.
 "$nvcc" -ptx -arch=compute_80 -O3 -std=c++17 -o "$out/bench_kernels.ptx" kernels/bench_kernels.cu
+# compute_75: Turing's fp16 tensor cores (mma.sync m16n8k8 under WMMA); CUDA 13 still targets it
+# (it dropped compute_70 and older). bench loads it on compute capability 7.5, or anywhere with
+# `bench --ptx compute_75` (the driver JITs it for newer GPUs too).
+"$nvcc" -ptx -arch=compute_75 -O3 -std=c++17 -o "$out/bench_kernels_sm75.ptx" kernels/bench_kernels.cu
+# nvcc 13 stamps its own PTX ISA (9.0), which only R580+ drivers JIT, and T4 hosts often run older
+# ones (R535, R550). Nothing in this file needs more than ISA 7.0 (CUDA 11.0, R450 drivers), so the
+# header says 7.0; ptxas checks every instruction against the declared ISA, and it must accept it.
+sed -i 's/^\.version [0-9]*\.[0-9]*$/.version 7.0/' "$out/bench_kernels_sm75.ptx"
+ptxas=$(dirname "$nvcc")/ptxas
+if [ -x "$ptxas" ]; then
+  "$ptxas" -arch=sm_75 -o /dev/null "$out/bench_kernels_sm75.ptx" ||
+    { echo "gen-ptx: bench_kernels_sm75.ptx is not valid PTX ISA 7.0 for sm_75 (see above)" >&2; exit 1; }
+fi
 # sm_90a: wgmma and setmaxnreg exist only there; the driver JITs this PTX for compute capability 9.0
 # alone, and bench loads it only there.
 "$nvcc" -ptx -arch=compute_90a -O3 -std=c++17 -o "$out/bench_kernels_sm90a.ptx" kernels/bench_kernels_sm90a.cu
-echo "gen-ptx: wrote $out/bench_kernels.ptx and $out/bench_kernels_sm90a.ptx ($("$nvcc" --version | tail -2 | head -1))"
+echo "gen-ptx: wrote $out/bench_kernels.ptx, $out/bench_kernels_sm75.ptx and $out/bench_kernels_sm90a.ptx ($("$nvcc" --version | tail -2 | head -1))"

@@ -147,6 +147,7 @@ std::string_view GemmKernelName(GemmKernel k) {
     case GemmKernel::kCublasLt: return "cublasLt";
     case GemmKernel::kWgmmaSm90: return "gpunode-wgmma-sm90";
     case GemmKernel::kWmma: return "gpunode-wmma";
+    case GemmKernel::kWmmaSm75: return "gpunode-wmma-sm75";
     case GemmKernel::kSimt: return "gpunode-simt";
   }
   return "?";
@@ -164,6 +165,10 @@ double OwnKernelFraction(GemmKernel k, GemmDtype dtype, int cc_major, std::strin
     case GemmKernel::kWmma:
       // H200: 205 TFLOP/s = 0.26 of 790 (0.21 of 989). Not measured off Hopper: a floor.
       if (cc_major == 9) return measured ? 0.24 : 0.19;
+      return 0.15;
+    case GemmKernel::kWmmaSm75:
+      // Not measured on a T4 (none is lent here): the uncalibrated sanity floor, as for kWmma off
+      // Hopper. scripts/gpu-proof-bench-turing.sh measures it JIT-compiled on an H200.
       return 0.15;
     case GemmKernel::kSimt:
     case GemmKernel::kCublasLt:
@@ -254,6 +259,9 @@ std::vector<std::string> ClockEventReasonNames(uint64_t mask) {
 bool IsPerformanceLimiting(uint64_t mask) { return (mask & (0x4 | 0x8 | 0x20 | 0x40 | 0x80)) != 0; }
 
 std::optional<std::string_view> EmbeddedPtx() { return FindEmbedded("bench-ptx", "bench_kernels.ptx"); }
+std::optional<std::string_view> EmbeddedPtxSm75() {
+  return FindEmbedded("bench-ptx-sm75", "bench_kernels_sm75.ptx");
+}
 std::optional<std::string_view> EmbeddedPtxSm90a() {
   return FindEmbedded("bench-ptx-sm90a", "bench_kernels_sm90a.ptx");
 }
@@ -264,6 +272,48 @@ Status KernelsAvailable(std::optional<std::string_view> ptx) {
       "bench is unavailable: this gpunode was built without its GPU kernels (PTX): the build "
       "embeds kernels/bench_kernels.ptx; if it is missing or empty, run scripts/gen-ptx.sh where "
       "nvcc exists and rebuild.");
+}
+
+absl::string_view PtxTargetName(PtxTarget t) {
+  return t == PtxTarget::kCompute75 ? "compute_75" : "compute_80";
+}
+
+Status ValidatePtxChoice(absl::string_view choice) {
+  if (choice == "auto" || choice == "compute_75" || choice == "compute_80") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--ptx: unknown PTX target '", choice, "' (choose from auto, compute_75, compute_80)"));
+}
+
+StatusOr<PtxTarget> ChoosePtx(int cc_major, int cc_minor, absl::string_view choice) {
+  GPUNODE_RETURN_IF_ERROR(ValidatePtxChoice(choice));
+  const int cc = cc_major * 10 + cc_minor;
+  if (cc < 75) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "bench kernels need compute capability 7.5 (Turing) or newer; this GPU is ", cc_major, ".", cc_minor));
+  }
+  if (choice == "compute_75") return PtxTarget::kCompute75;
+  if (cc < 80) {
+    if (choice == "compute_80") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--ptx compute_80: this GPU is compute capability ", cc_major, ".", cc_minor,
+          "; compute_80 PTX (bf16 tensor cores, cp.async) needs 8.0 or newer (use auto or compute_75)"));
+    }
+    return PtxTarget::kCompute75;
+  }
+  return PtxTarget::kCompute80;
+}
+
+std::string GemmUnsupportedReason(GemmDtype dtype, int cc_major, int cc_minor, PtxTarget ptx, bool own_kernel) {
+  if (dtype != GemmDtype::kBf16) return "";
+  if (cc_major < 8) {
+    return absl::StrCat("not on this GPU: bf16 tensor cores start with compute capability 8.0 (this GPU is ",
+                        cc_major, ".", cc_minor, ")");
+  }
+  if (own_kernel && !PtxHasBf16(ptx)) {
+    return absl::StrCat("not in the ", PtxTargetName(ptx), " PTX (--ptx ", PtxTargetName(ptx),
+                        "): Turing has no bf16 tensor cores");
+  }
+  return "";
 }
 
 std::string NormalizeBusId(absl::string_view bus_id) {

@@ -36,6 +36,10 @@ struct BenchOptions {
   // "cublaslt" (required: an error without it), "gpunode" (our kernels only, as on a node that has
   // only the driver).
   std::string gemm_library = "auto";
+  // Which embedded PTX our kernels come from: "auto" (by compute capability: 7.5 -> compute_75,
+  // 8.0 and newer -> compute_80, plus the sm_90a GEMM on 9.0), or "compute_75" / "compute_80"
+  // forced (diagnostic: `bench --ptx compute_75` runs the Turing kernels on a newer GPU).
+  std::string ptx = "auto";
 };
 
 // "gemm,hbm" -> tests. Empty text = all. Errors (kInvalidArgument) name the flag:
@@ -94,9 +98,11 @@ enum class GemmKernel {
   kCublasLt,   // NVIDIA's library, when the node has it
   kWgmmaSm90,  // ours for Hopper (sm_90a): wgmma + TMA, warp-specialised (kernels/bench_kernels_sm90a.cu)
   kWmma,       // ours for any GPU from Ampere on: WMMA/mma.sync + cp.async (kernels/bench_kernels.cu)
+  kWmmaSm75,   // ours from the compute_75 PTX (Turing): fp16 WMMA, stages filled through registers
   kSimt,       // ours for fp32: plain FMA, no tensor cores
 };
-// "cublasLt", "gpunode-wgmma-sm90", "gpunode-wmma", "gpunode-simt" (the JSON's `backend` for ours).
+// "cublasLt", "gpunode-wgmma-sm90", "gpunode-wmma", "gpunode-wmma-sm75", "gpunode-simt" (the
+// JSON's `backend` for ours).
 std::string_view GemmKernelName(GemmKernel k);
 
 // Pass fraction for our own kernels, calibrated to what each reached on a healthy GPU of the
@@ -134,15 +140,33 @@ std::vector<std::string> ClockEventReasonNames(uint64_t mask);
 bool IsPerformanceLimiting(uint64_t mask);
 
 // ---- Kernels ----------------------------------------------------------------------------------
-// The embedded PTX (bench_kernels.ptx), if this binary was built with nvcc.
+// The embedded PTX (bench_kernels.ptx, compute_80), if this binary was built with it.
 std::optional<std::string_view> EmbeddedPtx();
+// The Turing PTX (bench_kernels_sm75.ptx, compute_75: no bf16, no cp.async).
+std::optional<std::string_view> EmbeddedPtxSm75();
 // The Hopper GEMM's PTX (sm_90a; kernels/bench_kernels_sm90a.ptx), loaded only on compute 9.0.
 std::optional<std::string_view> EmbeddedPtxSm90a();
 // OK when `ptx` holds kernels; else kFailedPrecondition saying bench is unavailable because the
 // build had no nvcc, and how to rebuild.
 Status KernelsAvailable(std::optional<std::string_view> ptx);
-// The PTX target the kernels were compiled for ("compute_80").
-inline constexpr const char* kPtxTarget = "compute_80";
+
+// The virtual architectures of the embedded PTX.
+enum class PtxTarget { kCompute75, kCompute80 };
+absl::string_view PtxTargetName(PtxTarget t);  // "compute_75", "compute_80"
+// --ptx: "auto", "compute_75" or "compute_80"; anything else is kInvalidArgument naming --ptx.
+Status ValidatePtxChoice(absl::string_view choice);
+// The PTX a GPU of compute capability `cc_major`.`cc_minor` loads under --ptx `choice`: auto picks
+// compute_75 for 7.x and compute_80 from 8.0 on; a forced target is used when the GPU can run it
+// (the driver JIT-compiles older PTX for newer GPUs, never the reverse). kFailedPrecondition, with
+// the GPU's compute capability, below 7.5 or for compute_80 on a 7.5 GPU.
+StatusOr<PtxTarget> ChoosePtx(int cc_major, int cc_minor, absl::string_view choice);
+// Whether the kernels of `t` include the bf16 GEMM (compute_80 does; Turing has no bf16 tensor cores).
+inline bool PtxHasBf16(PtxTarget t) { return t == PtxTarget::kCompute80; }
+// Why a GEMM of `dtype` cannot run on a GPU of compute capability `cc_major`.`cc_minor` whose
+// kernels came from `ptx` (by our kernel, or by cuBLASLt when `own_kernel` is false), or "" when it
+// can: bf16 needs 8.0 ("not on this GPU: ..."), and our bf16 kernel is not in the compute_75 PTX
+// that --ptx forced ("not in the compute_75 PTX ..."). Bench reports such a row as unsupported.
+std::string GemmUnsupportedReason(GemmDtype dtype, int cc_major, int cc_minor, PtxTarget ptx, bool own_kernel);
 
 // "0000:18:00.0" from NVML's "00000000:18:00.0" or CUDA's "0000:18:00.0", lower case.
 std::string NormalizeBusId(absl::string_view bus_id);

@@ -10,8 +10,8 @@
 
 namespace gpunode::bench {
 
-StatusOr<std::unique_ptr<Device>> Device::Open(const CudaDriver& drv, int ordinal, std::string_view ptx,
-                                               std::optional<std::string_view> ptx_sm90a) {
+StatusOr<std::unique_ptr<Device>> Device::Open(const CudaDriver& drv, int ordinal, const PtxModules& ptx,
+                                               absl::string_view ptx_choice) {
   std::unique_ptr<Device> d(new Device(drv));
   GPUNODE_CU(drv, cuDeviceGet, &d->dev_, ordinal);
   GPUNODE_CU(drv, cuDevicePrimaryCtxRetain, &d->ctx_, d->dev_);
@@ -20,26 +20,31 @@ StatusOr<std::unique_ptr<Device>> Device::Open(const CudaDriver& drv, int ordina
   GPUNODE_CU(drv, cuDeviceGetAttribute, &d->sms_, kCuDevAttrMultiprocessorCount, d->dev_);
   GPUNODE_CU(drv, cuDeviceGetAttribute, &d->cc_major_, kCuDevAttrComputeCapabilityMajor, d->dev_);
   GPUNODE_CU(drv, cuDeviceGetAttribute, &d->cc_minor_, kCuDevAttrComputeCapabilityMinor, d->dev_);
-  if (d->cc_major_ < 8) {
+  GPUNODE_ASSIGN_OR_RETURN(d->ptx_target_, ChoosePtx(d->cc_major_, d->cc_minor_, ptx_choice));
+  const std::optional<std::string_view>& text =
+      d->ptx_target_ == PtxTarget::kCompute75 ? ptx.compute_75 : ptx.compute_80;
+  if (!text || text->find(".entry") == std::string_view::npos) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "bench kernels need compute capability 8.0 or newer (bf16 tensor cores, cp.async); this GPU is ",
-        d->cc_major_, ".", d->cc_minor_));
+        "this gpunode was built without the ", PtxTargetName(d->ptx_target_), " PTX (kernels/",
+        d->ptx_target_ == PtxTarget::kCompute75 ? "bench_kernels_sm75.ptx" : "bench_kernels.ptx",
+        ") that this GPU (compute capability ", d->cc(), ") needs"));
   }
   GPUNODE_CU(drv, cuStreamCreate, &d->stream_, kCuStreamNonBlocking);
   GPUNODE_CU(drv, cuEventCreate, &d->start_, 0);
   GPUNODE_CU(drv, cuEventCreate, &d->stop_, 0);
   // JIT the PTX (the driver caches the result in ~/.nv/ComputeCache).
-  std::string image(ptx);  // NUL-terminated copy
+  std::string image(*text);  // NUL-terminated copy
   std::string log(8192, '\0');
   CUjit_option opts[] = {kCuJitErrorLogBuffer, kCuJitErrorLogBufferSizeBytes};
   void* vals[] = {log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
   CUresult r = drv.cuModuleLoadDataEx(&d->module_, image.c_str(), 2, opts, vals);
   if (r != GPUNODE_CUDA_SUCCESS) {
-    Status s = drv.Check(r, "cuModuleLoadDataEx (JIT of the embedded PTX)");
+    Status s = drv.Check(r, absl::StrCat("cuModuleLoadDataEx (JIT of the embedded ", PtxTargetName(d->ptx_target_),
+                                         " PTX)"));
     log.resize(strnlen(log.c_str(), log.size()));
     return log.empty() ? s : Annotate(s, log);
   }
-  if (d->cc_major_ == 9 && d->cc_minor_ == 0) d->LoadSm90(ptx_sm90a);
+  if (d->cc_major_ == 9 && d->cc_minor_ == 0 && d->ptx_target_ == PtxTarget::kCompute80) d->LoadSm90(ptx.sm90a);
   return d;
 }
 

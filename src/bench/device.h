@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/base/status.h"
+#include "src/bench/bench.h"
 #include "src/bench/cuda_driver.h"
 
 namespace gpunode::bench {
@@ -46,14 +47,23 @@ class DeviceBuffer {
   CUdeviceptr p_ = 0;
 };
 
+// The embedded PTX modules (bench.h's EmbeddedPtx*); an empty optional when not built in.
+struct PtxModules {
+  std::optional<std::string_view> compute_80, compute_75, sm90a;
+};
+
 class Device {
  public:
-  // `ptx` (compute_80) must load; `ptx_sm90a`, the Hopper GEMM, is loaded on compute capability 9.0
-  // when given, and when it cannot be (no tensor-map entry point, JIT error) the reason is kept and
-  // the portable kernel is used.
-  static StatusOr<std::unique_ptr<Device>> Open(const CudaDriver& drv, int ordinal, std::string_view ptx,
-                                                std::optional<std::string_view> ptx_sm90a);
+  // Loads the module that ChoosePtx(compute capability, `ptx_choice`) names, which must load; on
+  // compute capability 9.0 with compute_80 chosen, also the Hopper GEMM (`ptx.sm90a`) when given,
+  // and when it cannot be (no tensor-map entry point, JIT error) the reason is kept and the
+  // portable kernel is used.
+  static StatusOr<std::unique_ptr<Device>> Open(const CudaDriver& drv, int ordinal, const PtxModules& ptx,
+                                                absl::string_view ptx_choice);
   ~Device();
+
+  // The PTX the portable kernels came from.
+  PtxTarget ptx_target() const { return ptx_target_; }
 
   // The Hopper GEMM's module, or why it is not there (empty note when the GPU is not Hopper).
   bool sm90() const { return sm90_module_ != nullptr; }
@@ -96,6 +106,7 @@ class Device {
   int sms() const { return sms_; }
   std::string cc() const { return absl::StrCat(cc_major_, ".", cc_minor_); }
   int cc_major() const { return cc_major_; }
+  int cc_minor() const { return cc_minor_; }
 
  private:
   explicit Device(const CudaDriver& drv) : drv_(drv) {}
@@ -108,6 +119,7 @@ class Device {
   bool retained_ = false;
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr, stop_ = nullptr;
+  PtxTarget ptx_target_ = PtxTarget::kCompute80;
   CUmodule module_ = nullptr;
   CUmodule sm90_module_ = nullptr;
   std::string sm90_note_;

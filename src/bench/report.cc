@@ -40,6 +40,7 @@ ordered_json MeasurementJson(const Measurement& m) {
     j["fractionOfCeiling"] = nullptr;
   }
   j["verdict"] = VerdictName(m.verdict);
+  if (m.unsupported) j["supported"] = false;
   if (m.check) {
     j["check"] = {{"samples", m.check->samples},
                   {"mismatches", m.check->mismatches},
@@ -108,7 +109,7 @@ void RenderTest(std::string& out, const TestResult& t, bool color) {
   }
   for (const Measurement& m : t.measurements) {
     std::string what = absl::StrCat(m.name, " ", m.backend);
-    std::string value = m.verdict == Verdict::kError ? "-" : absl::StrFormat("%.1f %s", m.value, m.unit);
+    std::string value = m.verdict == Verdict::kError || m.unsupported ? "-" : absl::StrFormat("%.1f %s", m.value, m.unit);
     std::string ceiling = "-", pct = "";
     if (m.reference) {
       ceiling = absl::StrFormat("%.0f %s", m.reference->value, m.reference->kind);
@@ -128,6 +129,20 @@ void RenderTest(std::string& out, const TestResult& t, bool color) {
 }
 
 }  // namespace
+
+Verdict RollUpTest(const TestResult& t) {
+  if (t.verdict == Verdict::kError || t.verdict == Verdict::kSkipped) return t.verdict;
+  if (t.measurements.empty()) return Verdict::kSkipped;
+  bool any_pass = false;
+  Verdict worst = Verdict::kPass;
+  for (const Measurement& m : t.measurements) {
+    if (m.unsupported) continue;  // bf16 on Turing: reported, not judged
+    any_pass |= m.verdict == Verdict::kPass;
+    if (m.verdict != Verdict::kNoCeiling) worst = Worst(worst, m.verdict);
+  }
+  if (!any_pass && worst == Verdict::kPass) return Verdict::kNoCeiling;
+  return worst;
+}
 
 void Finalize(BenchReport& report) {
   Verdict overall = Verdict::kPass;
@@ -177,12 +192,15 @@ ordered_json ToJson(const BenchReport& r) {
   for (TestKind t : r.options.tests) tests.push_back(TestName(t));
   ordered_json gpus_opt = r.options.gpus ? ordered_json(*r.options.gpus) : ordered_json("all");
   j["options"] = {{"tests", tests}, {"gpus", gpus_opt}, {"durationSeconds", r.options.duration_s}, {"gemmLibrary", r.options.gemm_library},
-                  {"force", r.options.force}};
+                  {"force", r.options.force}, {"ptx", r.options.ptx}};
   j["driver"] = {{"version", r.driver_version},
                  {"cudaDriverVersion", absl::StrFormat("%d.%d", r.cuda_driver_version / 1000,
                                                        (r.cuda_driver_version % 1000) / 10)},
                  {"cudaLibrary", r.cuda_library}};
-  j["kernels"] = {{"ptxTarget", kPtxTarget},
+  ordered_json targets = ordered_json::array();
+  if (KernelsAvailable(EmbeddedPtx()).ok()) targets.push_back("compute_80");
+  if (KernelsAvailable(EmbeddedPtxSm75()).ok()) targets.push_back("compute_75");
+  j["kernels"] = {{"ptxTargets", targets},
                   {"embedded", true},
                   {"hopperGemm", KernelsAvailable(EmbeddedPtxSm90a()).ok() ? "sm_90a" : "none"}};
   j["gemmLibrary"] = r.gemm_library.empty() ? ordered_json(nullptr) : ordered_json(r.gemm_library);
@@ -196,6 +214,7 @@ ordered_json ToJson(const BenchReport& r) {
     gj["busId"] = g.bus_id;
     gj["cudaOrdinal"] = Opt(g.cuda_ordinal);
     gj["computeCapability"] = g.compute_capability;
+    gj["ptxTarget"] = g.ptx_target.empty() ? ordered_json(nullptr) : ordered_json(g.ptx_target);
     gj["ceilingModel"] = g.ceiling_model.empty() ? ordered_json(nullptr) : ordered_json(g.ceiling_model);
     gj["pcieLink"] = {{"gen", Opt(g.pcie_gen)}, {"width", Opt(g.pcie_width)},
                       {"genMax", Opt(g.pcie_gen_max)}, {"widthMax", Opt(g.pcie_width_max)}};

@@ -29,6 +29,9 @@ struct Measurement {
   // cap lowers the clocks). `value` is the sustained rate over --duration; the verdict uses it.
   std::optional<double> burst;
   std::string detail;   // size, what was tested, why it failed
+  // The GPU (or the PTX that --ptx forced) has no such unit: bf16 on Turing. Verdict kSkipped,
+  // detail says why; the test's roll-up ignores it, so it is neither a pass nor a failure.
+  bool unsupported = false;
 };
 
 struct TestResult {
@@ -56,6 +59,7 @@ struct GpuResult {
   std::optional<int> cuda_ordinal;
   std::string name, uuid, bus_id;
   std::string compute_capability;
+  std::string ptx_target;     // the PTX its kernels came from ("compute_80", "compute_75"); empty if not opened
   std::string ceiling_model;  // id in gpu-ceilings.yaml, empty when unknown
   std::optional<unsigned> pcie_gen, pcie_width, pcie_gen_max, pcie_width_max;
   std::vector<unsigned> busy_pids;
@@ -81,6 +85,9 @@ struct BenchReport {
   double wall_s = 0;
 };
 
+// A test's verdict from its measurements: error/skipped as set, else the worst judged one;
+// no-ceiling only when none was judged. Unsupported measurements (bf16 on Turing) are ignored.
+Verdict RollUpTest(const TestResult& test);
 // Rolls test verdicts up into GPUs and the report (worst wins; a skipped GPU counts as skipped,
 // "no-ceiling" only when nothing passed or failed).
 void Finalize(BenchReport& report);

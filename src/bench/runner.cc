@@ -167,8 +167,9 @@ bool StopRequested() { return g_stop.load(); }
 
 StatusOr<BenchReport> RunBench(const node::NodeInventory& inv, const BenchOptions& options, const RunnerEnv& env) {
   const auto wall_start = std::chrono::steady_clock::now();
-  std::optional<std::string_view> ptx = EmbeddedPtx();
-  GPUNODE_RETURN_IF_ERROR(KernelsAvailable(ptx));
+  const PtxModules ptx{EmbeddedPtx(), EmbeddedPtxSm75(), EmbeddedPtxSm90a()};
+  GPUNODE_RETURN_IF_ERROR(KernelsAvailable(ptx.compute_80));
+  GPUNODE_RETURN_IF_ERROR(ValidatePtxChoice(options.ptx));
   static const StatusOr<CeilingsTable> ceilings = BuiltinCeilings();
   if (!ceilings.ok()) return ceilings.status();
   const CeilingsTable* table = &*ceilings;
@@ -205,7 +206,7 @@ StatusOr<BenchReport> RunBench(const node::NodeInventory& inv, const BenchOption
     if (model) r.ceiling_model = model->id;
     if (SkipGpu(r, options)) continue;
     ctx.Progress(absl::StrCat("GPU ", r.index, " ", r.name, ": opening (JIT of the kernels)"));
-    auto dev = Device::Open(*drv, *r.cuda_ordinal, *ptx, EmbeddedPtxSm90a());
+    auto dev = Device::Open(*drv, *r.cuda_ordinal, ptx, options.ptx);
     if (!dev.ok()) {
       r.skipped = true;
       r.skip_reason = std::string(dev.status().message());
@@ -213,6 +214,7 @@ StatusOr<BenchReport> RunBench(const node::NodeInventory& inv, const BenchOption
       continue;
     }
     r.compute_capability = (*dev)->cc();
+    r.ptx_target = std::string(PtxTargetName((*dev)->ptx_target()));
     GPUNODE_RETURN_IF_ERROR(OpenGemmLibrary(options, ctx, cublas, report));
     sampler.Begin(r.index);
     RunGpuTests(**dev, ctx, model, r);

@@ -54,6 +54,7 @@ StatusOr<GemmCheck> CheckGemmOnDevice(Device& dev, GemmDtype in, GemmDtype out, 
 GemmKernel OwnGemmKernel(const Device& dev, GemmDtype dtype, bool own) {
   if (!own) return GemmKernel::kCublasLt;
   if (dtype == GemmDtype::kFp32) return GemmKernel::kSimt;
+  if (dev.ptx_target() == PtxTarget::kCompute75) return GemmKernel::kWmmaSm75;
   return dev.sm90() ? GemmKernel::kWgmmaSm90 : GemmKernel::kWmma;
 }
 
@@ -187,19 +188,6 @@ StatusOr<Measurement> RunGemmOne(Device& dev, const Context& ctx, const ModelCei
   return m;
 }
 
-Verdict RollUp(const TestResult& t) {
-  if (t.verdict == Verdict::kError || t.verdict == Verdict::kSkipped) return t.verdict;
-  if (t.measurements.empty()) return Verdict::kSkipped;
-  bool any_pass = false;
-  Verdict worst = Verdict::kPass;
-  for (const Measurement& m : t.measurements) {
-    any_pass |= m.verdict == Verdict::kPass;
-    if (m.verdict != Verdict::kNoCeiling) worst = Worst(worst, m.verdict);
-  }
-  if (!any_pass && worst == Verdict::kPass) return Verdict::kNoCeiling;
-  return worst;
-}
-
 }  // namespace
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
@@ -220,7 +208,7 @@ TestResult TimedTest(const std::function<TestResult()>& test) {
   auto start = std::chrono::steady_clock::now();
   TestResult r = test();
   r.wall_s = SecondsSince(start);
-  r.verdict = RollUp(r);
+  r.verdict = RollUpTest(r);
   return r;
 }
 
@@ -239,9 +227,23 @@ TestResult RunGemm(Device& dev, const Context& ctx, const ModelCeilings* model) 
   std::vector<Variant> variants;
   const bool have_lt = ctx.cublas != nullptr;
   for (GemmDtype d : {GemmDtype::kBf16, GemmDtype::kFp16, GemmDtype::kFp32}) variants.push_back({d, !have_lt});
-  if (have_lt) variants.push_back({GemmDtype::kBf16, true});  // our kernel beside cuBLASLt
+  if (have_lt) {  // our tensor-core kernel beside cuBLASLt: bf16, or fp16 where there is no bf16
+    variants.push_back({PtxHasBf16(dev.ptx_target()) ? GemmDtype::kBf16 : GemmDtype::kFp16, true});
+  }
   for (const Variant& v : variants) {
     if (StopRequested()) break;
+    if (std::string why = GemmUnsupportedReason(v.dtype, dev.cc_major(), dev.cc_minor(), dev.ptx_target(), v.own);
+        !why.empty()) {
+      Measurement u;
+      u.name = std::string(GemmDtypeName(v.dtype));
+      u.backend = v.own ? "gpunode" : ctx.cublas_name;
+      u.unit = "TFLOP/s";
+      u.verdict = Verdict::kSkipped;
+      u.unsupported = true;
+      u.detail = why;
+      r.measurements.push_back(u);
+      continue;
+    }
     ctx.Progress(absl::StrCat("  gemm ", GemmDtypeName(v.dtype), v.own ? " (gpunode kernel)" : " (cuBLASLt)"));
     auto m = RunGemmOne(dev, ctx, model, v.dtype, v.own, n);
     if (!m.ok()) {

@@ -24,6 +24,7 @@ struct BenchCmdOptions {
   bool force = false;
   bool quiet = false;
   std::string gemm_library = "auto";
+  std::string ptx = "auto";
 };
 
 std::atomic<int64_t> g_first_sigint_ns{0};
@@ -78,7 +79,8 @@ int RunBenchCommand(const GlobalOptions& global, const BenchCmdOptions& o) {
   auto tests = bench::ParseTests(o.tests);
   auto gpus = bench::ParseGpus(o.gpus);
   Status duration = bench::ValidateDuration(o.duration);
-  for (const Status& s : {tests.status(), gpus.status(), duration}) {
+  Status ptx = bench::ValidatePtxChoice(o.ptx);
+  for (const Status& s : {tests.status(), gpus.status(), duration, ptx}) {
     if (!s.ok()) {
       PrintError(s);
       return kExitUsage;
@@ -88,6 +90,7 @@ int RunBenchCommand(const GlobalOptions& global, const BenchCmdOptions& o) {
   options.gpus = *gpus;
   options.duration_s = o.duration;
   options.gemm_library = o.gemm_library;
+  options.ptx = o.ptx;
   options.force = o.force;
   if (Status s = bench::KernelsAvailable(bench::EmbeddedPtx()); !s.ok()) {
     PrintError(s);
@@ -149,6 +152,12 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
                   "wgmma/TMA kernel)")
       ->check(CLI::IsMember({"auto", "cublaslt", "gpunode"}))
       ->default_str("auto");
+  cmd->add_option("--ptx", opts->ptx,
+                  "Which embedded PTX our kernels come from: auto (by compute capability: 7.5 compute_75,\n"
+                  "8.0+ compute_80), compute_75 (diagnostic: the Turing kernels on a newer GPU, JIT-compiled\n"
+                  "there; no bf16) or compute_80")
+      ->check(CLI::IsMember({"auto", "compute_75", "compute_80"}))
+      ->default_str("auto");
   cmd->add_flag("-q,--quiet", opts->quiet, "No progress lines on stderr");
   cmd->footer(
       "Each measurement passes at a documented fraction of its ceiling (docs/bench.md); GPUs whose\n"
@@ -157,7 +166,8 @@ void AddBenchCommand(CLI::App& app, GlobalOptions& global, int* exit_code) {
       "bench unavailable (no libcuda, no GPU, built without its kernels).\n"
       "Examples:\n"
       "  gpunode bench\n"
-      "  gpunode bench --tests gemm,hbm --gpus 0 -o json    # apiVersion gpunode/v1, kind BenchReport");
+      "  gpunode bench --tests gemm,hbm --gpus 0 -o json    # apiVersion gpunode/v1, kind BenchReport\n"
+      "  gpunode bench --ptx compute_75 --gemm-library gpunode   # the T4 (Turing) path on a newer GPU");
   cmd->callback([&global, opts, exit_code] { *exit_code = RunBenchCommand(global, *opts); });
 }
 

@@ -57,7 +57,7 @@ TEST(BenchCliTest, SimulatedNodeCannotBench) {
 TEST(BenchCliTest, HelpListsTheFlags) {
   Result r = RunGpunode("bench --help");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  for (const char* flag : {"--tests", "--gpus", "--duration", "--force", "--gemm-library"}) {
+  for (const char* flag : {"--tests", "--gpus", "--duration", "--force", "--gemm-library", "--ptx"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
 }
@@ -67,6 +67,13 @@ TEST(BenchCliTest, UnknownGemmLibraryExitsThreeNamingTheChoices) {
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_THAT(r.out, HasSubstr("--gemm-library"));
   EXPECT_THAT(r.out, HasSubstr("gpunode"));
+}
+
+TEST(BenchCliTest, UnknownPtxExitsThreeNamingTheChoices) {
+  Result r = RunGpunode("bench --ptx sm_75");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("--ptx"));
+  EXPECT_THAT(r.out, HasSubstr("compute_75"));
 }
 
 }  // namespace

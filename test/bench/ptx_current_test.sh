@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# kernels/bench_kernels.ptx and kernels/bench_kernels_sm90a.ptx are generated from the .cu files
-# beside them (scripts/gen-ptx.sh) and committed, so builds need no CUDA toolkit. Where nvcc exists, this checks the committed file is
+# kernels/bench_kernels.ptx, kernels/bench_kernels_sm75.ptx and kernels/bench_kernels_sm90a.ptx are
+# generated from the .cu files beside them (scripts/gen-ptx.sh) and committed, so builds need no CUDA toolkit. Where nvcc exists, this checks the committed file is
 # current: regenerate and compare. A different nvcc release writes different PTX: then it skips and
 # says which release made the committed file.
 set -euo pipefail
@@ -18,11 +18,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # (_INTERNAL_ec204aae_..., GLOBAL__N__ec204aae_...): the same source in another checkout gives
 # other names and nothing else. Compare with those hashes blanked.
 norm() { sed -E 's/_INTERNAL_[0-9a-f]{8}_/_INTERNAL_x_/g; s/GLOBAL__N__[0-9a-f]{8}_/GLOBAL__N__x_/g' "$1"; }
-for f in bench_kernels.ptx bench_kernels_sm90a.ptx; do
+for f in bench_kernels.ptx bench_kernels_sm75.ptx bench_kernels_sm90a.ptx; do
   if ! diff -q <(norm "$src/kernels/$f") <(norm "$tmp/$f") >/dev/null; then
     echo "FAIL: kernels/$f is stale: run scripts/gen-ptx.sh and commit it"
     diff <(norm "$src/kernels/$f") <(norm "$tmp/$f") | head -20
     exit 1
   fi
 done
-echo "ok: kernels/bench_kernels.ptx and kernels/bench_kernels_sm90a.ptx are current ($mine)"
+echo "ok: kernels/bench_kernels.ptx, bench_kernels_sm75.ptx and bench_kernels_sm90a.ptx are current ($mine)"
