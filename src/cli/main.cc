@@ -68,10 +68,12 @@ std::string VersionText() {
   // What bench can run, read from the embedded files themselves.
   const bool ptx80 = ::gpunode::bench::KernelsAvailable(::gpunode::bench::EmbeddedPtx()).ok();
   const bool ptx90a = ::gpunode::bench::KernelsAvailable(::gpunode::bench::EmbeddedPtxSm90a()).ok();
+  const bool ptx75 = ::gpunode::bench::KernelsAvailable(::gpunode::bench::EmbeddedPtxSm75()).ok();
   std::string kernels = !ptx80 ? "no bench kernels (built without their PTX)"
                         : ptx90a ? "bench kernels as PTX for compute_80 (Ampere and newer) and sm_90a (the Hopper "
                                    "wgmma/TMA GEMM), JIT-compiled by the driver"
                                  : "bench kernels as PTX for compute_80 (JIT-compiled by the driver; no sm_90a GEMM)";
+  if (ptx80 && ptx75) kernels += ", and for compute_75 (Turing: fp16 only)";
   return std::string("gpunode ") + GPUNODE_VERSION + " (commit " + kGpunodeCommit + ", " + kGpunodeCommitDate +
          ")\nbuilt with " + compiler + "\nbuilt in: " + kernels +
          ", the compat data set, the simulated node profiles; NVML and libcuda are loaded at run time";
