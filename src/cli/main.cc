@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/bench/bench.h"
 #include "src/cli/common.h"
+#include "src/cli/ctk_cmd.h"
 #include "src/cli/libcuda_guard.h"
 
 namespace {
@@ -170,6 +172,21 @@ int Main(int argc, char** argv) {
       return RunOciRuntime(std::vector<std::string>(argv + first + 1, argv + argc));
     }
   }
+  // NVIDIA's `nvidia-ctk` command lines, as gpunode installed under that name or `gpunode ctk ...`
+  // (ctk_cmd.h): answered there, or turned into gpunode's own command line, parsed below.
+  std::optional<std::vector<std::string>> translated;
+  {
+    const std::string self = argc > 0 ? argv[0] : "";
+    const std::string base = self.substr(self.rfind('/') + 1);
+    std::optional<std::vector<std::string>> ctk_args;
+    if (base == "nvidia-ctk") ctk_args = std::vector<std::string>(argv + 1, argv + argc);
+    if (!ctk_args) ctk_args = CtkArguments(std::vector<std::string>(argv + 1, argv + argc));
+    if (ctk_args) {
+      CtkOutcome ctk = RunNvidiaCtk(*ctk_args);
+      if (ctk.exit_code >= 0) return ctk.exit_code;
+      translated = std::move(ctk.gpunode_args);
+    }
+  }
   // Installed under NVIDIA's program names (the image's links; their Helm charts run
   // `command: ["nvidia-device-plugin"]` etc.), gpunode is that component with NVIDIA's flags.
   std::string implied_command;
@@ -215,6 +232,7 @@ int Main(int argc, char** argv) {
   AddRuntimeCommand(app, global, &exit_code);
   AddLabelsCommand(app, global, &exit_code);
   AddOciRuntimeHelp(app);
+  AddCtkHelp(app);
   AddPluginCommand(app, global, &exit_code);
   AddDraPluginCommand(app, global, &exit_code);
   AddExporterCommand(app, global, &exit_code);
@@ -235,6 +253,8 @@ int Main(int argc, char** argv) {
       "  gpunode bench                          measure each GPU against its model's ceilings\n"
       "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
       "  gpunode runtime configure --runtime containerd --cdi   add the nvidia runtime\n"
+      "  nvidia-ctk runtime configure --runtime=docker   NVIDIA's nvidia-ctk command lines, run by gpunode\n"
+      "                                         (installed as nvidia-ctk, or gpunode ctk ...; docs/nvidia-ctk.md)\n"
       "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.\n"
       "Docs named docs/<page>.md: in the source tree, and in /usr/share/doc/gpunode/ of the gpunode image.");
   // -o/--output is the output format everywhere. A command that prints no report refuses it (exit 3)
@@ -260,7 +280,7 @@ int Main(int argc, char** argv) {
   }
 
   // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args = translated ? *translated : std::vector<std::string>(argv + 1, argv + argc);
   if (!implied_command.empty()) args.insert(args.begin(), implied_command);
   if (!args.empty() && args[0] == "help") {
     args.erase(args.begin());
