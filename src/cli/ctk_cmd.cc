@@ -113,8 +113,22 @@ void PrintHelp(const std::string& path) {
                 << f.meaning << "\n";
     }
   };
-  if (c != nullptr) print_flags("OPTIONS", c->flags);
-  print_flags("GLOBAL OPTIONS", GlobalFlags());
+  // As nvidia-ctk's help: the root lists the global flags; a group only --help; a command its
+  // flags and --help, then the global flags but --help and --version.
+  const std::vector<FlagSpec>& globals = GlobalFlags();
+  const std::vector<FlagSpec> help_only(globals.begin() + 3, globals.begin() + 4);
+  if (path.empty()) {
+    print_flags("GLOBAL OPTIONS", globals);
+  } else if (!children.empty()) {  // a group; `config` has flags of its own (it runs too)
+    std::vector<FlagSpec> own = c != nullptr ? c->flags : std::vector<FlagSpec>{};
+    own.push_back(help_only.front());
+    print_flags("OPTIONS", own);
+  } else {
+    std::vector<FlagSpec> own = c != nullptr ? c->flags : std::vector<FlagSpec>{};
+    own.push_back(help_only.front());
+    print_flags("OPTIONS", own);
+    print_flags("GLOBAL OPTIONS", std::vector<FlagSpec>(globals.begin(), globals.begin() + 3));
+  }
   if (path.empty()) {
     print_flags("GPUNODE OPTIONS (before the command)", GpunodeFlags());
     std::cout << "\nAlso as `gpunode ctk ARGS`. A flag or command gpunode has no such behaviour for prints one\n"
