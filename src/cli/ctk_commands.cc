@@ -24,6 +24,14 @@ Status NotApplicable(const Call& call, const std::string& what, const std::strin
   return absl::FailedPreconditionError(DoesNotApply(call.path, what, why));
 }
 
+// nvidia-ctk's file flags name host files: below --host-root (GPUNODE_HOST_ROOT) when one is set, as
+// gpunode's default files are (gpunode's own --output/--config name files on this machine).
+std::string OnHost(const Call& call, const std::string& path) {
+  if (call.host_root == "/" || call.host_root.empty() || path.empty() || path.front() != '/') return path;
+  auto fs = HostFs::Open(call.host_root);
+  return fs.ok() ? fs->Resolve(path) : path;
+}
+
 // A boolean flag as gpunode's flag (only when true).
 Status AddBool(const Call& call, const std::string& name, const std::string& gpunode_flag, Plan& plan) {
   GPUNODE_ASSIGN_OR_RETURN(bool on, call.Bool(name));
@@ -81,14 +89,17 @@ StatusOr<Plan> RuntimeConfigure(const Call& call) {
                                         "main config"));
     }
     plan.gpunode_args.push_back("--config");
-    plan.gpunode_args.push_back(dropin);
+    plan.gpunode_args.push_back(OnHost(call, dropin));
   } else {
     if (runtime == "crio" && call.Has("config")) {
       plan.notes.push_back(DoesNotApply(call.path, "--config=" + call.Value("config"),
                                         "for crio gpunode writes its own drop-in (/etc/crio/crio.conf.d/99-nvidia.toml "
                                         "under --host-root; --drop-in-config names another) and edits no main config"));
     } else {
-      AddValue(call, "config", "--config", plan);
+      if (call.Has("config")) {
+        plan.gpunode_args.push_back("--config");
+        plan.gpunode_args.push_back(OnHost(call, call.Value("config")));
+      }
     }
   }
   AddValue(call, "nvidia-runtime-name", "--runtime-name", plan);
@@ -138,7 +149,7 @@ StatusOr<Plan> CdiGenerate(const Call& call) {
   // nvidia-ctk writes the spec to stdout without --output; gpunode's default is a file.
   const std::string output = call.Value("output");
   plan.gpunode_args.push_back("--output");
-  plan.gpunode_args.push_back(output.empty() ? "-" : output);
+  plan.gpunode_args.push_back(output.empty() ? "-" : OnHost(call, output));
   AddValue(call, "format", "--format", plan);
   const std::string mode = call.Value("mode", "auto");
   if (mode == "management") {

@@ -281,7 +281,12 @@ std::string SetTopLevelKey(const std::string& text, const std::string& key, cons
 
 StatusOr<Plan> ConfigPlan(const Call& call, bool default_only) {
   Plan plan;
-  const std::string output = call.Value("output");
+  std::string output = call.Value("output");
+  if (!output.empty() && output.front() == '/' && call.host_root != "/") {  // a host file, as the others
+    auto host = Host(call);
+    if (!host.ok()) return host.status();
+    output = host->Resolve(output);
+  }
   if (default_only) {
     std::string text =
         "# The keys of NVIDIA's config.toml that gpunode's OCI runtime (nvidia-container-runtime) reads, with\n"

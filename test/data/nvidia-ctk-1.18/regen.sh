@@ -3,6 +3,7 @@
 # v1.18.2, one file per command (nvidia-ctk_cdi_generate.txt is `nvidia-ctk cdi generate --help`),
 # which test/cli/nvidia_ctk_help_test.py checks gpunode-as-nvidia-ctk against.
 #   test/data/nvidia-ctk-1.18/regen.sh [PATH-TO-NVIDIA-CTK]
+#   test/data/nvidia-ctk-1.18/regen.sh --print-binary   # only find (or build) the binary; print its path
 # Without an argument ($NVIDIA_CTK also works) the binary is taken from the peers cache
 # (${GPUNODE_CACHE:-~/.cache/gpunode}/peers), or built there by test/peers/build.sh with the
 # toolkit pin set to v1.18.2 (the suites' pin, test/peers/versions.env, may be newer).
@@ -10,6 +11,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 version=v1.18.2
+print_only=false
+if [ "${1:-}" = --print-binary ]; then print_only=true; shift; fi
 ctk=${1:-${NVIDIA_CTK:-}}
 peers=${GPUNODE_CACHE:-$HOME/.cache/gpunode}/peers
 if [ -z "$ctk" ]; then
@@ -25,6 +28,7 @@ if [ -z "$ctk" ]; then
   sed "s/^CONTAINER_TOOLKIT_VERSION=.*/CONTAINER_TOOLKIT_VERSION=$version/" "$repo/test/peers/versions.env" >"$tmp/versions.env"
   ctk=$("$tmp/build.sh" nvidia-ctk | tail -1)/nvidia-ctk
 fi
+if $print_only; then echo "$ctk"; exit 0; fi
 "$ctk" --version | grep -q "version $version" || { echo "regen: $ctk is not nvidia-ctk $version" >&2; exit 1; }
 rm -f "$here"/nvidia-ctk*.txt
 walk() {  # walk WORD... : the help of `nvidia-ctk WORD...`, then of each of its commands
