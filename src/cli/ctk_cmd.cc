@@ -296,7 +296,7 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
     if (word == "help" || word == "h") {
       // `nvidia-ctk help cdi generate`, `nvidia-ctk cdi help generate`
       std::string target = path;
-      for (size_t j = i + 1; j < args.size() && args[j][0] != '-'; ++j) target += (target.empty() ? "" : " ") + args[j];
+      for (size_t j = i + 1; j < args.size() && !args[j].empty() && args[j][0] != '-'; ++j) target += (target.empty() ? "" : " ") + args[j];
       if (FindCommand(target) == nullptr) {
         PrintError(absl::StrCat("nvidia-ctk: no help topic for '", target, "'"));
         out.exit_code = kExitUsage;
