@@ -270,63 +270,92 @@ std::string Quote(const std::string& s) {
 
 }  // namespace
 
-CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
-  CtkOutcome out;
-  Call call;
+namespace {
+
+// Walks the command words (flags of each level, then a subcommand name) into `call` and `path`.
+// Returns the exit code when that already answered the command line: help, version, a usage error.
+std::optional<int> WalkCommandLine(const std::vector<std::string>& args, Call& call, std::string& path, bool& help) {
   size_t i = 0;
-  std::string path;
-  bool help = false;
-  // Walk the command words: flags of each level, then a subcommand name.
   for (bool top = true;; top = false) {
     const CommandSpec* here = FindCommand(path);
     if (Status st = ReadFlags(args, i, here ? here->flags : std::vector<FlagSpec>{}, top, path, call); !st.ok()) {
       PrintError(st);
-      out.exit_code = kExitUsage;
-      return out;
+      return kExitUsage;
     }
-    if (call.globals.count("help") || call.flags.count("help")) help = true;
+    if (call.globals.count("help")) help = true;
     if (call.globals.count("version") && path.empty()) {
       std::cout << "NVIDIA Container Toolkit CLI version " << kNvidiaVersion << " (as gpunode " << GPUNODE_VERSION
                 << "; `gpunode --version` for its build)\n";
-      out.exit_code = kExitOk;
-      return out;
+      return kExitOk;
     }
-    if (help || i >= args.size()) break;
+    if (help || i >= args.size()) return std::nullopt;
     const std::string& word = args[i];
     if (word == "help" || word == "h") {
       // `nvidia-ctk help cdi generate`, `nvidia-ctk cdi help generate`
       std::string target = path;
-      for (size_t j = i + 1; j < args.size() && !args[j].empty() && args[j][0] != '-'; ++j) target += (target.empty() ? "" : " ") + args[j];
+      for (size_t j = i + 1; j < args.size() && !args[j].empty() && args[j][0] != '-'; ++j) {
+        target += (target.empty() ? "" : " ") + args[j];
+      }
       if (FindCommand(target) == nullptr) {
         PrintError(absl::StrCat("nvidia-ctk: no help topic for '", target, "'"));
-        out.exit_code = kExitUsage;
-        return out;
+        return kExitUsage;
       }
       PrintHelp(FindCommand(target)->path);
-      out.exit_code = kExitOk;
-      return out;
+      return kExitOk;
     }
-    const std::string next = path.empty() ? word : path + " " + word;
-    const CommandSpec* sub = FindCommand(next);
-    if (sub == nullptr || Children(path).empty()) {
-      if (!Children(path).empty() || here == nullptr || !here->takes_args) {
-        std::string msg = absl::StrCat("nvidia-ctk", path.empty() ? "" : " " + path, ": unknown command \"", word, "\"");
-        if (!Children(path).empty()) {
-          std::vector<std::string> names;
-          for (const CommandSpec* c : Children(path)) names.push_back(c->path.substr(c->path.rfind(' ') + 1));
-          absl::StrAppend(&msg, " (commands: ", absl::StrJoin(names, ", "), ")");
-        } else {
-          absl::StrAppend(&msg, " (it takes no arguments)");
-        }
-        PrintError(msg);
-        out.exit_code = kExitUsage;
-        return out;
+    const auto children = Children(path);
+    const CommandSpec* sub = children.empty() ? nullptr : FindCommand(path.empty() ? word : path + " " + word);
+    if (sub == nullptr) {
+      if (children.empty() && here != nullptr && here->takes_args) {
+        call.args.assign(args.begin() + static_cast<long>(i), args.end());
+        return std::nullopt;
       }
-      call.args.assign(args.begin() + static_cast<long>(i), args.end());
-      break;
+      std::string msg = absl::StrCat("nvidia-ctk", path.empty() ? "" : " " + path, ": unknown command \"", word, "\"");
+      std::vector<std::string> names;
+      for (const CommandSpec* c : children) names.push_back(c->path.substr(c->path.rfind(' ') + 1));
+      absl::StrAppend(&msg, names.empty() ? " (it takes no arguments)" : " (commands: " + absl::StrJoin(names, ", ") + ")");
+      PrintError(msg);
+      return kExitUsage;
     }
     path = sub->path;
     ++i;
+  }
+}
+
+// The "does not apply" notes of the flags given (kNoop), or the refusal of one (kRefused).
+StatusOr<std::vector<std::string>> FlagNotes(const CommandSpec& cmd, const Call& call) {
+  std::vector<std::string> notes;
+  for (const FlagSpec& f : cmd.flags) {
+    auto given = call.flags.find(f.names.front());
+    if (given == call.flags.end() || f.kind == ctk::FlagKind::kMapped) continue;
+    if (!f.value && !call.Bool(f.names.front()).value_or(true)) continue;  // --flag=false asks for nothing
+    const std::string what = Dashed(f.names.front()) + (f.value ? "=" + absl::StrJoin(given->second, ",") : "");
+    if (f.kind == ctk::FlagKind::kRefused) return absl::FailedPreconditionError(ctk::DoesNotApply(call.path, what, f.meaning));
+    notes.push_back(ctk::DoesNotApply(call.path, what, f.meaning));
+  }
+  if (call.globals.count("config") && call.path != "config" && call.path != "config default") {
+    notes.push_back(ctk::DoesNotApply(call.path, "--config=" + call.globals.at("config").back(),
+                                      "only `nvidia-ctk config` reads the toolkit's config file; this command reads none"));
+  }
+  return notes;
+}
+
+// The last value of a boolean flag in `from` ("false" when not given).
+StatusOr<bool> Flag(const std::map<std::string, std::vector<std::string>>& from, const std::string& name) {
+  auto it = from.find(name);
+  return ParseGoBool("--" + name, it == from.end() || it->second.empty() ? "false" : it->second.back());
+}
+
+}  // namespace
+
+CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
+  CtkOutcome out;
+  Call call;
+  std::string path;
+  bool help = false;
+  if (std::optional<int> done = WalkCommandLine(args, call, path, help)) {
+    out.exit_code = *done;
+    return out;
   }
   const CommandSpec* cmd = FindCommand(path);
   if (help || cmd == nullptr || !cmd->run) {
@@ -337,11 +366,18 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
   call.path = path;
   ReadEnv(cmd->flags, call.flags);
   ReadEnv(GlobalFlags(), call.globals);
-  auto debug = ParseGoBool("--debug", call.globals.count("debug") ? call.globals["debug"].back() : "false");
-  auto quiet = ParseGoBool("--quiet", call.globals.count("quiet") ? call.globals["quiet"].back() : "false");
-  auto explain = ParseGoBool("--explain", call.gpunode.count("explain") ? call.gpunode["explain"] : "false");
-  if (!debug.ok() || !quiet.ok() || !explain.ok()) {
-    PrintError(!debug.ok() ? debug.status() : !quiet.ok() ? quiet.status() : explain.status());
+  std::map<std::string, std::vector<std::string>> ours;
+  if (call.gpunode.count("explain")) ours["explain"] = {call.gpunode["explain"]};
+  auto debug = Flag(call.globals, "debug");
+  auto quiet = Flag(call.globals, "quiet");
+  auto explain = Flag(ours, "explain");
+  auto notes = !debug.ok() || !quiet.ok() || !explain.ok() ? StatusOr<std::vector<std::string>>(
+                                                                 !debug.ok() ? debug.status()
+                                                                 : !quiet.ok() ? quiet.status()
+                                                                               : explain.status())
+                                                           : FlagNotes(*cmd, call);
+  if (!notes.ok()) {
+    PrintError(notes.status());
     out.exit_code = kExitUsage;
     return out;
   }
@@ -349,24 +385,6 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
   const char* env_root = std::getenv("GPUNODE_HOST_ROOT");
   call.host_root = call.gpunode.count("host-root") ? call.gpunode["host-root"] : env_root ? env_root : "/";
   call.output_format = call.gpunode.count("output") ? call.gpunode["output"] : "table";
-
-  std::vector<std::string> notes;
-  for (const FlagSpec& f : cmd->flags) {
-    auto given = call.flags.find(f.names.front());
-    if (given == call.flags.end() || f.kind == ctk::FlagKind::kMapped) continue;
-    if (!f.value && !call.Bool(f.names.front()).value_or(true)) continue;  // --flag=false asks for nothing
-    const std::string what = Dashed(f.names.front()) + (f.value ? "=" + absl::StrJoin(given->second, ",") : "");
-    if (f.kind == ctk::FlagKind::kRefused) {
-      PrintError(ctk::DoesNotApply(path, what, f.meaning));
-      out.exit_code = kExitUsage;
-      return out;
-    }
-    notes.push_back(ctk::DoesNotApply(path, what, f.meaning));
-  }
-  if (call.globals.count("config") && path != "config" && path != "config default") {
-    notes.push_back(ctk::DoesNotApply(path, "--config=" + call.globals["config"].back(),
-                                      "only `nvidia-ctk config` reads the toolkit's config file; this command reads none"));
-  }
   StatusOr<Plan> plan = cmd->run(call);
   if (!plan.ok()) {
     // Refused: a "does not apply" line (FailedPrecondition) or bad input; nothing was done.
@@ -374,8 +392,8 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
     out.exit_code = kExitUsage;
     return out;
   }
-  notes.insert(notes.end(), plan->notes.begin(), plan->notes.end());
-  for (const std::string& note : notes) std::cerr << "note: " << note << "\n";
+  notes->insert(notes->end(), plan->notes.begin(), plan->notes.end());
+  for (const std::string& note : *notes) std::cerr << "note: " << note << "\n";
   std::vector<std::string> gpunode;
   for (const char* g : {"host-root", "simulate", "output", "color", "nvml-library", "cuda-library"}) {
     if (call.gpunode.count(g)) {
@@ -384,26 +402,23 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
     }
   }
   gpunode.insert(gpunode.end(), plan->gpunode_args.begin(), plan->gpunode_args.end());
-  std::string line = plan->native ? plan->native_description : "gpunode " + [&] {
-    std::vector<std::string> q;
-    for (const std::string& s : gpunode) q.push_back(Quote(s));
-    return absl::StrJoin(q, " ");
-  }();
+  std::vector<std::string> quoted;
+  for (const std::string& a : gpunode) quoted.push_back(Quote(a));
+  const std::string line = plan->native ? plan->native_description : "gpunode " + absl::StrJoin(quoted, " ");
   if (*explain) {
     std::cout << line << "\n";
     out.exit_code = kExitOk;
-    return out;
+  } else if (*debug) {
+    std::cerr << "nvidia-ctk " << path << ": runs " << line << "\n";
   }
-  if (*debug) std::cerr << "nvidia-ctk " << path << ": runs " << line << "\n";
+  if (*explain) return out;
   if (plan->native) {
     out.exit_code = plan->native();
-    return out;
+  } else if (plan->gpunode_args.empty()) {
+    out.exit_code = kExitOk;  // nothing to run: the notes said why
+  } else {
+    out.gpunode_args = std::move(gpunode);
   }
-  if (plan->gpunode_args.empty()) {  // nothing to run: the notes said why
-    out.exit_code = kExitOk;
-    return out;
-  }
-  out.gpunode_args = std::move(gpunode);
   return out;
 }
 

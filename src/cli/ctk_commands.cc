@@ -143,14 +143,8 @@ const std::set<std::string>& GpunodeHooks() {
   return hooks;
 }
 
-StatusOr<Plan> CdiGenerate(const Call& call) {
-  Plan plan;
-  plan.gpunode_args = {"cdi", "generate"};
-  // nvidia-ctk writes the spec to stdout without --output; gpunode's default is a file.
-  const std::string output = call.Value("output");
-  plan.gpunode_args.push_back("--output");
-  plan.gpunode_args.push_back(output.empty() ? "-" : OnHost(call, output));
-  AddValue(call, "format", "--format", plan);
+// --mode and --device-name-strategy: what gpunode's NVML discovery and names can be.
+Status CdiModeAndNames(const Call& call, Plan& plan) {
   const std::string mode = call.Value("mode", "auto");
   if (mode == "management") {
     return NotApplicable(call, "--mode=management",
@@ -190,6 +184,18 @@ StatusOr<Plan> CdiGenerate(const Call& call) {
     plan.gpunode_args.push_back("--device-name-strategy");
     plan.gpunode_args.push_back(*strategies.begin());
   }
+  return absl::OkStatus();
+}
+
+StatusOr<Plan> CdiGenerate(const Call& call) {
+  Plan plan;
+  plan.gpunode_args = {"cdi", "generate"};
+  // nvidia-ctk writes the spec to stdout without --output; gpunode's default is a file.
+  const std::string output = call.Value("output");
+  plan.gpunode_args.push_back("--output");
+  plan.gpunode_args.push_back(output.empty() ? "-" : OnHost(call, output));
+  AddValue(call, "format", "--format", plan);
+  GPUNODE_RETURN_IF_ERROR(CdiModeAndNames(call, plan));
   AddValue(call, "driver-root", "--driver-root", plan);
   if (call.Has("dev-root")) {
     // gpunode's --dev-root is for a root other than /; / is its default with the driver root /.
@@ -360,6 +366,9 @@ StatusOr<Plan> CdiListPlan(const Call& call) {
 
 constexpr char kCsvOnly[] = "it is for CSV mode (Tegra); gpunode finds GPUs through NVML";
 
+void AddCdiCommands(std::vector<CommandSpec>& c);
+void AddSystemAndConfigCommands(std::vector<CommandSpec>& c);
+
 std::vector<CommandSpec> MakeCommands() {
   std::vector<CommandSpec> c;
   c.push_back({"", {}, "Tools to configure the NVIDIA Container Toolkit, answered by gpunode", {}, nullptr});
@@ -411,6 +420,12 @@ std::vector<CommandSpec> MakeCommands() {
                  p.gpunode_args = {"doctor"};
                  return p;
                }});
+  AddCdiCommands(c);
+  AddSystemAndConfigCommands(c);
+  return c;
+}
+
+void AddCdiCommands(std::vector<CommandSpec>& c) {
   c.push_back({"cdi", {}, "CDI specs: gpunode cdi ...", {}, nullptr});
   c.push_back(
       {"cdi generate",
@@ -456,6 +471,9 @@ std::vector<CommandSpec> MakeCommands() {
                 {{"to"}, true, false, {}, "(the command does not apply)"}},
                Refuse("gpunode does not rewrite specs; `gpunode cdi generate --driver-root DIR --dev-root DIR` writes "
                       "the spec for that root")});
+}
+
+void AddSystemAndConfigCommands(std::vector<CommandSpec>& c) {
   c.push_back({"system", {}, "Device nodes and /dev/char links", {}, nullptr});
   c.push_back({"system create-dev-char-symlinks", {}, "gpunode links /dev/char/MAJOR:MINOR to each NVIDIA device node",
                {{{"dev-char-path"}, true, false, {"DEV_CHAR_PATH"}, "where the links go (default /dev/char)"},
@@ -490,7 +508,6 @@ std::vector<CommandSpec> MakeCommands() {
                "gpunode's defaults of the keys its OCI runtime reads",
                {{{"output", "o"}, true, false, {}, "write to this file (default stdout)"}},
                [](const Call& call) { return ConfigPlan(call, true); }});
-  return c;
 }
 
 }  // namespace

@@ -143,6 +143,22 @@ std::string UnknownCommand(CLI::App& app, const std::vector<std::string>& args) 
   return "";
 }
 
+// gpunode installed as `nvidia-ctk`, or `gpunode [global flags] ctk ...` (ctk_cmd.h): the exit code
+// when that answered the command line, else nothing (and `translated` is set when the command line
+// became gpunode's own).
+std::optional<int> DispatchCtk(int argc, char** argv, std::optional<std::vector<std::string>>& translated) {
+  using namespace gpunode::cli;
+  const std::string self = argc > 0 ? argv[0] : "";
+  const std::string base = self.substr(self.rfind('/') + 1);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::vector<std::string>> ctk_args = base == "nvidia-ctk" ? args : CtkArguments(args);
+  if (!ctk_args) return std::nullopt;
+  CtkOutcome ctk = RunNvidiaCtk(*ctk_args);
+  if (ctk.exit_code >= 0) return ctk.exit_code;
+  translated = std::move(ctk.gpunode_args);
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
   using namespace gpunode::cli;
   // The OCI runtime shim takes runc's arguments, which CLI11 must not see: as
@@ -172,21 +188,9 @@ int Main(int argc, char** argv) {
       return RunOciRuntime(std::vector<std::string>(argv + first + 1, argv + argc));
     }
   }
-  // NVIDIA's `nvidia-ctk` command lines, as gpunode installed under that name or `gpunode ctk ...`
-  // (ctk_cmd.h): answered there, or turned into gpunode's own command line, parsed below.
+  // NVIDIA's `nvidia-ctk` command lines: answered there, or gpunode's own command line, parsed below.
   std::optional<std::vector<std::string>> translated;
-  {
-    const std::string self = argc > 0 ? argv[0] : "";
-    const std::string base = self.substr(self.rfind('/') + 1);
-    std::optional<std::vector<std::string>> ctk_args;
-    if (base == "nvidia-ctk") ctk_args = std::vector<std::string>(argv + 1, argv + argc);
-    if (!ctk_args) ctk_args = CtkArguments(std::vector<std::string>(argv + 1, argv + argc));
-    if (ctk_args) {
-      CtkOutcome ctk = RunNvidiaCtk(*ctk_args);
-      if (ctk.exit_code >= 0) return ctk.exit_code;
-      translated = std::move(ctk.gpunode_args);
-    }
-  }
+  if (std::optional<int> done = DispatchCtk(argc, argv, translated)) return *done;
   // Installed under NVIDIA's program names (the image's links; their Helm charts run
   // `command: ["nvidia-device-plugin"]` etc.), gpunode is that component with NVIDIA's flags.
   std::string implied_command;
