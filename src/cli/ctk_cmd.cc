@@ -392,6 +392,12 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
     out.exit_code = kExitUsage;
     return out;
   }
+  if (plan->native && call.output_format != "table" && path != "cdi list") {
+    // as gpunode's own commands: -o only where there is a report (the others are gpunode's to refuse)
+    PrintError(absl::StrCat("-o/--output ", call.output_format, ": nvidia-ctk ", path, " prints no report to format"));
+    out.exit_code = kExitUsage;
+    return out;
+  }
   notes->insert(notes->end(), plan->notes.begin(), plan->notes.end());
   for (const std::string& note : *notes) std::cerr << "note: " << note << "\n";
   std::vector<std::string> gpunode;

@@ -83,6 +83,7 @@ guide 'sudo nvidia-ctk runtime configure --runtime=crio' 0 &&
 guide 'sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml' 0 &&
   grep -q '^kind: "\{0,1\}nvidia.com/gpu' "$root/etc/cdi/nvidia.yaml" || fail "no nvidia.com/gpu spec at $root/etc/cdi/nvidia.yaml"
 guide 'nvidia-ctk cdi list' 0
+cp "$work/out" "$work/list.out"
 want "cdi list: devices" "$(wc -l <"$work/out" | tr -d ' ')" 17  # 8 by index, 8 by UUID, all
 for name in nvidia.com/gpu=all nvidia.com/gpu=0 nvidia.com/gpu=7; do
   grep -qx "$name" "$work/out" || fail "cdi list has no $name: $(cat "$work/out")"
@@ -103,6 +104,16 @@ cp "$root/etc/docker/daemon.json" "$work/daemon.before"
 guide 'sudo nvidia-ctk runtime configure --runtime=docker --config-mode=oci-hook' 3
 [ "$(wc -l <"$work/err")" = 1 ] && grep -q "does not apply to gpunode" "$work/err" || fail "oci-hook: $(cat "$work/err")"
 cmp -s "$work/daemon.before" "$root/etc/docker/daemon.json" || fail "a refused command changed daemon.json"
+
+# gpunode ctk is the same; NVIDIA's variables count as flags; gpunode's -o works before the command
+"$gpunode" ctk cdi list >"$work/ctk.out" 2>/dev/null && cmp -s "$work/list.out" "$work/ctk.out" ||
+  fail "gpunode ctk cdi list differs from nvidia-ctk cdi list"
+want "gpunode -o json ctk cdi list" "$("$gpunode" -o json ctk cdi list | json /dev/stdin 'len(d["devices"])')" 17
+NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/etc/cdi/from-env.json guide 'nvidia-ctk cdi generate' 0 &&
+  want "cdi generate to \$NVIDIA_CTK_CDI_OUTPUT_FILE_PATH" "$(json "$root/etc/cdi/from-env.json" 'd["kind"]')" '"nvidia.com/gpu"'
+# (the host's modprobe: chroot into the host root)
+DRY_RUN=true guide 'nvidia-ctk system create-device-nodes --load-kernel-modules' 0 &&
+  grep -qx "would run chroot $root /sbin/modprobe nvidia" "$work/out" || fail "modprobe dry run: $(cat "$work/out")"
 
 # --- system create-device-nodes (needs mknod: root or CAP_MKNOD) ----------------------------------
 devroot=$work/devroot
