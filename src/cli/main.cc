@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/bench/bench.h"
 #include "src/cli/common.h"
+#include "src/cli/ctk_cmd.h"
 #include "src/cli/libcuda_guard.h"
 
 namespace {
@@ -143,6 +145,22 @@ std::string UnknownCommand(CLI::App& app, const std::vector<std::string>& args) 
   return "";
 }
 
+// gpunode installed as `nvidia-ctk`, or `gpunode [global flags] ctk ...` (ctk_cmd.h): the exit code
+// when that answered the command line, else nothing (and `translated` is set when the command line
+// became gpunode's own).
+std::optional<int> DispatchCtk(int argc, char** argv, std::optional<std::vector<std::string>>& translated) {
+  using namespace gpunode::cli;
+  const std::string self = argc > 0 ? argv[0] : "";
+  const std::string base = self.substr(self.rfind('/') + 1);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::vector<std::string>> ctk_args = base == "nvidia-ctk" ? args : CtkArguments(args);
+  if (!ctk_args) return std::nullopt;
+  CtkOutcome ctk = RunNvidiaCtk(*ctk_args);
+  if (ctk.exit_code >= 0) return ctk.exit_code;
+  translated = std::move(ctk.gpunode_args);
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
   using namespace gpunode::cli;
   // The OCI runtime shim takes runc's arguments, which CLI11 must not see: as
@@ -172,6 +190,9 @@ int Main(int argc, char** argv) {
       return RunOciRuntime(std::vector<std::string>(argv + first + 1, argv + argc));
     }
   }
+  // NVIDIA's `nvidia-ctk` command lines: answered there, or gpunode's own command line, parsed below.
+  std::optional<std::vector<std::string>> translated;
+  if (std::optional<int> done = DispatchCtk(argc, argv, translated)) return *done;
   // Installed under NVIDIA's program names (the image's links; their Helm charts run
   // `command: ["nvidia-device-plugin"]` etc.), gpunode is that component with NVIDIA's flags.
   std::string implied_command;
@@ -217,6 +238,7 @@ int Main(int argc, char** argv) {
   AddRuntimeCommand(app, global, &exit_code);
   AddLabelsCommand(app, global, &exit_code);
   AddOciRuntimeHelp(app);
+  AddCtkHelp(app);
   AddPluginCommand(app, global, &exit_code);
   AddDraPluginCommand(app, global, &exit_code);
   AddExporterCommand(app, global, &exit_code);
@@ -237,6 +259,8 @@ int Main(int argc, char** argv) {
       "  gpunode bench                          measure each GPU against its model's ceilings\n"
       "  gpunode cdi generate                   write a CDI spec so containers get the GPUs\n"
       "  gpunode runtime configure --runtime containerd --cdi   add the nvidia runtime\n"
+      "  nvidia-ctk runtime configure --runtime=docker   NVIDIA's nvidia-ctk command lines, run by gpunode\n"
+      "                                         (installed as nvidia-ctk, or gpunode ctk ...; docs/nvidia-ctk.md)\n"
       "Exit codes: 0 ok, 1 warnings/incompatible, 2 failures/unknown, 3 usage or input errors.\n"
       "Docs named docs/<page>.md: in the source tree, and in /usr/share/doc/gpunode/ of the gpunode image.");
   // -o/--output is the output format everywhere. A command that prints no report refuses it (exit 3)
@@ -262,7 +286,7 @@ int Main(int argc, char** argv) {
   }
 
   // `gpunode help [COMMAND...]` is `gpunode COMMAND... --help`, as kubectl and git take it.
-  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> args = translated ? *translated : std::vector<std::string>(argv + 1, argv + argc);
   if (!implied_command.empty()) args.insert(args.begin(), implied_command);
   if (!args.empty() && args[0] == "help") {
     args.erase(args.begin());
