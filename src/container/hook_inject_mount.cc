@@ -187,6 +187,11 @@ StatusOr<Fd> MountTarget(int root_fd, const std::string& path, bool directory) {
   return target;
 }
 
+constexpr char kOldKernel[] =
+    "this kernel has no open_tree/move_mount/mount_setattr (Linux 5.12): the hook cannot attach the driver's files to "
+    "a created container; make gpunode's shim Docker's runtime (gpunode runtime configure --runtime docker "
+    "--set-as-default, then restart Docker) or run the container with --runtime nvidia";
+
 struct OpenedMount {
   const PlannedMount* plan;
   Fd tree;
@@ -235,13 +240,19 @@ Status ApplyInContainer(int pid, const std::string& rootfs, const InjectionPlan&
     OpenedMount o;
     o.plan = &m;
     o.tree = Fd(OpenTree(m.source, m.recursive));
+    if (o.tree.get() < 0 && errno == ENOSYS) {
+      return absl::FailedPreconditionError(std::string(kOldKernel));
+    }
     if (o.tree.get() < 0) return ErrnoToStatus(errno, "open_tree (the driver's file)", m.source);
     struct stat st {};
     if (::fstat(o.tree.get(), &st) != 0) return ErrnoToStatus(errno, "stat", m.source);
     o.directory = S_ISDIR(st.st_mode);
     const uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (m.read_only ? MOUNT_ATTR_RDONLY : 0) |
                            (m.noexec ? MOUNT_ATTR_NOEXEC : 0);
-    if (MountSetattr(o.tree.get(), m.recursive, attrs) != 0) return ErrnoToStatus(errno, "mount_setattr", m.source);
+    if (MountSetattr(o.tree.get(), m.recursive, attrs) != 0) {
+      if (errno == ENOSYS) return absl::FailedPreconditionError(std::string(kOldKernel));
+      return ErrnoToStatus(errno, "mount_setattr", m.source);
+    }
     mounts.push_back(std::move(o));
   }
 
