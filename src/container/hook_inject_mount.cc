@@ -102,7 +102,16 @@ StatusOr<Fd> MakeDirsInRoot(int root_fd, const std::string& dir) {
       }
       next = Fd(OpenInRoot(root_fd, prefix, O_PATH | O_DIRECTORY));
     }
-    if (next.get() < 0) return ErrnoToStatus(errno, "open folder in the container", prefix);
+    if (next.get() < 0) {
+      const int err = errno;
+      struct stat st {};
+      const std::string name(part);
+      if (err == ENOENT && ::fstatat(current.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, " in the container is a symlink to a folder the container does not have"));
+      }
+      return ErrnoToStatus(err, "open folder in the container", prefix);
+    }
     current = std::move(next);
   }
   return current;
@@ -166,14 +175,15 @@ Status MakeDeviceNode(int root_fd, const PlannedDeviceNode& d) {
 StatusOr<Fd> MountTarget(int root_fd, const std::string& path, bool directory) {
   GPUNODE_ASSIGN_OR_RETURN(Entry e, ParentOf(root_fd, path));
   GPUNODE_RETURN_IF_ERROR(RemoveSymlink(e, path));
-  if (directory) {
-    if (::mkdirat(e.parent.get(), e.name.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoToStatus(errno, "mkdir", path);
-  } else {
-    const int fd = ::openat(e.parent.get(), e.name.c_str(), O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (fd < 0 && errno != EISDIR && errno != ENXIO && errno != EACCES && errno != ETXTBSY) {
-      return ErrnoToStatus(errno, "create mount point", path);
+  struct stat existing {};
+  if (::fstatat(e.parent.get(), e.name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) != 0) {  // not there yet
+    if (directory) {
+      if (::mkdirat(e.parent.get(), e.name.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoToStatus(errno, "mkdir", path);
+    } else {
+      const int fd = ::openat(e.parent.get(), e.name.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd < 0 && errno != EEXIST) return ErrnoToStatus(errno, "create mount point", path);
+      if (fd >= 0) ::close(fd);
     }
-    if (fd >= 0) ::close(fd);
   }
   Fd target(::openat(e.parent.get(), e.name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
   if (target.get() < 0) return ErrnoToStatus(errno, "open mount point", path);

@@ -6,13 +6,18 @@
 
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sched.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -189,7 +194,7 @@ TEST(HookCgroupTest, V1Rules) {
 
 // Runs a device filter the way the kernel would for the instructions PrependDeviceRules and
 // runc-like programs use; returns r0, or -1 for an instruction it does not know.
-int64_t Run(const std::vector<BpfInsn>& prog, uint32_t type, uint32_t access, uint32_t major, uint32_t minor) {
+int64_t RunFilter(const std::vector<BpfInsn>& prog, uint32_t type, uint32_t access, uint32_t major, uint32_t minor) {
   const uint32_t ctx[3] = {type | (access << 16), major, minor};
   uint64_t r[11] = {};
   for (size_t pc = 0, steps = 0; pc < prog.size() && steps < 10000; ++pc, ++steps) {
@@ -198,10 +203,19 @@ int64_t Run(const std::vector<BpfInsn>& prog, uint32_t type, uint32_t access, ui
     const uint8_t cls = BPF_CLASS(i.code);
     if (cls == BPF_LDX) {
       if (src != 1) return -1;
+      if (i.off < 0 || i.off > 8) return -1;
       const auto* bytes = reinterpret_cast<const uint8_t*>(ctx);
-      if (BPF_SIZE(i.code) == BPF_W) r[dst] = *reinterpret_cast<const uint32_t*>(bytes + i.off);
-      else if (BPF_SIZE(i.code) == BPF_H) r[dst] = *reinterpret_cast<const uint16_t*>(bytes + i.off);
-      else return -1;
+      if (BPF_SIZE(i.code) == BPF_W) {
+        uint32_t v = 0;
+        std::memcpy(&v, bytes + i.off, sizeof v);
+        r[dst] = v;
+      } else if (BPF_SIZE(i.code) == BPF_H) {
+        uint16_t v = 0;
+        std::memcpy(&v, bytes + i.off, sizeof v);
+        r[dst] = v;
+      } else {
+        return -1;
+      }
     } else if (cls == BPF_ALU) {
       const uint32_t v = BPF_SRC(i.code) == BPF_K ? static_cast<uint32_t>(i.imm) : static_cast<uint32_t>(r[src]);
       uint32_t d = static_cast<uint32_t>(r[dst]);
@@ -252,8 +266,8 @@ constexpr uint32_t kRead = BPF_DEVCG_ACC_READ, kWrite = BPF_DEVCG_ACC_WRITE, kMk
 
 TEST(HookBpfTest, OurRulesAllowTheirDevicesAndTheOldProgramDecidesTheRest) {
   const std::vector<BpfInsn> old = RuncLikeProgram();
-  ASSERT_EQ(Run(old, kChar, kRead, 1, 3), 1);
-  ASSERT_EQ(Run(old, kChar, kRead, 195, 0), 0);
+  ASSERT_EQ(RunFilter(old, kChar, kRead, 1, 3), 1);
+  ASSERT_EQ(RunFilter(old, kChar, kRead, 195, 0), 0);
   auto merged = PrependDeviceRules({{.type = 'c', .major = 195, .minor = 0, .access = "rwm"},
                                     {.type = 'c', .major = 511, .minor = -1, .access = "rw"}},
                                    old);
@@ -262,14 +276,14 @@ TEST(HookBpfTest, OurRulesAllowTheirDevicesAndTheOldProgramDecidesTheRest) {
   ASSERT_GE(merged->size(), old.size());
   EXPECT_EQ(std::memcmp(merged->data() + (merged->size() - old.size()), old.data(), old.size() * sizeof(BpfInsn)), 0);
   const auto& p = *merged;
-  EXPECT_EQ(Run(p, kChar, kRead | kWrite, 195, 0), 1) << "the requested GPU";
-  EXPECT_EQ(Run(p, kChar, kMknod, 195, 0), 1);
-  EXPECT_EQ(Run(p, kChar, kRead, 195, 1), 0) << "another GPU: the old program denies it";
-  EXPECT_EQ(Run(p, kBlock, kRead, 195, 0), 0) << "a block device with the same numbers";
-  EXPECT_EQ(Run(p, kChar, kRead, 1, 3), 1) << "what runc allowed stays allowed";
-  EXPECT_EQ(Run(p, kChar, kRead, 1, 5), 0);
-  EXPECT_EQ(Run(p, kChar, kRead | kWrite, 511, 42), 1) << "a wildcard minor";
-  EXPECT_EQ(Run(p, kChar, kMknod, 511, 42), 0) << "rw does not allow mknod";
+  EXPECT_EQ(RunFilter(p, kChar, kRead | kWrite, 195, 0), 1) << "the requested GPU";
+  EXPECT_EQ(RunFilter(p, kChar, kMknod, 195, 0), 1);
+  EXPECT_EQ(RunFilter(p, kChar, kRead, 195, 1), 0) << "another GPU: the old program denies it";
+  EXPECT_EQ(RunFilter(p, kBlock, kRead, 195, 0), 0) << "a block device with the same numbers";
+  EXPECT_EQ(RunFilter(p, kChar, kRead, 1, 3), 1) << "what runc allowed stays allowed";
+  EXPECT_EQ(RunFilter(p, kChar, kRead, 1, 5), 0);
+  EXPECT_EQ(RunFilter(p, kChar, kRead | kWrite, 511, 42), 1) << "a wildcard minor";
+  EXPECT_EQ(RunFilter(p, kChar, kMknod, 511, 42), 0) << "rw does not allow mknod";
 }
 
 TEST(HookBpfTest, RefusesWhatCannotBeLoadedAgain) {
@@ -376,6 +390,91 @@ TEST_F(HookCgroupV2Test, TheKernelRunsTheMergedFilter) {
 TEST_F(HookCgroupV2Test, NoFilterMeansNothingToDo) {
   EXPECT_OK(AllowDevicesCgroupV2(dir_, {{.type = 'c', .major = 1, .minor = 5, .access = "rwm"}}));
   EXPECT_EQ(OpenInCgroup("/dev/zero"), 0);
+}
+
+// The mount-namespace work on a root whose symlinks point out of it: a child process in a mount
+// namespace of its own (so nothing it mounts outlives it) applies a plan to a temporary root and
+// checks where everything landed.
+TEST(HookMountTest, EverythingLandsInsideTheRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (mknod, mounts, setns)";
+  const fs::path tmp = fs::temp_directory_path() / ("gpunode-hook-mount-" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  const fs::path root = tmp / "rootfs";
+  fs::create_directories(root / "usr");
+  fs::create_directories(root / "dev");
+  fs::create_directories(tmp / "host");
+  { std::ofstream(tmp / "host" / "libcuda.so.580") << "driver"; }
+  { std::ofstream(tmp / "victim") << "host file"; }
+  // The image's tricks: a folder that is an absolute symlink climbing out, a node path that is a
+  // symlink to a host file.
+  fs::create_directory_symlink("/../../../escape", root / "usr" / "lib64");
+  fs::create_directories(root / "escape");  // where the link leads when resolved in the root
+  fs::create_directory_symlink("/../../nowhere", root / "usr" / "dangling");
+  fs::create_symlink("/../../../victim", root / "dev" / "nvidia0");
+
+  InjectionPlan plan;
+  plan.devices.push_back({.path = "/dev/nvidia0", .type = 'c', .major = 1, .minor = 3, .mode = 0666});
+  plan.devices.push_back({.path = "/dev/nvidia-caps/nvidia-cap1", .type = 'c', .major = 1, .minor = 5, .mode = 0400});
+  plan.mounts.push_back({.source = (tmp / "host" / "libcuda.so.580").string(),
+                         .destination = "/usr/lib64/libcuda.so.580", .read_only = true});
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(100);
+    Status st = ApplyInContainer(::getpid(), root.string(), plan, "{}");
+    if (!st.ok()) {
+      fprintf(stderr, "ApplyInContainer: %s\n", std::string(st.message()).c_str());
+      ::_exit(101);
+    }
+    struct stat sb {};
+    if (::lstat((root / "dev" / "nvidia0").c_str(), &sb) != 0 || !S_ISCHR(sb.st_mode) || sb.st_rdev != makedev(1, 3) ||
+        (sb.st_mode & 07777) != 0666) ::_exit(102);
+    if (::lstat((root / "dev" / "nvidia-caps" / "nvidia-cap1").c_str(), &sb) != 0 || (sb.st_mode & 07777) != 0400) ::_exit(103);
+    std::ifstream in(root / "escape" / "libcuda.so.580");
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (content != "driver") ::_exit(104);
+    const int w = ::open((root / "escape" / "libcuda.so.580").c_str(), O_WRONLY);
+    if (w >= 0 || errno != EROFS) ::_exit(105);
+    if (fs::exists(tmp / "escape") || fs::exists("/escape")) ::_exit(106);
+    if (::lstat((tmp / "victim").c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) ::_exit(107);
+    // A folder symlink to nothing (in the root) is refused, not created outside it.
+    InjectionPlan dangling;
+    dangling.devices.push_back({.path = "/usr/dangling/x", .type = 'c', .major = 1, .minor = 3});
+    st = ApplyInContainer(::getpid(), root.string(), dangling, "{}");
+    if (st.ok() || st.message().find("symlink to a folder the container does not have") == absl::string_view::npos) ::_exit(108);
+    if (fs::exists(tmp / "nowhere") || fs::exists("/nowhere")) ::_exit(109);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 101: ApplyInContainer failed; 102/103: nodes; 104/105: the mount (content, read-only);
+  // 106: something was created outside the root; 107: the host file behind the symlink changed;
+  // 108/109: the dangling folder link.
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(fs::exists(tmp / "escape"));
+  std::ifstream victim(tmp / "victim");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(victim)), std::istreambuf_iterator<char>()), "host file");
+  fs::remove_all(tmp);
+}
+
+TEST(HookMountTest, RefusesAFolderWhereAFileGoes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (mounts, setns)";
+  const fs::path tmp = fs::temp_directory_path() / ("gpunode-hook-dir-" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp / "rootfs" / "usr" / "lib" / "libcuda.so.1");
+  { std::ofstream(tmp / "libcuda.so.1") << "driver"; }
+  InjectionPlan plan;
+  plan.mounts.push_back({.source = (tmp / "libcuda.so.1").string(), .destination = "/usr/lib/libcuda.so.1"});
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(100);
+    Status st = ApplyInContainer(::getpid(), (tmp / "rootfs").string(), plan, "{}");
+    ::_exit(!st.ok() && st.message().find("is a folder") != absl::string_view::npos ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  fs::remove_all(tmp);
 }
 
 }  // namespace
