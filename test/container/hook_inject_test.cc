@@ -341,7 +341,9 @@ class HookCgroupV2Test : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(HookCgroupV2Test, TheKernelRunsTheMergedFilter) {
+// Loads RuncLikeProgram() and attaches it to `dir` with `flags`; false (with the reason in
+// *why) when this machine does not let us.
+bool AttachRuncLike(const std::string& dir, uint32_t flags, std::string* why) {
   std::vector<BpfInsn> old = RuncLikeProgram();
   static char log[16384];
   bpf_attr attr{};
@@ -354,18 +356,39 @@ TEST_F(HookCgroupV2Test, TheKernelRunsTheMergedFilter) {
   attr.log_buf = reinterpret_cast<uintptr_t>(log);
   attr.log_size = sizeof log;
   const long prog = ::syscall(SYS_bpf, BPF_PROG_LOAD, &attr, sizeof attr);
-  if (prog < 0) GTEST_SKIP() << "BPF_PROG_LOAD: " << std::strerror(errno) << " " << log;
-  const int cg = ::open(dir_.c_str(), O_DIRECTORY | O_RDONLY);
-  ASSERT_GE(cg, 0);
+  if (prog < 0) {
+    *why = std::string("BPF_PROG_LOAD: ") + std::strerror(errno) + " " + log;
+    return false;
+  }
+  const int cg = ::open(dir.c_str(), O_DIRECTORY | O_RDONLY);
   attr = bpf_attr{};
   attr.target_fd = static_cast<uint32_t>(cg);
   attr.attach_bpf_fd = static_cast<uint32_t>(prog);
   attr.attach_type = BPF_CGROUP_DEVICE;
-  attr.attach_flags = BPF_F_ALLOW_MULTI;  // as runc attaches
-  ASSERT_EQ(::syscall(SYS_bpf, BPF_PROG_ATTACH, &attr, sizeof attr), 0) << std::strerror(errno);
+  attr.attach_flags = flags;
+  const long rc = ::syscall(SYS_bpf, BPF_PROG_ATTACH, &attr, sizeof attr);
+  if (rc != 0) *why = std::string("BPF_PROG_ATTACH: ") + std::strerror(errno);
   ::close(static_cast<int>(prog));
   ::close(cg);
+  return rc == 0;
+}
 
+uint32_t AttachedPrograms(const std::string& dir) {
+  uint32_t ids[8] = {};
+  const int cg = ::open(dir.c_str(), O_DIRECTORY | O_RDONLY);
+  bpf_attr attr{};
+  attr.query.target_fd = static_cast<uint32_t>(cg);
+  attr.query.attach_type = BPF_CGROUP_DEVICE;
+  attr.query.prog_ids = reinterpret_cast<uintptr_t>(ids);
+  attr.query.prog_cnt = 8;
+  const long rc = ::syscall(SYS_bpf, BPF_PROG_QUERY, &attr, sizeof attr);
+  ::close(cg);
+  return rc == 0 ? attr.query.prog_cnt : 999;
+}
+
+TEST_F(HookCgroupV2Test, TheKernelRunsTheMergedFilter) {
+  std::string why;
+  if (!AttachRuncLike(dir_, BPF_F_ALLOW_MULTI, &why)) GTEST_SKIP() << why;  // as runc attaches
   EXPECT_EQ(OpenInCgroup("/dev/null"), 0);
   EXPECT_EQ(OpenInCgroup("/dev/zero"), EPERM) << "runc's filter denies 1:5";
   ASSERT_OK(AllowDevicesCgroupV2(dir_, {{.type = 'c', .major = 1, .minor = 5, .access = "rwm"}}));
@@ -375,16 +398,31 @@ TEST_F(HookCgroupV2Test, TheKernelRunsTheMergedFilter) {
   // A second pass replaces the (one) program again; the cgroup still has exactly one.
   ASSERT_OK(AllowDevicesCgroupV2(dir_, {{.type = 'c', .major = 1, .minor = 7, .access = "r"}}));
   EXPECT_EQ(OpenInCgroup("/dev/full"), 0);
-  uint32_t ids[8] = {};
-  const int cg2 = ::open(dir_.c_str(), O_DIRECTORY | O_RDONLY);
-  attr = bpf_attr{};
-  attr.query.target_fd = static_cast<uint32_t>(cg2);
-  attr.query.attach_type = BPF_CGROUP_DEVICE;
-  attr.query.prog_ids = reinterpret_cast<uintptr_t>(ids);
-  attr.query.prog_cnt = 8;
-  ASSERT_EQ(::syscall(SYS_bpf, BPF_PROG_QUERY, &attr, sizeof attr), 0);
-  EXPECT_EQ(attr.query.prog_cnt, 1u) << "the old program was detached";
-  ::close(cg2);
+  EXPECT_EQ(AttachedPrograms(dir_), 1u) << "the old program was detached";
+}
+
+// systemd and runc may both attach a filter (ALLOW_MULTI: every one must allow): each is replaced.
+TEST_F(HookCgroupV2Test, EveryAttachedFilterGetsTheRules) {
+  std::string why;
+  if (!AttachRuncLike(dir_, BPF_F_ALLOW_MULTI, &why) || !AttachRuncLike(dir_, BPF_F_ALLOW_MULTI, &why)) GTEST_SKIP() << why;
+  ASSERT_EQ(AttachedPrograms(dir_), 2u);
+  EXPECT_EQ(OpenInCgroup("/dev/zero"), EPERM);
+  ASSERT_OK(AllowDevicesCgroupV2(dir_, {{.type = 'c', .major = 1, .minor = 5, .access = "rwm"}}));
+  EXPECT_EQ(OpenInCgroup("/dev/zero"), 0);
+  EXPECT_EQ(OpenInCgroup("/dev/full"), EPERM);
+  EXPECT_EQ(AttachedPrograms(dir_), 2u);
+}
+
+// A filter attached without ALLOW_MULTI (one program per cgroup): attaching with the same flags
+// replaces it.
+TEST_F(HookCgroupV2Test, ASingleFilterIsReplaced) {
+  std::string why;
+  if (!AttachRuncLike(dir_, 0, &why)) GTEST_SKIP() << why;
+  EXPECT_EQ(OpenInCgroup("/dev/zero"), EPERM);
+  ASSERT_OK(AllowDevicesCgroupV2(dir_, {{.type = 'c', .major = 1, .minor = 5, .access = "rwm"}}));
+  EXPECT_EQ(OpenInCgroup("/dev/zero"), 0);
+  EXPECT_EQ(OpenInCgroup("/dev/full"), EPERM);
+  EXPECT_EQ(AttachedPrograms(dir_), 1u);
 }
 
 TEST_F(HookCgroupV2Test, NoFilterMeansNothingToDo) {
