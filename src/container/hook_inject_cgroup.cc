@@ -87,7 +87,7 @@ StatusOr<MountPoint> FindMount(absl::string_view mountinfo, absl::string_view fs
         break;
       }
     }
-    if (f.size() < 7 || dash == 0 || dash + 3 > f.size()) continue;
+    if (f.size() < 7 || dash == 0 || dash + 3 >= f.size()) continue;  // fstype, source, super options
     if (f[dash + 1] != fstype) continue;
     if (!option.empty()) {
       bool found = false;

@@ -185,6 +185,9 @@ TEST(HookCgroupTest, MountsAndDirectories) {
   EXPECT_EQ(*CgroupDirectory(*unified, "/"), "/sys/fs/cgroup/unified");
   EXPECT_EQ(FindMount(mountinfo, "cgroup", "memory").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(FindMount(mountinfo.substr(mountinfo.find("36 ")), "cgroup2")->mount_point, "/mnt/with space");
+  // A line cut short after the "-" (no source or super options) is skipped (the fuzzer's find).
+  EXPECT_FALSE(FindMount("40 25 0:40 / /x rw - cgroup2 none\n41 25 0:41 / /y rw - cgroup2\n", "cgroup2").ok());
+  EXPECT_FALSE(FindMount("40 25 0:40 / /x rw - cgroup cgroup\n", "cgroup", "devices").ok());
 }
 
 TEST(HookCgroupTest, V1Rules) {
