@@ -69,8 +69,9 @@ long Bpf(int cmd, bpf_attr& attr) { return ::syscall(SYS_bpf, cmd, &attr, sizeof
 
 uint64_t Ptr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
 
+// "what: strerror", with the code ErrnoToStatus gives that errno.
 Status BpfError(const std::string& what, int err) {
-  return ErrnoToStatus(err, what, "");
+  return Status(ErrnoToStatus(err, "", "").code(), absl::StrCat(what, ": ", std::strerror(err)));
 }
 
 // The instructions of a loaded program, as the kernel keeps them (xlated).

@@ -88,7 +88,7 @@ int OpenInRoot(int root_fd, const std::string& path, uint64_t flags) {
 StatusOr<Fd> MakeDirsInRoot(int root_fd, const std::string& dir) {
   std::string prefix;
   Fd current(OpenInRoot(root_fd, "/", O_PATH | O_DIRECTORY));
-  if (current.get() < 0) return ErrnoToStatus(errno, "open the container's root", "");
+  if (current.get() < 0) return ErrnoToStatus(errno, "open the container's root", "(in its mount namespace)");
   for (absl::string_view part : absl::StrSplit(dir, '/', absl::SkipEmpty())) {
     if (part == "." || part == "..") {
       return absl::InvalidArgumentError(absl::StrCat("container path ", dir, ": \".\" or \"..\""));
@@ -267,7 +267,7 @@ Status ApplyInContainer(int pid, const std::string& rootfs, const InjectionPlan&
   }
 
   // This thread alone enters the container's mount namespace (umask and cwd are ours after this).
-  if (::unshare(CLONE_FS) != 0) return ErrnoToStatus(errno, "unshare(CLONE_FS)", "");
+  if (::unshare(CLONE_FS) != 0) return ErrnoToStatus(errno, "unshare(CLONE_FS) before setns into", ns_path);
   if (::setns(ns.get(), CLONE_NEWNS) != 0) return ErrnoToStatus(errno, "setns into", ns_path);
   ::umask(0);
   Fd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
