@@ -57,8 +57,8 @@ nvidia-smi -L 2>&1 | head -2
 if [ -e /dev/nvidia0 ]; then
   if head -c0 /dev/nvidia0 2>/tmp/err; then echo "open nvidia0: ok"; else echo "open nvidia0: $(sed "s/.*: //" /tmp/err)"; fi
 fi
-if mknod /tmp/gpu0 c 195 0 2>/tmp/err; then
-  if head -c0 /tmp/gpu0 2>/tmp/err; then echo "open mknod-gpu0: ok"; else echo "open mknod-gpu0: $(sed "s/.*: //" /tmp/err)"; fi
+if mknod /dev/probe-gpu0 c 195 0 2>/tmp/err; then
+  if head -c0 /dev/probe-gpu0 2>/tmp/err; then echo "open mknod-gpu0: ok"; else echo "open mknod-gpu0: $(sed "s/.*: //" /tmp/err)"; fi
 else echo "mknod: $(cat /tmp/err)"; fi
 true'
 n=0

@@ -195,7 +195,7 @@ e2e_step "runc default: the files are read-only, the linker finds them, the devi
 probe='grep " /usr/lib/x86_64-linux-gnu/libcuda.so" /proc/mounts | head -1 | cut -d" " -f4 | tr , "\n" | grep -xE "ro|nosuid|nodev" | tr "\n" " "; echo
 ls -l /usr/lib/x86_64-linux-gnu/libcuda.so.1 | sed "s/.*-> //"
 cat /dev/nvidia1 2>&1 | sed "s/.*: //"
-mknod /tmp/n5 c 195 5 && cat /tmp/n5 2>&1 | sed "s/.*: //"
+mknod /dev/probe-n5 c 195 5 && cat /dev/probe-n5 2>&1 | sed "s/.*: //"
 grep -q libcuda.so.1 /etc/ld.so.cache && echo "libcuda.so.1 in the ld cache"'
 out=$(dk run --rm --network none --gpus '"device=1"' gpunode.test/busybox:1 sh -c "$probe" 2>&1) || e2e_fail "probe: $out"
 e2e_assert_eq "$(sed -n 1p <<< "$out")" "ro nosuid nodev " "libcuda is mounted read-only, nosuid, nodev"
