@@ -158,6 +158,7 @@ out=$("$bin" --host-root "$host" runtime configure --runtime docker --config "$d
         --runtime-path "$E2E_TMP/bin/nvidia-container-runtime" --backup-dir "$E2E_TMP/backups-runc" 2>&1) ||
   e2e_fail "runtime configure: $out"
 if grep -q '"default-runtime"' "$d/daemon.json"; then e2e_fail "runc is no longer the default: $(cat "$d/daemon.json")"; fi
+e2e_assert_contains "$out" "with runc as Docker's default runtime: gpunode, as that hook, injects the GPUs" "configure says who injects"
 E2E_DOCKERD_PATH="$E2E_TMP/hookbin:/usr/sbin:/usr/bin:/sbin:/bin"
 E2E_DOCKERD_ENV=(GPUNODE_CDI_SPEC_DIRS="$cdi_dir" GPUNODE_OCI_LOG="$E2E_TMP/hook.log" GPUNODE_SIMULATE="$profile"
   "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
