@@ -368,8 +368,8 @@ std::vector<Advice> MakeCatalogue() {
        .summary = "`docker run --gpus` is not offered: no nvidia-container-runtime-hook in Docker's PATH",
        .diagnosis = "Docker registers its GPU device driver only when it finds that program: without it `--gpus` "
                     "fails with \"could not select device driver \"\" with capabilities: [[gpu]]\".",
-       .action = "Run `gpunode runtime configure --runtime docker --set-as-default` (it links the hook to "
-                 "gpunode), then restart Docker."},
+       .action = "Run `gpunode runtime configure --runtime docker` (it links the hook to gpunode), then restart "
+                 "Docker."},
       {.id = "runtime.docker-gpus-not-default", .status = kWarn, .layers = {kRuntime},
        .symptom = "the hook is gpunode, nvidia is not Docker's default runtime and the kernel is older than "
                   "5.12: `--gpus` containers fail unless run with `--runtime nvidia`",
