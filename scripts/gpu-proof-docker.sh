@@ -504,14 +504,19 @@ else
   [ $RUN_RC = 0 ] && [ -z "$(nodes_of)" ] && pass no-gpus "no --gpus: no /dev/nvidia0" || fail no-gpus "no --gpus: nodes '$(nodes_of)' (exit $RUN_RC)"
 fi
 if [ "$REAL_CHECKS" != 1 ]; then CMD=(sh -c "$NODES"); else CMD=(nvidia-smi -L); fi
+# runc as the runtime: gpunode as Docker's prestart hook injects into the created container itself
+# (issue 33; src/container/hook_inject.h), the device cgroup included (v2 on the H200 machine).
 drun runc-gpus --runtime runc --gpus all "$IMG" "${CMD[@]}"
-if [ $RUN_RC != 0 ] && grep -q 'nvidia-container-runtime-hook (gpunode)' <<< "$RUN_OUT" &&
-   grep -q 'gpunode runtime configure --runtime docker --set-as-default' <<< "$RUN_OUT"; then
-  pass runc-gpus "--runtime runc --gpus all fails with gpunode's hook message and the fix:"
-  grep -o 'nvidia-container-runtime-hook (gpunode):.*' <<< "$RUN_OUT" | head -1 | sed 's/: unknown\.*$//' | fold -s -w 150 | sed 's/^/   > /' | add
+if [ "$REAL_CHECKS" = 1 ]; then
+  [ $RUN_RC = 0 ] && grep -qE '^GPU 0: .*H200' <<< "$RUN_OUT" &&
+    pass runc-gpus "--runtime runc --gpus all: gpunode's hook injected, nvidia-smi -L: $(grep -m1 '^GPU 0' <<< "$RUN_OUT")" ||
+    fail runc-gpus "--runtime runc --gpus all: exit $RUN_RC: $(tail -3 <<< "$RUN_OUT")"
 else
-  fail runc-gpus "--runtime runc --gpus all: exit $RUN_RC, no gpunode hook message"
+  [ $RUN_RC = 0 ] && [ "$(nodes_of)" = "$ALL_NODES" ] &&
+    pass runc-gpus "--runtime runc --gpus all: gpunode's hook injected every GPU node" ||
+    fail runc-gpus "--runtime runc --gpus all: nodes '$(nodes_of)' (exit $RUN_RC): $(tail -3 <<< "$RUN_OUT")"
 fi
+grep -o 'hook: pid [0-9]*, [^;]*' "$L/shim.log" 2>/dev/null | tail -1 | sed 's/^/   /' | add
 
 section "(h) gpunode's OCI shim: debug log (GPUNODE_OCI_LOG)"
 grep -v '^$' "$L/shim.log" 2>/dev/null | tail -14 | cut -c1-300 | sed 's/^/   /' | add

@@ -40,6 +40,7 @@
 #include "src/base/host_fs.h"
 #include "src/base/json.h"
 #include "src/cli/common.h"
+#include "src/container/hook_inject.h"
 #include "src/container/oci_inject.h"
 #include "src/container/oci_require.h"
 
@@ -363,20 +364,19 @@ Status CheckNodeRequirements(const compat::ImageRequirements& reqs, const std::v
   return absl::OkStatus();
 }
 
-// `keep` holds a simulated node's host root until the runtime is exec'd: the runtime mounts from
-// it (and the exec skips its removal: the next --simulate run removes it, common.cc).
-Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log,
-              std::shared_ptr<NodeSession>* keep) {
-  const std::string config_path = call.bundle + "/config.json";
-  // The bundle is runc's, not the host root's: a path on this machine. Read with the nesting limit
-  // and in linear time (a hostile image's config must not crash or stall the shim).
-  const HostFs local = HostFs::Local();
-  auto file = local.ReadVersioned(config_path);
-  if (!file.ok()) return Annotate(file.status(), "read the bundle's config");
-  if (!file->identity.exists) return absl::NotFoundError(absl::StrCat("read the bundle's ", config_path, ": no such file"));
-  GPUNODE_ASSIGN_OR_RETURN(nlohmann::ordered_json config, ParseOrderedJson(file->text, config_path));
-  if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not a JSON object"));
+// What the shim does to a config, in memory: `config` gets the edits of the devices it asks for.
+struct ShimEdits {
+  bool requested = false;  // a GPU (or the driver alone) was asked for and granted
+  bool changed = false;    // `config` differs from what was read
+  int legacy_hooks = 0;    // Docker's nvidia-container-runtime-hook entries removed
+  std::string summary;     // for the log: "NVIDIA_VISIBLE_DEVICES=all -> injected ..."
+};
 
+// `keep` holds a simulated node's host root while its files are needed (the runtime mounts from
+// it; the exec skips its removal: the next --simulate run removes it, common.cc).
+StatusOr<ShimEdits> EditConfig(nlohmann::ordered_json& config, const RuntimeCall& call, const ShimOptions& options,
+                               const ShimLog& log, std::shared_ptr<NodeSession>* keep) {
+  ShimEdits out;
   std::string toolkit_config;
   GPUNODE_ASSIGN_OR_RETURN(const container::RequestPolicy policy, ResolvePolicy(options, &toolkit_config));
   GPUNODE_ASSIGN_OR_RETURN(container::DeviceRequest request,
@@ -384,23 +384,15 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
   for (const container::IgnoredRequest& ignored : request.ignored) {
     log.Warning(absl::StrCat(call.bundle, ": ", IgnoredMessage(ignored, toolkit_config)));
   }
-  // Docker's --gpus hook: this shim does its work, so it goes (it would refuse to run).
-  const int legacy_hooks = container::RemoveLegacyNvidiaHooks(config);
-  const auto write_config = [&]() {
-    WriteOptions w;
-    w.durable = false;  // the bundle lives as long as the container
-    return local.WriteFileAtomically(config_path, DumpJson(config), w).status();
-  };
+  // Docker's --gpus hook: this shim does its work, so it goes (the hook would inject a second time).
+  const int legacy_hooks = out.legacy_hooks = container::RemoveLegacyNvidiaHooks(config);
   if (request.Empty()) {
-    if (legacy_hooks > 0) {
-      GPUNODE_RETURN_IF_ERROR(write_config());
-      log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested; removed nvidia-container-runtime-hook"));
-      return absl::OkStatus();
-    }
-    log.Info(absl::StrCat(call.command, " ", call.bundle, ": no GPU requested",
-                          request.ignored.empty() ? "" : " (none of the requests above was used)", "; spec untouched"));
-    return absl::OkStatus();
+    out.changed = legacy_hooks > 0;
+    out.summary = absl::StrCat(call.command, " ", call.bundle, ": no GPU requested",
+                               request.ignored.empty() ? "" : " (none of the requests above was used)");
+    return out;
   }
+  out.requested = true;
   // NVIDIA_REQUIRE_* of the container (a term that does not parse refuses it, as NVIDIA's hook).
   GPUNODE_ASSIGN_OR_RETURN(const compat::ImageRequirements requirements, container::ContainerRequirements(config));
   container::SpecRegistry registry = container::SpecRegistry::Load(options.spec_dirs);
@@ -432,17 +424,81 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
   GPUNODE_ASSIGN_OR_RETURN(container::InjectResult result,
                            container::InjectDevices(config, registry, request, kDefaultKind));
   GPUNODE_RETURN_IF_ERROR(CheckNodeRequirements(requirements, result.devices, log, call.bundle, session));
-  if (!result.changed && legacy_hooks == 0) {
+  out.changed = result.changed || legacy_hooks > 0;
+  out.summary = absl::StrCat(
+      call.command, " ", call.bundle, ": ", request.source, " -> injected ",
+      result.devices.empty() ? std::string("the driver only") : absl::StrJoin(result.devices, ", "), " from ",
+      absl::StrJoin(result.specs, ", "),
+      request.capabilities ? absl::StrCat(" (driver capabilities ", absl::StrJoin(*request.capabilities, ","), ")") : "");
+  return out;
+}
+
+// The bundle's config.json: runc's, not the host root's, a path on this machine. Read with the
+// size and nesting limits and in linear time (a hostile image's config must not crash or stall us).
+StatusOr<nlohmann::ordered_json> ReadBundleConfig(const std::string& bundle) {
+  const std::string config_path = bundle + "/config.json";
+  auto file = HostFs::Local().ReadVersioned(config_path);
+  if (!file.ok()) return Annotate(file.status(), "read the bundle's config");
+  if (!file->identity.exists) return absl::NotFoundError(absl::StrCat("read the bundle's ", config_path, ": no such file"));
+  GPUNODE_ASSIGN_OR_RETURN(nlohmann::ordered_json config, ParseOrderedJson(file->text, config_path));
+  if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(config_path, ": not a JSON object"));
+  return config;
+}
+
+Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog& log,
+              std::shared_ptr<NodeSession>* keep) {
+  GPUNODE_ASSIGN_OR_RETURN(nlohmann::ordered_json config, ReadBundleConfig(call.bundle));
+  GPUNODE_ASSIGN_OR_RETURN(const ShimEdits edits, EditConfig(config, call, options, log, keep));
+  if (edits.changed) {
+    WriteOptions w;
+    w.durable = false;  // the bundle lives as long as the container
+    GPUNODE_RETURN_IF_ERROR(
+        HostFs::Local().WriteFileAtomically(call.bundle + "/config.json", DumpJson(config), w).status());
+  } else if (edits.requested) {
     log.Info(absl::StrCat(call.bundle, ": every requested edit is already in the spec; spec untouched"));
     return absl::OkStatus();
   }
-  GPUNODE_RETURN_IF_ERROR(write_config());
-  log.Info(absl::StrCat(call.command, " ", call.bundle, ": ", request.source, " -> injected ",
-                        result.devices.empty() ? std::string("the driver only")
-                                               : absl::StrJoin(result.devices, ", "),
-                        " from ", absl::StrJoin(result.specs, ", "),
-                        request.capabilities ? absl::StrCat(" (driver capabilities ", absl::StrJoin(*request.capabilities, ","), ")") : "",
-                        legacy_hooks > 0 ? "; removed nvidia-container-runtime-hook" : ""));
+  log.Info(absl::StrCat(edits.summary,
+                        edits.legacy_hooks > 0 ? "; removed nvidia-container-runtime-hook"
+                        : edits.requested      ? ""
+                                               : "; spec untouched"));
+  return absl::OkStatus();
+}
+
+// The shim's settings from its environment alone (the hook has no flags of its own).
+ShimOptions OptionsFromEnvironment() {
+  ShimOptions options;
+  options.runtime_path = Env("GPUNODE_RUNTIME_PATH");
+  if (options.runtime_path.empty()) options.runtime_path = "runc";
+  options.debug_log = Env("GPUNODE_OCI_LOG");
+  const std::string dirs = Env("GPUNODE_CDI_SPEC_DIRS");
+  for (absl::string_view d : absl::StrSplit(dirs.empty() ? kDefaultSpecDirs : dirs, ':')) {
+    if (!d.empty()) options.spec_dirs.emplace_back(d);
+  }
+  return options;
+}
+
+// The hook's work (RunLegacyHook): the shim's edits made on a copy of the config, the difference
+// applied to the created container (src/container/hook_inject.h).
+Status InjectFromHook(const std::string& state_text, const ShimLog& log, RuntimeCall& call) {
+  GPUNODE_ASSIGN_OR_RETURN(const container::HookState state, container::ParseHookState(state_text));
+  call.bundle = state.bundle;
+  const ShimOptions options = OptionsFromEnvironment();
+  GPUNODE_ASSIGN_OR_RETURN(const nlohmann::ordered_json before, ReadBundleConfig(state.bundle));
+  nlohmann::ordered_json after = before;
+  std::shared_ptr<NodeSession> keep;
+  GPUNODE_ASSIGN_OR_RETURN(const ShimEdits edits, EditConfig(after, call, options, log, &keep));
+  if (!edits.requested) {
+    log.Info(absl::StrCat(edits.summary, " (hook: nothing to do)"));
+    return absl::OkStatus();
+  }
+  GPUNODE_ASSIGN_OR_RETURN(const container::InjectionPlan plan, container::PlanFromConfigs(before, after));
+  GPUNODE_ASSIGN_OR_RETURN(const std::string rootfs, container::BundleRootPath(before, state.bundle));
+  GPUNODE_RETURN_IF_ERROR(container::AllowDevicesInCgroup(state.pid, plan.rules));
+  GPUNODE_RETURN_IF_ERROR(container::ApplyInContainer(state.pid, rootfs, plan, state_text));
+  log.Info(absl::StrCat(edits.summary, "; hook: pid ", state.pid, ", ", plan.devices.size(), " device nodes, ",
+                        plan.mounts.size(), " mounts, ", plan.hooks.size(), " hooks, ", plan.rules.size(),
+                        " cgroup rules", plan.env.empty() ? "" : absl::StrCat("; env not applied: ", absl::StrJoin(plan.env, " "))));
   return absl::OkStatus();
 }
 
@@ -456,9 +512,11 @@ void AddOciRuntimeHelp(CLI::App& app) {
 }
 
 // gpunode installed as `nvidia-container-runtime-hook`: Docker offers `--gpus` only when a program
-// of that name is in its PATH, and adds it as a prestart hook of every --gpus container. The
-// injection is the shim's (which removes this hook when it is the runtime), so a run of this hook
-// means the container's runtime is not the shim: the start fails with the command that fixes it.
+// of that name is in its PATH, and adds it as a prestart hook of every --gpus container. When the
+// container's runtime is gpunode's shim, the shim has removed the hook and done the injection;
+// when it is runc (Docker's default runtime left as it was), this hook does the injection itself,
+// into the created container, as NVIDIA's hook does through libnvidia-container
+// (src/container/hook_inject.h). No GPU asked for: nothing is done, exit 0.
 int RunLegacyHook(const std::vector<std::string>& args) {
   std::string command;
   for (const std::string& a : args) {
@@ -467,26 +525,37 @@ int RunLegacyHook(const std::vector<std::string>& args) {
       return kExitOk;
     }
     if (a == "-h" || a == "--help") {
-      std::cout << "nvidia-container-runtime-hook (gpunode): Docker finds this program to offer `docker run --gpus`.\n"
-                   "The GPUs are given by gpunode's OCI runtime shim (runtime `nvidia`), which removes this hook;\n"
-                   "when the hook runs anyway, the container's runtime is not the shim and the start fails.\n"
-                   "Fix: gpunode runtime configure --runtime docker --set-as-default, then restart Docker.\n";
+      std::cout
+          << "nvidia-container-runtime-hook (gpunode): Docker's `docker run --gpus` hook.\n"
+             "\n"
+             "Usage: nvidia-container-runtime-hook prestart   (OCI state JSON on stdin, as runc runs it)\n"
+             "\n"
+             "Docker adds this hook to a --gpus container. With gpunode's shim as the runtime the shim gives\n"
+             "the GPUs and removes the hook. With runc as the runtime, this hook gives them: it reads the\n"
+             "bundle's config.json, works out the request as the shim does (NVIDIA_VISIBLE_DEVICES,\n"
+             "NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*; CDI specs in GPUNODE_CDI_SPEC_DIRS, default\n"
+             "/etc/cdi:/var/run/cdi), allows the devices in the container's device cgroup (v1 or v2), and in\n"
+             "the container's mount namespace creates the device nodes, bind-mounts the driver files\n"
+             "read-only and runs the spec's hooks (symlinks, ld cache). Other commands (poststart,\n"
+             "poststop) do nothing. Decisions are logged to GPUNODE_OCI_LOG when set. docs/docker.md.\n";
       return kExitOk;
     }
     if (!a.empty() && a[0] != '-' && command.empty()) command = a;
   }
   if (command != "prestart" && command != "createRuntime") return kExitOk;  // poststart, poststop: nothing to do
-  std::string id;
-  std::ostringstream state;
-  state << std::cin.rdbuf();
-  if (auto doc = ParseJson(state.str(), "OCI state on stdin"); doc.ok() && doc->is_object()) {
-    id = doc->value("id", "");
+  // The state is small; read one byte past the limit so ParseHookState can refuse a bigger one.
+  std::string state(container::kMaxHookStateBytes + 1, '\0');
+  std::cin.read(state.data(), static_cast<std::streamsize>(state.size()));
+  state.resize(static_cast<size_t>(std::cin.gcount()));
+  RuntimeCall call;
+  call.command = command;
+  const ShimLog log(call, Env("GPUNODE_OCI_LOG"));
+  if (Status st = InjectFromHook(state, log, call); !st.ok()) {
+    std::cerr << "nvidia-container-runtime-hook (gpunode): error: " << st.message() << "\n";
+    log.Info(absl::StrCat("hook error: ", st.message()));
+    return 1;
   }
-  std::cerr << "nvidia-container-runtime-hook (gpunode): container " << (id.empty() ? std::string("?") : id.substr(0, 12))
-            << " asks for GPUs (docker run --gpus, or NVIDIA_VISIBLE_DEVICES), but its runtime is not gpunode's "
-               "OCI shim, which gives containers their GPUs. Fix this node: `gpunode runtime configure --runtime "
-               "docker --set-as-default` and restart Docker (or run the container with --runtime nvidia).\n";
-  return 1;
+  return kExitOk;
 }
 
 int RunOciRuntime(const std::vector<std::string>& args) {

@@ -131,8 +131,8 @@ int RunConfigure(const GlobalOptions& global, const ConfigureOptions& opts) {
     }
     hook_note = *hook;
     if (!opts.set_as_default) {
-      hook_note += "\n`docker run --gpus` uses Docker's default runtime: add --set-as-default (or run containers "
-                   "with --runtime nvidia)";
+      hook_note += "\n`docker run --gpus` with runc as Docker's default runtime: gpunode, as that hook, injects the "
+                   "GPUs (Linux 5.12 or later; on an older kernel add --set-as-default)";
     }
   }
   if (*format != OutputFormat::kTable) {

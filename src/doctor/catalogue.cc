@@ -368,16 +368,17 @@ std::vector<Advice> MakeCatalogue() {
        .summary = "`docker run --gpus` is not offered: no nvidia-container-runtime-hook in Docker's PATH",
        .diagnosis = "Docker registers its GPU device driver only when it finds that program: without it `--gpus` "
                     "fails with \"could not select device driver \"\" with capabilities: [[gpu]]\".",
-       .action = "Run `gpunode runtime configure --runtime docker --set-as-default` (it links the hook to "
-                 "gpunode), then restart Docker."},
+       .action = "Run `gpunode runtime configure --runtime docker` (it links the hook to gpunode), then restart "
+                 "Docker."},
       {.id = "runtime.docker-gpus-not-default", .status = kWarn, .layers = {kRuntime},
-       .symptom = "the hook is gpunode but nvidia is not Docker's default runtime: `--gpus` containers fail "
-                  "unless run with `--runtime nvidia`",
-       .summary = "`docker run --gpus` fails unless the container also says --runtime nvidia",
-       .diagnosis = "gpunode's hook leaves the GPUs to gpunode's OCI shim; with runc as the runtime the hook stops "
-                    "the container with a message instead.",
+       .symptom = "the hook is gpunode, nvidia is not Docker's default runtime and the kernel is older than "
+                  "5.12: `--gpus` containers fail unless run with `--runtime nvidia`",
+       .summary = "`docker run --gpus` fails unless the container also says --runtime nvidia (kernel {kernel})",
+       .diagnosis = "With runc as the runtime, gpunode's hook injects the GPUs into the created container itself; "
+                    "it attaches the driver files with open_tree, move_mount and mount_setattr, which Linux adds "
+                    "in 5.12. On this kernel only gpunode's OCI shim can give the GPUs, and the hook refuses.",
        .action = "Run `gpunode runtime configure --runtime docker --set-as-default`, then restart Docker (or run "
-                 "GPU containers with --runtime nvidia)."},
+                 "GPU containers with --runtime nvidia, or upgrade the kernel to 5.12 or later)."},
       {.id = "runtime.containerd-nvidia-is-runc", .status = kFail, .layers = {kRuntime},
        .symptom = "containerd's `nvidia` runtime is `io.containerd.runc.v2` without `options.BinaryName`",
        .summary = "containerd's nvidia runtime is plain runc: it injects no GPU",

@@ -3,12 +3,15 @@
 // what it observed; a layer with no findings is ok, a layer that does not exist on this node is skip.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/doctor/catalogue.h"
 #include "src/doctor/doctor.h"
 #include "src/doctor/internal.h"
@@ -374,8 +377,20 @@ void CheckCdiSpec(const node::NodeInventory& inv, const node::CdiSpec& spec, con
   }
 }
 
-// Docker's --gpus: offered only with nvidia-container-runtime-hook in its PATH; gpunode's hook
-// needs gpunode's shim as the container's runtime.
+// "6.1.0-18-amd64" -> {6, 1}; nullopt when it does not start with MAJOR.MINOR.
+std::optional<std::pair<int, int>> KernelMajorMinor(const std::string& release) {
+  std::vector<std::string> parts = absl::StrSplit(release, absl::MaxSplits('.', 2));
+  int major = 0, minor = 0;
+  if (parts.size() < 2) return std::nullopt;
+  const std::string minor_digits = parts[1].substr(0, parts[1].find_first_not_of("0123456789"));
+  if (!absl::SimpleAtoi(parts[0], &major) || !absl::SimpleAtoi(minor_digits, &minor)) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+// Docker's --gpus: offered only with nvidia-container-runtime-hook in its PATH. With gpunode's shim
+// as the runtime the shim injects; with runc, gpunode's hook injects into the created container
+// (src/container/hook_inject.h), which needs open_tree, move_mount and mount_setattr (Linux 5.12)
+// and openat2 (5.6): on an older kernel only the shim can, so nvidia must be the default runtime.
 void CheckDockerGpus(const node::NodeInventory& inv, CheckResult& c) {
   for (const node::ContainerRuntime& rt : inv.containers.runtimes) {
     if (rt.name != "docker" || !rt.installed || !rt.nvidia_runtime) continue;
@@ -384,9 +399,13 @@ void CheckDockerGpus(const node::NodeInventory& inv, CheckResult& c) {
           {.observed = "no nvidia-container-runtime-hook in /usr/local/sbin ... /bin",
            .expected = "nvidia-container-runtime-hook (a link to gpunode)"});
     } else if (rt.gpus_hook_gpunode && !rt.default_nvidia) {
+      const auto kernel = KernelMajorMinor(inv.kernel.kernel_release);
+      if (!kernel || *kernel >= std::make_pair(5, 12)) continue;  // the hook injects with runc
       Add(c, "runtime.docker-gpus-not-default",
-          {.observed = absl::StrCat(rt.gpus_hook, " is gpunode; Docker's default runtime is not nvidia"),
-           .expected = "nvidia as Docker's default-runtime"});
+          {.observed = absl::StrCat(rt.gpus_hook, " is gpunode; Docker's default runtime is not nvidia; kernel ",
+                                    inv.kernel.kernel_release),
+           .expected = "nvidia as Docker's default-runtime, or Linux 5.12 or later",
+           .args = {{"kernel", inv.kernel.kernel_release}}});
     }
   }
 }

@@ -2,6 +2,7 @@
 // writes its arguments and the bundle's config.json as it received them). The real runc runs the
 // shim in test/e2e/oci_shim_test.sh.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -258,17 +259,34 @@ TEST_F(OciRuntimeCliTest, DockersGpusHookIsRemovedWhenTheShimIsTheRuntime) {
   EXPECT_THAT(Read("debug.log"), HasSubstr("removed nvidia-container-runtime-hook"));
 }
 
-TEST_F(OciRuntimeCliTest, AsNvidiaContainerRuntimeHookItStopsTheContainerWithTheFix) {
+// As Docker's hook with runc as the runtime it injects itself (test/e2e/docker_gpus_test.sh does it
+// in real containers); here what it decides before touching any container.
+TEST_F(OciRuntimeCliTest, AsNvidiaContainerRuntimeHookItActsOnlyOnARequest) {
   fs::create_symlink(fs::path(GPUNODE_BIN_DIR) / "gpunode", Path("nvidia-container-runtime-hook"));
-  auto pre = RunShell("echo '{\"id\":\"0123456789abcdef\",\"bundle\":\"/x\"}' | " + Path("nvidia-container-runtime-hook") + " prestart");
-  EXPECT_EQ(pre.exit_code, 1);
-  EXPECT_THAT(pre.out, HasSubstr("container 0123456789ab asks for GPUs"));
-  EXPECT_THAT(pre.out, HasSubstr("gpunode runtime configure --runtime docker --set-as-default"));
-  auto post = RunShell("echo '{}' | " + Path("nvidia-container-runtime-hook") + " poststop");
+  const std::string hook = "GPUNODE_OCI_LOG=" + Path("hook.log") + " GPUNODE_CDI_SPEC_DIRS=" + Path("cdi") + " " +
+                           Path("nvidia-container-runtime-hook");
+  auto bad = RunShell("echo '{\"id\":\"0123456789abcdef\",\"bundle\":\"/x\"}' | " + hook + " prestart");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.out, HasSubstr("nvidia-container-runtime-hook (gpunode): error: OCI state on stdin: no integer \"pid\""));
+
+  std::ofstream(Path("state.json")) << nlohmann::json{{"id", "c1"}, {"pid", ::getpid()}, {"bundle", Path("bundle")}}.dump();
+  WriteConfig("");  // no NVIDIA_VISIBLE_DEVICES: nothing to do
+  auto none = RunShell(hook + " prestart < " + Path("state.json"));
+  EXPECT_EQ(none.exit_code, 0) << none.out;
+  EXPECT_THAT(Read("hook.log"), HasSubstr("no GPU requested (hook: nothing to do)"));
+
+  WriteConfig("7");  // privileged, a GPU the spec does not have: refused before any container work
+  auto unknown = RunShell(hook + " prestart < " + Path("state.json"));
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.out, HasSubstr("nvidia.com/gpu=7"));
+
+  auto post = RunShell("echo '{}' | " + hook + " poststop");
   EXPECT_EQ(post.exit_code, 0) << post.out;
   auto version = RunShell(Path("nvidia-container-runtime-hook") + " --version");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_THAT(version.out, HasSubstr("answering as nvidia-container-runtime-hook"));
+  auto help = RunShell(Path("nvidia-container-runtime-hook") + " --help");
+  EXPECT_THAT(help.out, HasSubstr("With runc as the runtime, this hook gives them"));
 }
 
 TEST_F(OciRuntimeCliTest, HelpTeachesAndTheCommandIsListed) {

@@ -406,7 +406,7 @@ TEST(DoctorTest, AMissingUvmNodeIsAFailureWhenCuInitFails) {
   EXPECT_EQ(r.overall, CheckStatus::kFail);
 }
 
-TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
+TEST(DoctorTest, DockerGpusNeedsTheHookAndOnOldKernelsGpunodesShimAsTheDefaultRuntime) {
   node::NodeInventory inv = HealthyNode();
   node::ContainerRuntime docker;
   docker.name = "docker";
@@ -416,9 +416,16 @@ TEST(DoctorTest, DockerGpusNeedsTheHookAndGpunodesShimAsTheDefaultRuntime) {
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::ElementsAre("runtime.docker-no-gpus-hook"));
   inv.containers.runtimes[0].gpus_hook = "/usr/bin/nvidia-container-runtime-hook";
   inv.containers.runtimes[0].gpus_hook_gpunode = true;
+  // runc as Docker's default: gpunode's hook injects (it needs Linux 5.12's mount calls).
+  inv.kernel.kernel_release = "6.1.0-18-amd64";
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty()) << "runc default with the hook is supported";
+  inv.kernel.kernel_release = "5.12.0";
+  EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
+  inv.kernel.kernel_release = "5.10.0-28-amd64";
   DoctorReport r = RunDoctor(inv);
   ASSERT_THAT(Ids(r), ::testing::ElementsAre("runtime.docker-gpus-not-default"));
   EXPECT_NE(r.first->action.find("--set-as-default"), std::string::npos) << r.first->action;
+  EXPECT_NE(r.first->summary.find("5.10.0-28-amd64"), std::string::npos) << r.first->summary;
   inv.containers.runtimes[0].default_nvidia = true;
   EXPECT_THAT(Ids(RunDoctor(inv)), ::testing::IsEmpty());
   // NVIDIA's own hook does its work with runc: no default runtime needed.

@@ -13,6 +13,14 @@
 # whose ENV has NVIDIA_REQUIRE_CUDA=cuda>=13.1 is refused on the node's CUDA 13.0 driver, and starts
 # with NVIDIA_DISABLE_REQUIRE=1.
 #
+# Then the same node as NVIDIA's `nvidia-ctk runtime configure --runtime=docker` leaves it: runc
+# stays Docker's default runtime (no --set-as-default), and `nvidia-container-runtime-hook prestart`
+# (gpunode) injects into the created container from outside: device nodes, driver files, the ld
+# cache, and the devices allowed in its device cgroup (v1 here). The same --gpus matrix must see
+# exactly the requested nodes and files; the cgroup is proven by opening nodes: a requested one
+# fails with ENXIO (allowed, but no driver behind a simulated node), one not requested (made with
+# mknod in the container) with EPERM (denied by the cgroup).
+#
 #   usage: docker_gpus_test.sh PATH/TO/gpunode      (as root; needs docker.io, runc, busybox-static)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -126,9 +134,8 @@ e2e_step "mistakes: an unknown device; --gpus with runc as the runtime"
 if out=$(run --gpus '"device=9"'); then e2e_fail "device=9 started on an 8-GPU node: $out"; fi
 e2e_assert_contains "$out" "nvidia.com/gpu=9" "the start fails naming the device"
 e2e_assert_contains "$out" "requested by NVIDIA_VISIBLE_DEVICES=9" "... and where it was asked for"
-if out=$(run --runtime runc --gpus 1); then e2e_fail "--gpus with runc started: $out"; fi
-e2e_assert_contains "$out" "gpunode runtime configure --runtime docker --set-as-default" "the hook names the fix"
-e2e_ok "$(grep -o 'nvidia-container-runtime-hook (gpunode):[^.]*' <<< "$out" | head -1)"
+out=$(run --runtime runc --gpus 1) || e2e_fail "--runtime runc --gpus 1: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 " "--runtime runc --gpus 1: the hook gives GPU 0"
 e2e_step "NVIDIA_REQUIRE_CUDA in the image's config: refused when the node's driver (580, CUDA 13.0) fails it"
 # The node's facts (driver and CUDA version, each GPU's brand and compute capability) come from its
 # NVML: here the simulated dgx-h200's (GPUNODE_SIMULATE in the shim's environment).
@@ -142,4 +149,71 @@ out=$(runi --gpus 1 -e NVIDIA_DISABLE_REQUIRE=1 gpunode.test/cuda-require:13.1) 
 e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 " "NVIDIA_DISABLE_REQUIRE=1: it starts with GPU 0"
 out=$(runi gpunode.test/cuda-require:13.1) || e2e_fail "the same image without --gpus: $out"
 e2e_assert_eq "$(head -1 <<< "$out")" "" "without --gpus the requirement is not checked (no GPU, as NVIDIA's hook)"
+
+e2e_step "runc as Docker's default runtime: gpunode runtime configure --runtime docker (no --set-as-default)"
+stop_dockerd || true  # (its mount sweep finds nothing: grep exits 1)
+d=$E2E_TMP/docker-runc
+mkdir -p "$d"
+out=$("$bin" --host-root "$host" runtime configure --runtime docker --config "$d/daemon.json" \
+        --runtime-path "$E2E_TMP/bin/nvidia-container-runtime" --backup-dir "$E2E_TMP/backups-runc" 2>&1) ||
+  e2e_fail "runtime configure: $out"
+if grep -q '"default-runtime"' "$d/daemon.json"; then e2e_fail "runc is no longer the default: $(cat "$d/daemon.json")"; fi
+e2e_assert_contains "$out" "with runc as Docker's default runtime: gpunode, as that hook, injects the GPUs" "configure says who injects"
+E2E_DOCKERD_PATH="$E2E_TMP/hookbin:/usr/sbin:/usr/bin:/sbin:/bin"
+E2E_DOCKERD_ENV=(GPUNODE_CDI_SPEC_DIRS="$cdi_dir" GPUNODE_OCI_LOG="$E2E_TMP/hook.log" GPUNODE_SIMULATE="$profile"
+  "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+e2e_dockerd "$d" --config-file "$d/daemon.json"
+sock=$E2E_DOCKER_SOCK
+e2e_assert_contains "$(dk info 2>/dev/null)" "Default Runtime: runc" "Docker's default runtime"
+tar -C "$E2E_TMP/busybox" -c . | dk import - gpunode.test/busybox:1 >/dev/null || e2e_fail "docker import"
+e2e_ok "dockerd with runc as its default runtime"
+
+e2e_step "runc default: docker run --gpus all / 2 / device=1,3 / device=<UUID> / none"
+out=$(run --gpus all) || e2e_fail "--gpus all: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 nvidia1 nvidia2 nvidia3 nvidia4 nvidia5 nvidia6 nvidia7 " "every GPU node"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libcuda libnvidia-ml " "utility,compute files, no video"
+grep -q "hook: pid [0-9]*, 12 device nodes" "$E2E_TMP/hook.log" || e2e_fail "the hook did not inject: $(tail -3 "$E2E_TMP/hook.log")"
+e2e_ok "the hook injected ($(grep -o 'hook: pid [0-9]*, [^;]*' "$E2E_TMP/hook.log" | tail -1 | sed 's/pid [0-9]*, //'))"
+out=$(run --gpus 2) || e2e_fail "--gpus 2: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia0 nvidia1 " "--gpus 2"
+out=$(run --gpus '"device=1,3"') || e2e_fail "device=1,3: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia1 nvidia3 " "--gpus \"device=1,3\""
+out=$(run --gpus "\"device=$uuid2\"") || e2e_fail "device=UUID: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia2 " "--gpus \"device=$uuid2\""
+out=$(run) || e2e_fail "no --gpus: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "" "no --gpus: no GPU node"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "" "no --gpus: no driver file"
+
+e2e_step "runc default: NVIDIA_DRIVER_CAPABILITIES"
+out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=video,utility) || e2e_fail "capabilities: $out"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libnvcuvid libnvidia-ml " "video,utility: libnvcuvid and NVML, no libcuda"
+out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=all) || e2e_fail "capabilities all: $out"
+e2e_assert_eq "$(sed -n 2p <<< "$out")" "libcuda libnvcuvid libnvidia-ml " "all"
+if out=$(run --gpus 1 -e NVIDIA_DRIVER_CAPABILITIES=compute,warp); then e2e_fail "an unknown capability started: $out"; fi
+e2e_assert_contains "$out" 'unknown driver capability "warp"' "an unknown capability is refused, named"
+
+e2e_step "runc default: the files are read-only, the linker finds them, the device cgroup allows only the requested GPU"
+probe='grep " /usr/lib/x86_64-linux-gnu/libcuda.so" /proc/mounts | head -1 | cut -d" " -f4 | tr , "\n" | grep -xE "ro|nosuid|nodev" | tr "\n" " "; echo
+ls -l /usr/lib/x86_64-linux-gnu/libcuda.so.1 | sed "s/.*-> //"
+cat /dev/nvidia1 2>&1 | sed "s/.*: //"
+mknod /dev/probe-n5 c 195 5 && cat /dev/probe-n5 2>&1 | sed "s/.*: //"
+grep -q libcuda.so.1 /etc/ld.so.cache && echo "libcuda.so.1 in the ld cache"'
+out=$(dk run --rm --network none --gpus '"device=1"' gpunode.test/busybox:1 sh -c "$probe" 2>&1) || e2e_fail "probe: $out"
+e2e_assert_eq "$(sed -n 1p <<< "$out")" "ro nosuid nodev " "libcuda is mounted read-only, nosuid, nodev"
+e2e_assert_contains "$(sed -n 2p <<< "$out")" "libcuda.so.5" "the spec's create-symlinks hook made libcuda.so.1"
+e2e_assert_eq "$(sed -n 3p <<< "$out")" "No such device or address" "/dev/nvidia1 (requested): allowed by the cgroup (ENXIO: no driver behind it)"
+e2e_assert_eq "$(sed -n 4p <<< "$out")" "Operation not permitted" "GPU 5's node (not requested, made with mknod): EPERM from the cgroup"
+e2e_assert_eq "$(sed -n 5p <<< "$out")" "libcuda.so.1 in the ld cache" "the spec's update-ldcache hook ran in the container"
+
+e2e_step "runc default: refusals"
+if out=$(run --gpus '"device=9"'); then e2e_fail "device=9 started on an 8-GPU node: $out"; fi
+e2e_assert_contains "$out" "nvidia.com/gpu=9" "the start fails naming the device"
+tar -C "$E2E_TMP/busybox" -c . | dk import -c 'ENV NVIDIA_REQUIRE_CUDA=cuda>=13.1' - gpunode.test/cuda-require:13.1 >/dev/null ||
+  e2e_fail "docker import with ENV"
+if out=$(runi --gpus 1 gpunode.test/cuda-require:13.1); then e2e_fail "cuda>=13.1 started on a CUDA 13.0 driver: $out"; fi
+e2e_assert_contains "$out" "unsatisfied condition: cuda>=13.1" "NVIDIA_REQUIRE_CUDA is checked by the hook too"
+out=$(run -e NVIDIA_VISIBLE_DEVICES=all) || e2e_fail "-e NVIDIA_VISIBLE_DEVICES=all: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "" "-e NVIDIA_VISIBLE_DEVICES=all without --gpus: no hook, no GPU"
+out=$(run --runtime nvidia --gpus '"device=4"') || e2e_fail "--runtime nvidia: $out"
+e2e_assert_eq "$(head -1 <<< "$out")" "nvidia4 " "--runtime nvidia on the same daemon: the shim (which removes the hook)"
 e2e_step "all passed"
