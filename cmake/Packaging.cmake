@@ -104,6 +104,7 @@ set(CPACK_DEBIAN_PACKAGE_SUGGESTS "docker.io | podman")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${_pkg_dir}/conffiles ${_pkg_dir}/preinst ${_pkg_dir}/postinst ${_pkg_dir}/prerm ${_pkg_dir}/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_POST_BUILD_SCRIPTS ${_pkg_dir}/installed-size.cmake)
 set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR})
 set(CPACK_OUTPUT_CONFIG_FILE ${PROJECT_BINARY_DIR}/CPackConfig.cmake)
 include(CPack)
