@@ -130,10 +130,11 @@ nvidia-ctk cdi list > "$L/cdi-list.txt" 2>&1 || fail "nvidia-ctk cdi list (NVIDI
 add < "$L/cdi-list.txt"
 if ! grep -q '^nvidia.com/gpu=all$' "$L/cdi-list.txt"; then
   say "nvidia-ctk cdi list /etc/cdi/nvidia.yaml"
-  nvidia-ctk cdi list /etc/cdi/nvidia.yaml 2>&1 | add
+  nvidia-ctk cdi list /etc/cdi/nvidia.yaml >> "$L/cdi-list.txt" 2>&1
+  tail -n +1 "$L/cdi-list.txt" | add
 fi
 grep -q '^nvidia.com/gpu=all$' "$L/cdi-list.txt" && grep -q '^nvidia.com/gpu=0$' "$L/cdi-list.txt" &&
-  pass "cdi list names nvidia.com/gpu=0 and =all" || fail "cdi list lacks nvidia.com/gpu=0 or =all"
+  pass "the spec names nvidia.com/gpu=0 and =all" || fail "no nvidia.com/gpu=0 or =all in the spec"
 
 say "the agent from the unit's ExecStart line"
 exec_start=$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/system/gpunode-agent.service)
