@@ -8,7 +8,9 @@
 #      systemd and the libraries the package Depends on, so dpkg -i needs no network) is cached as a tarball in
 #      ~/.cache/gpunode/host-root/<suite>-<hash of the package list>.tar and unpacked afresh.
 #      The root gets what a host may have before gpunode: an /etc/docker/daemon.json of its own.
-#   3. dpkg -i in the chroot: files, the links under NVIDIA's names, the conffile, the unit enabled by
+#   3. dpkg refuses gpunode beside a stand-in of NVIDIA's nvidia-container-toolkit-base (Conflicts),
+#      and preinst refuses it over a /usr/bin/nvidia-container-runtime that no package owns; both
+#      programs stay as they were. Then (after the root is listed) dpkg -i in the chroot: files, the links under NVIDIA's names, the conffile, the unit enabled by
 #      deb-systemd-helper though systemd does not run there; `systemd-analyze verify --root` of the
 #      unit; `gpunode agent --config /etc/gpunode/agent.yaml --print-config` accepts the conffile.
 #   4. In the chroot, NVIDIA's command lines: `nvidia-ctk runtime configure --runtime=docker` (and
@@ -94,6 +96,30 @@ in_root() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 HOME=/root ch
 mkdir -p "$R/etc/docker"
 printf '{\n  "log-driver": "journald",\n  "data-root": "/srv/docker"\n}\n' > "$R/etc/docker/daemon.json"
 docker_before=$(cat "$R/etc/docker/daemon.json")
+
+e2e_step "NVIDIA's programs are never replaced"
+# A stand-in for NVIDIA's package (its name and its /usr/bin/nvidia-ctk): dpkg must refuse gpunode.
+fake=$E2E_TMP/fake-nvidia
+mkdir -p "$fake/DEBIAN" "$fake/usr/bin"
+printf 'Package: nvidia-container-toolkit-base\nVersion: 1.18.2-1\nArchitecture: all\nMaintainer: test <test@localhost>\nDescription: stand-in for the conflict test\n' \
+  > "$fake/DEBIAN/control"
+printf '#!/bin/sh\necho NVIDIA\n' > "$fake/usr/bin/nvidia-ctk"
+chmod 0755 "$fake/usr/bin/nvidia-ctk"
+dpkg-deb --root-owner-group -b "$fake" "$R/tmp/fake-nvidia.deb" > /dev/null || e2e_fail "dpkg-deb -b of the stand-in"
+cp "$deb" "$R/tmp/gpunode.deb"
+in_root dpkg -i /tmp/fake-nvidia.deb > /dev/null 2>&1 || e2e_fail "dpkg -i of the stand-in"
+if out=$(in_root dpkg -i /tmp/gpunode.deb 2>&1); then e2e_fail "dpkg -i gpunode beside nvidia-container-toolkit-base succeeded"; fi
+e2e_assert_contains "$out" "conflicts with nvidia-container-toolkit-base" "dpkg refuses gpunode beside NVIDIA's package"
+e2e_assert_eq "$(in_root nvidia-ctk)" NVIDIA "NVIDIA's /usr/bin/nvidia-ctk untouched"
+in_root dpkg --purge nvidia-container-toolkit-base gpunode > /dev/null 2>&1 || e2e_fail "purge of the stand-in"
+# A program under NVIDIA's name that no package owns (a toolkit copied in by hand): preinst refuses.
+printf '#!/bin/sh\necho by hand\n' > "$R/usr/bin/nvidia-container-runtime"
+chmod 0755 "$R/usr/bin/nvidia-container-runtime"
+if out=$(in_root dpkg -i /tmp/gpunode.deb 2>&1); then e2e_fail "dpkg -i gpunode over an unowned nvidia-container-runtime succeeded"; fi
+e2e_assert_contains "$out" "/usr/bin/nvidia-container-runtime exists and belongs to no package" "preinst refuses an unowned program"
+e2e_assert_eq "$(in_root nvidia-container-runtime)" "by hand" "that program untouched"
+in_root dpkg --purge gpunode > /dev/null 2>&1 || e2e_fail "purge after the refused install"
+rm -f "$R/usr/bin/nvidia-container-runtime" "$R/tmp/fake-nvidia.deb" "$R/tmp/gpunode.deb"
 
 # The root as a sorted list: path, type, mode, owner, link target, and a hash of each file's content.
 snapshot() {
