@@ -35,6 +35,10 @@ packages=(
   prometheus
   # headless Chromium renders the exporter's status page in its test (screenshot + DOM)
   chromium fonts-dejavu-core
+  # [test set, appended for the Debian package's test] test/host/package_test.sh (ctest -L package):
+  # mmdebstrap makes the clean Debian root, lintian checks the .deb, systemd-analyze (systemd, not
+  # started) verifies the unit, file is what CPack's dpkg-shlibdeps step needs
+  mmdebstrap lintian systemd file
 )
 
 missing=()
