@@ -52,7 +52,7 @@ say "kernel $(uname -r); $(stat -fc %T /sys/fs/cgroup) at /sys/fs/cgroup; runc: 
 
 CMD='export PATH=$PATH:/usr/local/nvidia/bin
 echo "nodes=$(ls /dev | grep -E "^nvidia" | tr "\n" " ")"
-echo "libs=$(ls /usr/lib/x86_64-linux-gnu 2>/dev/null | grep -E "^lib(cuda|nvidia-ml)\.so\.[0-9]+\." | sed "s/\.so.*//" | sort -u | tr "\n" " ")"
+echo "libs=$(find / \( -path /proc -o -path /sys -o -path /dev \) -prune -o \( -name "libcuda.so.*" -o -name "libnvidia-ml.so.*" \) -print 2>/dev/null | sed "s|.*/||; s|\.so.*||" | sort -u | tr "\n" " ")"
 nvidia-smi -L 2>&1 | head -2
 if [ -e /dev/nvidia0 ]; then
   if head -c0 /dev/nvidia0 2>/tmp/err; then echo "open nvidia0: ok"; else echo "open nvidia0: $(sed "s/.*: //" /tmp/err)"; fi
