@@ -44,7 +44,7 @@ TEST(ImageRef, RejectsMalformedReferencesNamingTheInput) {
     auto r = ParseImageRef(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
-      EXPECT_THAT(r.status().message(), HasSubstr("--image")) << bad;
+      EXPECT_THAT(r.status().message(), HasSubstr("is not an image reference")) << bad;
     }
   }
 }
