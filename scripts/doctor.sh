@@ -4,7 +4,7 @@
 # 8x H200 node, and says so. Extra arguments go to doctor (e.g. -o json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh build  # the build set only; scripts/test.sh installs the rest
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUNODE_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target gpunode gpunode_simnvml
 rc=0
