@@ -34,10 +34,24 @@ set(GPUNODE_STATIC_DEPS_MODULES grpc++ protobuf absl_status absl_statusor absl_s
 
 function(gpunode_static_deps_link target)
   find_package(PkgConfig REQUIRED)
-  pkg_check_modules(_gpunode_sd REQUIRED QUIET ${GPUNODE_STATIC_DEPS_MODULES})
+  # One `pkg-config --static --libs-only-l` (~2 s: every query walks abseil's ~130 .pc files);
+  # pkg_check_modules asked seven times, ~30 s of a cold configure
+  # (benchmarks/results/cold-start-2026-12-03.md).
+  execute_process(COMMAND ${PKG_CONFIG_EXECUTABLE} --static --libs-only-l ${GPUNODE_STATIC_DEPS_MODULES}
+                  OUTPUT_VARIABLE libs ERROR_VARIABLE err RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "GPUNODE_STATIC_DEPS: pkg-config --static ${GPUNODE_STATIC_DEPS_MODULES}: ${err}")
+  endif()
+  separate_arguments(libs UNIX_COMMAND "${libs}")
+  set(names)
+  foreach(l ${libs})
+    if(l MATCHES "^-l(.+)$")
+      list(APPEND names ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
   set(archives)
   set(others)
-  foreach(name ${_gpunode_sd_STATIC_LIBRARIES})
+  foreach(name ${names})
     if(name MATCHES "${GPUNODE_STATIC_DEPS_REGEX}")
       find_library(_gpunode_sd_${name} NAMES lib${name}.a NO_CACHE)
       if(NOT _gpunode_sd_${name})

@@ -4,8 +4,10 @@
 # 8x H200 node, and says so. Extra arguments go to doctor (e.g. -o json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUNODE_BUILD_TESTS=OFF >/dev/null
+scripts/install-deps.sh build  # the build set only; scripts/test.sh installs the rest
+# Release, as scripts/test.sh's build-rel: no -g (RelWithDebInfo's debug info cost ~1/3 more compile
+# CPU, benchmarks/results/cold-start-2026-12-03.md), and ccache then serves test.sh's Release build.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUNODE_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target gpunode gpunode_simnvml
 rc=0
 build/bin/gpunode doctor "$@" || rc=$?

@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of gpunode from Debian 12 packages.
+# Installs gpunode's dependencies from Debian 12 packages.
+#   install-deps.sh build   what configuring and building gpunode needs (scripts/doctor.sh)
+#   install-deps.sh test    what the tests, benchmarks and fuzzing need on top of that
+#   install-deps.sh [all]   both (scripts/test.sh; the default, as before the split)
 # Idempotent: packages already present are left alone; safe to run again.
+# Cold, the build set is ~1/3 of the full set's download (benchmarks/results/cold-start-2026-12-03.md).
 set -euo pipefail
 
-packages=(
-  # build
+# ---- the build set: cmake configure + `cmake --build build --target gpunode gpunode_simnvml` ----
+build_packages=(
+  # toolchain
   build-essential cmake ninja-build ccache pkg-config
   # libraries
   libabsl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
   # the exporter's HTTP(S) server (Boost.Beast on asio, header-only: one event loop, whole-request
-  # deadlines, asio::ssl over OpenSSL) and its bcrypt basic auth; cpp-httplib is its tests' client
+  # deadlines, asio::ssl over OpenSSL) and its bcrypt basic auth; cpp-httplib is the kube client
+  # (and the exporter tests' client)
   libboost-dev libcpp-httplib-dev libssl-dev libcrypt-dev zlib1g-dev
-  # openssl(1) makes the certificates of the exporter's TLS tests
-  openssl
   # gRPC (kubelet device plugin and pod-resources APIs)
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+)
+
+# ---- the test set: ctest (unit, component, e2e, k8s), benchmarks, fuzzing ----
+test_packages=(
   # tests, fuzzing, benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  # openssl(1) makes the certificates of the exporter's TLS tests
+  openssl
   # tools the tests and benchmark scripts call
   python3 python3-yaml procps
   # shells that parse and run `gpunode completion zsh|fish` in test/cli/completion_cli_test.cc
@@ -41,12 +51,19 @@ packages=(
   mmdebstrap lintian systemd file
 )
 
+case "${1:-all}" in
+  build) packages=("${build_packages[@]}") ;;
+  test) packages=("${test_packages[@]}") ;;
+  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  *) echo "install-deps: unknown set '$1' (want build, test or all)" >&2; exit 3 ;;
+esac
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages present (${1:-all})"
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"

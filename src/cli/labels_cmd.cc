@@ -79,7 +79,7 @@ const std::string* Lookup(const std::map<std::string, std::string>& env, const c
   return it == env.end() ? nullptr : &it->second;
 }
 
-StatusOr<std::string> ReadExplicitFile(const std::string& path) {
+StatusOr<std::string> ReadConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoToStatus(errno, "read", path);
   std::ostringstream text;
@@ -112,7 +112,7 @@ StatusOr<devices::PluginConfig> ResolveConfig(const LabelsFlags& flags,
   }
   devices::PluginConfig config;
   if (!config_file.empty()) {
-    GPUNODE_ASSIGN_OR_RETURN(std::string text, ReadExplicitFile(config_file));
+    GPUNODE_ASSIGN_OR_RETURN(std::string text, ReadConfigFile(config_file));
     GPUNODE_ASSIGN_OR_RETURN(config, devices::ParseConfig(text, config_file));
     for (const std::string& w : config.warnings)
       warnings->push_back(absl::StrCat(config_file, ": ", w));

@@ -120,7 +120,7 @@ struct ShimOptions {
   std::optional<bool> accept_volume_mounts;
 };
 
-std::string Env(const char* name) {
+std::string EnvOrEmpty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
@@ -236,7 +236,7 @@ class ShimLog {
 // PATH lookup as execvp does it, so we can refuse to exec ourselves.
 std::string FindInPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
-  std::string path = Env("PATH");
+  std::string path = EnvOrEmpty("PATH");
   if (path.empty()) path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   for (absl::string_view dir : absl::StrSplit(path, ':')) {
     if (dir.empty()) continue;
@@ -299,7 +299,7 @@ void LocalizeSimulatedSpec(cdi::Spec& spec, const std::string& root) {
 // environment, then our flags. Read for create/run only, so a broken file never blocks a delete.
 StatusOr<container::RequestPolicy> ResolvePolicy(const ShimOptions& options, std::string* config_path) {
   container::RequestPolicy policy;
-  *config_path = container::NvidiaToolkitConfigPath(Env("NVIDIA_CTK_CONFIG_FILE_PATH"), Env("XDG_CONFIG_HOME"));
+  *config_path = container::NvidiaToolkitConfigPath(EnvOrEmpty("NVIDIA_CTK_CONFIG_FILE_PATH"), EnvOrEmpty("XDG_CONFIG_HOME"));
   GPUNODE_RETURN_IF_ERROR(container::LoadNvidiaToolkitConfig(*config_path, policy).status());
   struct Setting {
     const char* env;
@@ -349,7 +349,7 @@ Status CheckNodeRequirements(const compat::ImageRequirements& reqs, const std::v
   if (reqs.requirements.empty()) return absl::OkStatus();
   if (session == nullptr) {  // no spec was generated in memory: open the node for its facts
     GlobalOptions global;
-    if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
+    if (std::string root = EnvOrEmpty("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
     GPUNODE_ASSIGN_OR_RETURN(session, NodeSession::Open(global));
   }
   session->probe_options().init_cuda = false;  // NVML says the driver's CUDA version
@@ -399,7 +399,7 @@ StatusOr<ShimEdits> EditConfig(nlohmann::ordered_json& config, const RuntimeCall
   std::shared_ptr<NodeSession> session;  // the node a spec was generated from, reused for its facts
   if (!registry.HasKind(kDefaultKind) && options.generate) {
     GlobalOptions global;
-    if (std::string root = Env("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
+    if (std::string root = EnvOrEmpty("GPUNODE_HOST_ROOT"); !root.empty()) global.host_root = root;
     container::BuildOptions build;
     build.hook_path = SelfPath();
     auto generated = GenerateHostSpec(global, "/", "", build);
@@ -560,11 +560,11 @@ int RunLegacyHook(const std::vector<std::string>& args) {
 
 int RunOciRuntime(const std::vector<std::string>& args) {
   ShimOptions options;
-  options.runtime_path = Env("GPUNODE_RUNTIME_PATH");
+  options.runtime_path = EnvOrEmpty("GPUNODE_RUNTIME_PATH");
   if (options.runtime_path.empty()) options.runtime_path = "runc";
-  std::string dirs = Env("GPUNODE_CDI_SPEC_DIRS");
+  std::string dirs = EnvOrEmpty("GPUNODE_CDI_SPEC_DIRS");
   bool dirs_from_flags = false;
-  options.debug_log = Env("GPUNODE_OCI_LOG");
+  options.debug_log = EnvOrEmpty("GPUNODE_OCI_LOG");
 
   size_t i = 0;
   for (; i < args.size(); ++i) {
