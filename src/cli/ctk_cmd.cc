@@ -138,7 +138,7 @@ void PrintHelp(const std::string& path) {
 }
 
 // The flag named `name` (no dashes) among `flags`, or nullptr.
-const FlagSpec* Lookup(const std::vector<FlagSpec>& flags, const std::string& name) {
+const FlagSpec* FindFlag(const std::vector<FlagSpec>& flags, const std::string& name) {
   for (const FlagSpec& f : flags) {
     for (const std::string& n : f.names) {
       if (n == name) return &f;
@@ -204,14 +204,14 @@ Status ReadFlags(const std::vector<std::string>& args, size_t& i, const std::vec
       inline_value = body.substr(eq + 1);
       body = body.substr(0, eq);
     }
-    const FlagSpec* f = Lookup(own, body);
+    const FlagSpec* f = FindFlag(own, body);
     bool global = false, ours = false;
     if (f == nullptr) {
-      f = Lookup(GlobalFlags(), body);
+      f = FindFlag(GlobalFlags(), body);
       global = f != nullptr;
     }
     if (f == nullptr && top) {
-      f = Lookup(GpunodeFlags(), body);
+      f = FindFlag(GpunodeFlags(), body);
       ours = f != nullptr;
     }
     if (f == nullptr) {
@@ -261,7 +261,7 @@ void ReadEnv(const std::vector<FlagSpec>& flags, std::map<std::string, std::vect
   }
 }
 
-std::string Quote(const std::string& s) {
+std::string ShellQuote(const std::string& s) {
   if (!s.empty() && s.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") == std::string::npos) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -409,7 +409,7 @@ CtkOutcome RunNvidiaCtk(const std::vector<std::string>& args) {
   }
   gpunode.insert(gpunode.end(), plan->gpunode_args.begin(), plan->gpunode_args.end());
   std::vector<std::string> quoted;
-  for (const std::string& a : gpunode) quoted.push_back(Quote(a));
+  for (const std::string& a : gpunode) quoted.push_back(ShellQuote(a));
   const std::string line = plan->native ? plan->native_description : "gpunode " + absl::StrJoin(quoted, " ");
   if (*explain) {
     std::cout << line << "\n";

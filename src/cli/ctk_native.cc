@@ -38,7 +38,7 @@ std::string JoinPath(const std::string& a, const std::string& b) {
 }
 
 // The major of a character device in /proc/devices ("195 nvidia-frontend"), or -1.
-int CharMajor(const std::string& devices, const std::string& name) {
+int CtkCharMajor(const std::string& devices, const std::string& name) {
   bool chars = false;
   for (absl::string_view line : absl::StrSplit(devices, '\n')) {
     line = absl::StripAsciiWhitespace(line);
@@ -146,9 +146,9 @@ int CreateDeviceNodes(const Call& call, const std::string& root, const std::stri
   if (!control) return kExitOk;
   auto devices = host->ReadFile("/proc/devices");
   const std::string text = devices.ok() ? *devices : "";
-  int nv = CharMajor(text, "nvidia-frontend");
-  if (nv < 0) nv = CharMajor(text, "nvidia");
-  const int uvm = CharMajor(text, "nvidia-uvm");
+  int nv = CtkCharMajor(text, "nvidia-frontend");
+  if (nv < 0) nv = CtkCharMajor(text, "nvidia");
+  const int uvm = CtkCharMajor(text, "nvidia-uvm");
   if (nv < 0 || uvm < 0) {
     PrintError(absl::StrCat("no ", nv < 0 ? "nvidia-frontend" : "nvidia-uvm", " major in ", host->Resolve("/proc/devices"),
                             ": are the NVIDIA kernel modules loaded? (--load-kernel-modules loads them)"));

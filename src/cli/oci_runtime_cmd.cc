@@ -468,10 +468,10 @@ Status Inject(const RuntimeCall& call, const ShimOptions& options, const ShimLog
 // The shim's settings from its environment alone (the hook has no flags of its own).
 ShimOptions OptionsFromEnvironment() {
   ShimOptions options;
-  options.runtime_path = Env("GPUNODE_RUNTIME_PATH");
+  options.runtime_path = EnvOrEmpty("GPUNODE_RUNTIME_PATH");
   if (options.runtime_path.empty()) options.runtime_path = "runc";
-  options.debug_log = Env("GPUNODE_OCI_LOG");
-  const std::string dirs = Env("GPUNODE_CDI_SPEC_DIRS");
+  options.debug_log = EnvOrEmpty("GPUNODE_OCI_LOG");
+  const std::string dirs = EnvOrEmpty("GPUNODE_CDI_SPEC_DIRS");
   for (absl::string_view d : absl::StrSplit(dirs.empty() ? kDefaultSpecDirs : dirs, ':')) {
     if (!d.empty()) options.spec_dirs.emplace_back(d);
   }
@@ -549,7 +549,7 @@ int RunLegacyHook(const std::vector<std::string>& args) {
   state.resize(static_cast<size_t>(std::cin.gcount()));
   RuntimeCall call;
   call.command = command;
-  const ShimLog log(call, Env("GPUNODE_OCI_LOG"));
+  const ShimLog log(call, EnvOrEmpty("GPUNODE_OCI_LOG"));
   if (Status st = InjectFromHook(state, log, call); !st.ok()) {
     std::cerr << "nvidia-container-runtime-hook (gpunode): error: " << st.message() << "\n";
     log.Info(absl::StrCat("hook error: ", st.message()));
