@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -131,18 +132,8 @@ class AgentProcessTest : public ::testing::Test {
   }
 
   void Start() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      int fd = ::open(Path("agent.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      ::setenv("GPUNODE_SIM_LIBRARY", SimLibrary().c_str(), 1);
-      const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
-      const std::string profile = Path("profile.yaml");
-      const std::string config = Path("agent.yaml");
-      ::execl(bin.c_str(), bin.c_str(), "--simulate", profile.c_str(), "agent", "--config", config.c_str(), nullptr);
-      ::_exit(127);
-    }
+    pid_ = testing::SpawnGpunode({"--simulate", Path("profile.yaml"), "agent", "--config", Path("agent.yaml")},
+                                 Path("agent.log"), {{"GPUNODE_SIM_LIBRARY", SimLibrary()}});
   }
   int Stop() {
     if (pid_ <= 0) return -1;

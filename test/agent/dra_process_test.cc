@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "sim/support/profile.h"
 #include "test/testing/fake_api_server.h"
+#include "test/testing/run_gpunode.h"
 #include "test/testing/kubelet_dra_emulator.h"
 #include "test/testing/sim_library.h"
 #include "test/testing/status_matchers.h"
@@ -70,25 +71,11 @@ class DraProcessTest : public ::testing::Test {
     return s.str();
   }
   void Start() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      int fd = ::open(Path("dra.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("GPUNODE_SIM_LIBRARY", testing::SimLibrary().c_str(), 1);
-      const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
-      std::vector<std::string> args = {bin, "--simulate", Path("profile.yaml"), "dra-plugin",
-                                       "--node-name", "n1", "--kubeconfig", Path("kubeconfig"),
-                                       "--cdi-root", Path("cdi"),
-                                       "--kubelet-registrar-directory-path", Path("reg"),
-                                       "--kubelet-plugins-directory-path", Path("plugins"),
-                                       "--disable-hook", "all", "--health-recovery", "2s"};
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
+    pid_ = testing::SpawnGpunode({"--simulate", Path("profile.yaml"), "dra-plugin", "--node-name", "n1", "--kubeconfig",
+                                  Path("kubeconfig"), "--cdi-root", Path("cdi"), "--kubelet-registrar-directory-path",
+                                  Path("reg"), "--kubelet-plugins-directory-path", Path("plugins"), "--disable-hook",
+                                  "all", "--health-recovery", "2s"},
+                                 Path("dra.log"), {{"GPUNODE_SIM_LIBRARY", testing::SimLibrary()}});
   }
   int Stop() {
     ::kill(pid_, SIGTERM);

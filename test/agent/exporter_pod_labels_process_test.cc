@@ -79,22 +79,13 @@ TEST_F(ExporterPodLabelsProcessTest, AScrapeCarriesTheGpuPodsLabelsAndUidFromThe
   api.WriteKubeconfig(Path("kubeconfig"));
   const int port = FreePort();
 
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    int fd = ::open(Path("exporter.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::dup2(fd, 1);
-    ::setenv("GPUNODE_SIM_LIBRARY", gpunode::testing::SimLibrary().c_str(), 1);
-    ::setenv("KUBECONFIG", Path("kubeconfig").c_str(), 1);
-    ::setenv("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX", "^team$,kubernetes\\.io/name", 1);
-    const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
-    const std::string listen = "127.0.0.1:" + std::to_string(port);
-    const std::string socket = Path("kubelet.sock");
-    ::execl(bin.c_str(), bin.c_str(), "--simulate", "dgx-h200", "exporter", "--listen", listen.c_str(), "-c", "200",
-            "--pod-resources-socket", socket.c_str(), "--kubernetes-enable-pod-labels", "--kubernetes-enable-pod-uid",
-            nullptr);
-    ::_exit(127);
-  }
+  pid_ = gpunode::testing::SpawnGpunode(
+      {"--simulate", "dgx-h200", "exporter", "--listen", "127.0.0.1:" + std::to_string(port), "-c", "200",
+       "--pod-resources-socket", Path("kubelet.sock"), "--kubernetes-enable-pod-labels", "--kubernetes-enable-pod-uid"},
+      Path("exporter.log"),
+      {{"GPUNODE_SIM_LIBRARY", gpunode::testing::SimLibrary()},
+       {"KUBECONFIG", Path("kubeconfig")},
+       {"DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX", "^team$,kubernetes\\.io/name"}});
   std::string page;
   for (int i = 0; i < 300 && page.find("team=\"vision\"") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

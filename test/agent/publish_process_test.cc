@@ -62,20 +62,7 @@ class PublishProcessTest : public ::testing::Test {
 
   // Runs gpunode with `args`, stdout and stderr into `log`.
   pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int fd = ::open(Path(log).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::setenv("GPUNODE_SIM_LIBRARY", testing::SimLibrary().c_str(), 1);
-      const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
-      std::vector<char*> argv = {const_cast<char*>(bin.c_str())};
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    return pid;
+    return testing::SpawnGpunode(args, Path(log), {{"GPUNODE_SIM_LIBRARY", testing::SimLibrary()}});
   }
   // Sends `sig` and waits; the exit code (-1 when killed by a signal or not running).
   static int Kill(pid_t& pid, int sig) {

@@ -127,16 +127,17 @@ class Process {
     for (const char* keep : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TMPDIR"}) {
       if (const char* v = std::getenv(keep)) envs.push_back(std::string(keep) + "=" + v);
     }
+    // Made before fork(): the child may only call async-signal-safe functions until it execs.
+    std::vector<char*> a, e;
+    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    for (const std::string& s : envs) e.push_back(const_cast<char*>(s.c_str()));
+    e.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      std::vector<char*> a, e;
-      for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-      a.push_back(nullptr);
-      for (const std::string& s : envs) e.push_back(const_cast<char*>(s.c_str()));
-      e.push_back(nullptr);
       ::execve(a[0], a.data(), e.data());
       ::_exit(127);
     }

@@ -76,15 +76,7 @@ TEST_F(PluginCliTest, WithoutAKubeletItRetriesAndSigtermStopsItCleanly) {
   const std::string dir = Path("dp");
   std::filesystem::create_directories(dir);
   const std::string log = Path("plugin.log");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::dup2(fd, 1);
-    const std::string bin = std::string(GPUNODE_BIN_DIR) + "/gpunode";
-    ::execl(bin.c_str(), bin.c_str(), "--simulate", "pcie-l40s-4", "plugin", "--kubelet-dir", dir.c_str(), nullptr);
-    ::_exit(127);
-  }
+  pid_t pid = testing::SpawnGpunode({"--simulate", "pcie-l40s-4", "plugin", "--kubelet-dir", dir}, log);
   // (30 s: an ASan build on a loaded 2-core CI machine starts slowly; a pass takes ~1 s.)
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!std::filesystem::exists(dir + "/nvidia-gpu.sock") && std::chrono::steady_clock::now() < deadline) {
