@@ -129,7 +129,9 @@ TEST_F(ReflectorTest, A410ExpiredWatchIsFollowedByANewListThatSeesWhatChangedMea
   // the next watch, from the old version, is answered with an ERROR event of code 410.
   api_.On("GET", "/api/v1/nodes", {FakeApiServer::ApiStatus(503, "ServiceUnavailable", "restarting")});
   api_.EndWatches();
-  ASSERT_TRUE(Eventually([&] { return api_.Count("GET /api/v1/nodes?watch=1") >= 3; }));
+  // 20 s: three refused watches, each after the reflector's backoff, on a loaded 2-core ASan run
+  // took over 5 s once; a pass takes ~0.2 s.
+  ASSERT_TRUE(Eventually([&] { return api_.Count("GET /api/v1/nodes?watch=1") >= 3; }, seconds(20)));
   api_.DeleteObject(FakeApiServer::NodePath("b"));
   AddNode("c", "l4");
   api_.Compact();
