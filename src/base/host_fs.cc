@@ -1,4 +1,5 @@
 #include "src/base/host_fs.h"
+#include "src/base/unique_fd.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -77,28 +78,7 @@ std::string RandomSuffix() {
   return out;
 }
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    const int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 }  // namespace
 

@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/container/hook_inject.h"
+#include "src/base/unique_fd.h"
 
 namespace gpunode::container {
 namespace {
@@ -44,26 +45,7 @@ BpfInsn Insn(uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm) {
 constexpr uint8_t kR0 = 0, kR1 = 1, kR2 = 2, kR3 = 3, kR4 = 4, kR5 = 5, kR6 = 6;
 constexpr uint8_t kJumpNext = 0xff;  // placeholder offset, patched when the block's end is known
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using Fd = UniqueFd;
 
 long Bpf(int cmd, bpf_attr& attr) { return ::syscall(SYS_bpf, cmd, &attr, sizeof attr); }
 
