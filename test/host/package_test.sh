@@ -153,7 +153,7 @@ e2e_assert_contains "$(in_root gpunode --version)" "gpunode $version" "the insta
 # command lines, nvidia-ctk's own layout after).
 help=$(in_root nvidia-ctk --help 2>&1) || e2e_fail "nvidia-ctk --help: $help"
 e2e_assert_contains "$help" "runtime" "nvidia-ctk --help answers"
-zcat "$R/usr/share/man/man1/gpunode.1.gz" | grep -q '^\.TH GPUNODE' || e2e_fail "gpunode.1.gz is not a man page"
+grep -q '^\.TH GPUNODE' < <(zcat "$R/usr/share/man/man1/gpunode.1.gz") || e2e_fail "gpunode.1.gz is not a man page"
 e2e_ok "gpunode.1.gz is a man page (.TH GPUNODE)"
 e2e_assert_eq "$(readlink "$R/etc/systemd/system/multi-user.target.wants/gpunode-agent.service")" \
   /lib/systemd/system/gpunode-agent.service "enabled by deb-systemd-helper (systemd does not run: not started)"
@@ -212,7 +212,7 @@ e2e_ok "/etc/cdi/nvidia.yaml written; its hooks run /usr/bin/gpunode"
 e2e_step "dpkg --purge gpunode"
 in_root dpkg --purge gpunode > "$E2E_TMP/purge.log" 2>&1 || e2e_fail "dpkg --purge: $(cat "$E2E_TMP/purge.log")"
 sed 's/^/  | /' "$E2E_TMP/purge.log"
-if in_root dpkg-query -W -f='${Status}\n' gpunode 2> /dev/null | grep -q installed; then
+if grep -q installed < <(in_root dpkg-query -W -f='${Status}\n' gpunode 2> /dev/null); then
   e2e_fail "gpunode still in dpkg's status after the purge"
 fi
 ls "$R"/var/lib/dpkg/info/gpunode.* > /dev/null 2>&1 && e2e_fail "dpkg's info files of gpunode left: $(ls "$R"/var/lib/dpkg/info/gpunode.*)"

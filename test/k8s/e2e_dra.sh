@@ -130,7 +130,7 @@ specs_before=$(ls /var/run/cdi | grep -c '^k8s.gpu.nvidia.com-claim_' || true)
 pod_ip=$(kubectl -n "$ns" get pods -l app.kubernetes.io/instance=gpunode -o jsonpath='{.items[0].status.podIP}')
 long_gpu=$(kubectl logs long | grep -E '^nvidia[0-9]+$' | tr -dc '0-9')
 deadline=$((SECONDS + 60))
-until curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep -q '^DCGM_FI_DEV_GPU_TEMP{.*pod="long"'; do
+until grep -q '^DCGM_FI_DEV_GPU_TEMP{.*pod="long"' < <(curl -s --max-time 2 "http://$pod_ip:9400/metrics"); do
   [ $SECONDS -lt $deadline ] || fail "no DCGM_FI_DEV_GPU_TEMP series of pod 'long' (its claim's GPU $long_gpu) 60 s after it started: $(curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep '^DCGM_FI_DEV_GPU_TEMP' | head -3)"
   sleep 1
 done

@@ -231,7 +231,7 @@ stage_times() {  # PERCENT CONDITION-ON-REPLICAS: sets te tp ta th tr, the secon
   local deadline=$((SECONDS + 240))
   while [ -z "$tr" ]; do
     [ $SECONDS -lt $deadline ] || fail "utilization $pct %: stages reached after 240 s: exporter=${te:-no} prometheus=${tp:-no} api=${ta:-no} hpa=${th:-no} replicas=${tr:-no}; hpa: $(kubectl get hpa gpu-inference -o jsonpath='{.status.currentReplicas}/{.status.desiredReplicas} {.status.currentMetrics[0].pods.current.averageValue}')"
-    if [ -z "$te" ] && curl -s --max-time 2 "http://$agent_ip:9400/metrics" | grep -q "^DCGM_FI_DEV_GPU_UTIL{.*UUID=\"$uuid\".*} $pct\$"; then te=$(since "$t0"); fi
+    if [ -z "$te" ] && grep -q "^DCGM_FI_DEV_GPU_UTIL{.*UUID=\"$uuid\".*} $pct\$" < <(curl -s --max-time 2 "http://$agent_ip:9400/metrics"); then te=$(since "$t0"); fi
     if [ -z "$tp" ] && [ "$(count "DCGM_FI_DEV_GPU_UTIL{UUID=\"$uuid\"} == $pct")" = 1 ]; then tp=$(since "$t0"); fi
     if [ -z "$ta" ]; then
       v=$(kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/$pod1/gpu_utilization" 2>/dev/null |

@@ -344,7 +344,7 @@ python3 -c "import sys; sys.exit(0 if $t1-$t0 < 5 else 1)" || fail "switched off
 ok "nvidia.com/gpu.deploy.dcgm-exporter=false: exporter off after $dt s, no /metrics on :9400, plugin untouched (allocatable $(alloc))"
 kubectl label node "$node" nvidia.com/gpu.deploy.dcgm-exporter- >/dev/null
 deadline=$((SECONDS + 15))
-until curl -s --max-time 2 "http://$pod_ip:9400/metrics" | grep -q DCGM_FI_DEV_GPU_TEMP; do
+until grep -q DCGM_FI_DEV_GPU_TEMP < <(curl -s --max-time 2 "http://$pod_ip:9400/metrics"); do
   [ $SECONDS -lt $deadline ] || fail "the exporter did not come back after the label was removed"
   sleep 0.2
 done
