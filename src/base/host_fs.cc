@@ -3,13 +3,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cerrno>
 #include <deque>
@@ -196,6 +199,41 @@ StatusOr<std::string> HostFs::LocalPath(absl::string_view host_path, bool follow
   return Local(real);
 }
 
+namespace {
+std::atomic<bool> no_openat2{false};  // set once the kernel (or seccomp) refused openat2
+}  // namespace
+
+void host_fs_internal::SetOpenat2(bool enabled) { no_openat2.store(!enabled); }
+
+int HostFs::OpenBelowRoot(absl::string_view host_path, int flags) const {
+  flags |= O_CLOEXEC;
+  if (root_ == "/") return ::open(std::string(host_path).c_str(), flags);
+  if (!no_openat2.load(std::memory_order_relaxed)) {
+    Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (root.get() < 0) return -1;
+    absl::string_view rel = host_path;
+    while (absl::ConsumePrefix(&rel, "/")) {
+    }
+    struct open_how how = {};
+    how.flags = static_cast<uint64_t>(flags);
+    how.resolve = RESOLVE_IN_ROOT;
+    const std::string rel_path = rel.empty() ? std::string(".") : std::string(rel);
+    const int fd = static_cast<int>(::syscall(SYS_openat2, root.get(), rel_path.c_str(), &how, sizeof how));
+    if (fd >= 0) return fd;
+    // ENOSYS: no openat2 (or a seccomp profile refusing it: some answer EPERM); EXDEV: a /proc
+    // magic link on the way, which RESOLVE_IN_ROOT never follows; EAGAIN: a rename raced the lookup.
+    const int err = errno;
+    if (err == ENOSYS || err == EPERM) no_openat2.store(true, std::memory_order_relaxed);
+    if (err != ENOSYS && err != EPERM && err != EXDEV && err != EAGAIN) return -1;
+  }
+  auto real = RealPath(host_path, /*follow_last=*/(flags & O_NOFOLLOW) == 0);
+  // Resolution fails only on a link loop: the lexical path then fails the open with ELOOP-like
+  // errors of its own, and never leaves the root through our join.
+  const std::string path = Local(real.ok() ? *real : (absl::StartsWith(host_path, "/") ? std::string(host_path)
+                                                                                      : absl::StrCat("/", host_path)));
+  return ::open(path.c_str(), flags);
+}
+
 std::string HostFs::Resolve(absl::string_view host_path) const {
   if (root_ == "/") return std::string(host_path);
   std::string path = absl::StartsWith(host_path, "/") ? std::string(host_path) : absl::StrCat("/", host_path);
@@ -206,8 +244,7 @@ std::string HostFs::Resolve(absl::string_view host_path) const {
 }
 
 StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
-  std::string path = Resolve(host_path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenBelowRoot(host_path, O_RDONLY);
   if (fd < 0) return ErrnoToStatus(errno, "read", host_path);
   std::string out;
   char buf[8192];
@@ -233,8 +270,7 @@ StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_b
 
 StatusOr<HostFs::Versioned> HostFs::ReadVersioned(absl::string_view host_path, size_t max_bytes) const {
   Versioned v;
-  const std::string path = Resolve(host_path);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(OpenBelowRoot(host_path, O_RDONLY));
   if (fd.get() < 0) {
     if (errno == ENOENT) return v;
     return ErrnoToStatus(errno, "read", host_path);
@@ -265,8 +301,7 @@ StatusOr<HostFs::Versioned> HostFs::ReadVersioned(absl::string_view host_path, s
 }
 
 StatusOr<std::string> HostFs::ReadPrefix(absl::string_view host_path, size_t max_bytes) const {
-  std::string path = Resolve(host_path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = OpenBelowRoot(host_path, O_RDONLY);
   if (fd < 0) return ErrnoToStatus(errno, "read", host_path);
   std::string out(max_bytes, '\0');
   size_t got = 0;
@@ -296,20 +331,19 @@ StatusOr<std::string> HostFs::ReadLine(absl::string_view host_path) const {
 bool HostFs::Exists(absl::string_view host_path) const {
   struct stat st;
   if (root_ == "/") return ::lstat(std::string(host_path).c_str(), &st) == 0;
-  auto real = RealPath(host_path, /*follow_last=*/false);
-  return real.ok() && ::lstat(Local(*real).c_str(), &st) == 0;
-}
-
-StatusOr<std::string> HostFs::LastLinkLocal(absl::string_view host_path) const {
-  if (root_ == "/") return std::string(host_path);
-  GPUNODE_ASSIGN_OR_RETURN(std::string real, RealPath(host_path, /*follow_last=*/false));
-  return Local(real);
+  return Fd(OpenBelowRoot(host_path, O_PATH | O_NOFOLLOW)).get() >= 0;
 }
 
 StatusOr<FileInfo> HostFs::Stat(absl::string_view host_path) const {
-  GPUNODE_ASSIGN_OR_RETURN(const std::string local, LastLinkLocal(host_path));
   struct stat st;
-  if (::lstat(local.c_str(), &st) != 0) return ErrnoToStatus(errno, "stat", host_path);
+  if (root_ == "/") {
+    if (::lstat(std::string(host_path).c_str(), &st) != 0) return ErrnoToStatus(errno, "stat", host_path);
+  } else {
+    const Fd fd(OpenBelowRoot(host_path, O_PATH | O_NOFOLLOW));
+    if (fd.get() < 0 || ::fstatat(fd.get(), "", &st, AT_EMPTY_PATH) != 0) {
+      return ErrnoToStatus(errno, "stat", host_path);
+    }
+  }
   FileInfo info;
   if (S_ISREG(st.st_mode)) info.type = FileType::kRegular;
   else if (S_ISDIR(st.st_mode)) info.type = FileType::kDirectory;
@@ -327,9 +361,13 @@ StatusOr<FileInfo> HostFs::Stat(absl::string_view host_path) const {
 }
 
 StatusOr<std::vector<std::string>> HostFs::ListDir(absl::string_view host_path) const {
-  std::string path = Resolve(host_path);
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return ErrnoToStatus(errno, "list", host_path);
+  const int fd = OpenBelowRoot(host_path, O_RDONLY | O_DIRECTORY);
+  DIR* dir = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return ErrnoToStatus(err, "list", host_path);
+  }
   std::vector<std::string> names;
   while (struct dirent* e = ::readdir(dir)) {
     absl::string_view name = e->d_name;
@@ -342,9 +380,14 @@ StatusOr<std::vector<std::string>> HostFs::ListDir(absl::string_view host_path) 
 }
 
 StatusOr<std::string> HostFs::ReadLink(absl::string_view host_path) const {
-  GPUNODE_ASSIGN_OR_RETURN(const std::string local, LastLinkLocal(host_path));
   char buf[4096];
-  ssize_t n = ::readlink(local.c_str(), buf, sizeof buf - 1);
+  ssize_t n;
+  if (root_ == "/") {
+    n = ::readlink(std::string(host_path).c_str(), buf, sizeof buf - 1);
+  } else {
+    const Fd fd(OpenBelowRoot(host_path, O_PATH | O_NOFOLLOW));
+    n = fd.get() < 0 ? -1 : ::readlinkat(fd.get(), "", buf, sizeof buf - 1);
+  }
   if (n < 0) return ErrnoToStatus(errno, "readlink", host_path);
   return std::string(buf, static_cast<size_t>(n));
 }

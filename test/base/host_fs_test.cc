@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/status_matchers.h"
@@ -141,6 +142,61 @@ TEST_F(HostFsTest, SymlinkMakesOrReplacesALinkNeverAFileAndStaysInside) {
   for (const auto& e : std::filesystem::directory_iterator(root_ / "usr/bin")) {
     EXPECT_EQ(e.path().filename().string().find(".gpunode-tmp"), std::string::npos) << e.path();
   }
+}
+
+// Reads resolve in one openat2(RESOLVE_IN_ROOT) call where the kernel has it, and by the walk of
+// RealPath where it has not: both give the same answers on a root full of links that try to leave.
+TEST_F(HostFsTest, ReadsAnswerTheSameWithAndWithoutOpenat2) {
+  std::filesystem::create_directories(root_ / "var");
+  std::filesystem::create_directories(root_ / "run/cdi");
+  std::filesystem::create_directories(root_ / "etc");
+  std::filesystem::create_symlink("/run", root_ / "var/run");
+  std::ofstream(root_ / "run/cdi/spec.yaml") << "inside";
+  std::ofstream(root_ / "etc/hostname") << "root's own";
+  std::filesystem::create_symlink("../../../../../../../../etc", root_ / "run/up");  // ".." stops at the root
+  std::filesystem::create_symlink("/etc/hostname", root_ / "run/abs");              // restarts at the root
+  std::filesystem::create_symlink("/nowhere", root_ / "run/dangling");
+  std::filesystem::create_symlink("/loop2", root_ / "loop1");
+  std::filesystem::create_symlink("/loop1", root_ / "loop2");
+  auto fs = HostFs::Open(root_.string());
+  ASSERT_OK(fs);
+  auto answers = [&] {
+    std::vector<std::string> out;
+    auto text = [](const auto& s) { return s.ok() ? std::string(*s) : std::string(s.status().message()); };
+    out.push_back(text(fs->ReadFile("/var/run/cdi/spec.yaml")));
+    out.push_back(text(fs->ReadFile("/run/up/hostname")));
+    out.push_back(text(fs->ReadFile("/var/run/abs")));
+    out.push_back(text(fs->ReadFile("/run/dangling")));
+    out.push_back(text(fs->ReadFile("/loop1/x")).substr(0, 20));
+    out.push_back(text(fs->ReadLink("/var/run/abs")));
+    out.push_back(text(fs->ReadLink("/run/dangling")));
+    out.push_back(fs->Exists("/run/dangling") ? "exists" : "absent");
+    out.push_back(fs->Exists("/run/up/passwd") ? "exists" : "absent");
+    out.push_back(fs->Exists("/var/run/up/hostname") ? "exists" : "absent");
+    auto st = fs->Stat("/var/run/abs");
+    out.push_back(st.ok() && st->type == FileType::kSymlink ? "link" : "not a link");
+    st = fs->Stat("/var/run/up");
+    out.push_back(st.ok() && st->type == FileType::kSymlink ? "link" : "not a link");
+    auto dir = fs->ListDir("/var/run/up");
+    out.push_back(dir.ok() ? absl::StrJoin(*dir, ",") : std::string(dir.status().message()));
+    out.push_back(text(fs->ReadPrefix("/var/run/cdi/spec.yaml", 3)));
+    return out;
+  };
+  const std::vector<std::string> with = answers();
+  host_fs_internal::SetOpenat2(false);
+  const std::vector<std::string> without = answers();
+  host_fs_internal::SetOpenat2(true);
+  EXPECT_EQ(with, without);
+  EXPECT_EQ(with[0], "inside");
+  EXPECT_EQ(with[1], "root's own") << "never this machine's /etc/hostname";
+  EXPECT_EQ(with[2], "root's own");
+  EXPECT_THAT(with[3], ::testing::HasSubstr("read /run/dangling"));
+  EXPECT_EQ(with[5], "/etc/hostname");
+  EXPECT_EQ(with[7], "exists");
+  EXPECT_EQ(with[8], "absent");
+  EXPECT_EQ(with[9], "exists");
+  EXPECT_EQ(with[12], "hostname");
+  EXPECT_EQ(with[13], "ins");
 }
 
 TEST_F(HostFsTest, LinkLoopsAreAnErrorNotAHang) {
