@@ -167,7 +167,8 @@ TEST_F(HostFsTest, ReadsAnswerTheSameWithAndWithoutOpenat2) {
     out.push_back(text(fs->ReadFile("/run/up/hostname")));
     out.push_back(text(fs->ReadFile("/var/run/abs")));
     out.push_back(text(fs->ReadFile("/run/dangling")));
-    out.push_back(text(fs->ReadFile("/loop1/x")).substr(0, 20));
+    // (the kernel says ELOOP, the walk ENOENT of the lexical path: both refuse)
+    out.push_back(fs->ReadFile("/loop1/x").ok() ? "read" : "refused");
     out.push_back(text(fs->ReadLink("/var/run/abs")));
     out.push_back(text(fs->ReadLink("/run/dangling")));
     out.push_back(fs->Exists("/run/dangling") ? "exists" : "absent");
@@ -191,6 +192,7 @@ TEST_F(HostFsTest, ReadsAnswerTheSameWithAndWithoutOpenat2) {
   EXPECT_EQ(with[1], "root's own") << "never this machine's /etc/hostname";
   EXPECT_EQ(with[2], "root's own");
   EXPECT_THAT(with[3], ::testing::HasSubstr("read /run/dangling"));
+  EXPECT_EQ(with[4], "refused");
   EXPECT_EQ(with[5], "/etc/hostname");
   EXPECT_EQ(with[7], "exists");
   EXPECT_EQ(with[8], "absent");
