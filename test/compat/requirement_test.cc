@@ -24,6 +24,7 @@ ReqFacts Node(std::string driver, std::string cuda, std::vector<ReqDevice> devic
 ReqDevice H200() { return {"GPU 0 (NVIDIA H200)", "nvidia", "9.0"}; }
 ReqDevice T4() { return {"GPU 0 (Tesla T4)", "tesla", "7.5"}; }
 ReqDevice Rtx4090() { return {"GPU 0 (NVIDIA GeForce RTX 4090)", "geforce", "8.9"}; }
+ReqDevice A100() { return {"GPU 0 (NVIDIA A100-SXM4-80GB)", "nvidia", "8.0"}; }
 
 RequirementOutcome Eval(const std::string& text, const ReqFacts& facts) {
   auto r = ParseRequirement("NVIDIA_REQUIRE_CUDA", text);
@@ -96,6 +97,29 @@ TEST(RequirementTest, NgcFrameworkImagesRequireOnlyCuda9) {
   EXPECT_TRUE(Eval(kNgcRequire, Node("535.183.01", "12.2", {T4()})).satisfied);
   EXPECT_TRUE(Eval(kNgcRequire, Node("470.256.02", "11.4", {T4()})).satisfied);
   EXPECT_FALSE(Eval(kNgcRequire, Node("375.26", "8.0", {T4()})).satisfied);
+}
+
+// R570 runs CUDA 12.8 itself (NVIDIA's CUDA 12.8 release notes: 570.26+); R565 is one of the
+// branches nvidia/cuda 12.8.1's requirement admits through its compat libraries.
+TEST(RequirementTest, Cuda1281OnA100AndT4AcrossR565R570AndCuda13NotOnR570) {
+  RequirementOutcome o = Eval(kCuda1281Require, Node("570.86.10", "12.8", {A100()}));
+  EXPECT_TRUE(o.satisfied);
+  ASSERT_EQ(o.held_by.size(), 1u);
+  EXPECT_EQ(o.held_by[0], "NVIDIA_REQUIRE_CUDA: cuda>=12.8");
+  o = Eval(kCuda1281Require, Node("570.86.10", "12.8", {T4()}));
+  EXPECT_TRUE(o.satisfied);
+  EXPECT_EQ(o.held_by[0], "NVIDIA_REQUIRE_CUDA: cuda>=12.8");
+  o = Eval(kCuda1281Require, Node("565.57.01", "12.7", {A100()}));
+  EXPECT_TRUE(o.satisfied);
+  ASSERT_EQ(o.held_by.size(), 1u);
+  EXPECT_EQ(o.held_by[0], "NVIDIA_REQUIRE_CUDA: brand=nvidia,driver>=565,driver<566");
+  o = Eval("cuda>=13.0", Node("570.86.10", "12.8", {A100()}));
+  ASSERT_FALSE(o.satisfied);
+  EXPECT_EQ(o.Message(),
+            "unsatisfied condition: cuda>=13.0 (NVIDIA_REQUIRE_CUDA, GPU 0 (NVIDIA A100-SXM4-80GB)): cuda>=13.0 "
+            "needs a driver that runs CUDA 13.0; this node's driver runs CUDA 12.8");
+  o = Eval("arch>=9.0", Node("580.95.05", "13.0", {A100()}));
+  EXPECT_FALSE(o.satisfied) << "an A100 is compute capability 8.0";
 }
 
 TEST(RequirementTest, Cuda13OnR550NamesTheTermAndBothVersions) {
