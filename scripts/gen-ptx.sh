@@ -22,16 +22,22 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # (it dropped compute_70 and older). bench loads it on compute capability 7.5, or anywhere with
 # `bench --ptx compute_75` (the driver JITs it for newer GPUs too).
 "$nvcc" -ptx -arch=compute_75 -O3 -std=c++17 -o "$out/bench_kernels_sm75.ptx" kernels/bench_kernels.cu
-# nvcc 13 stamps its own PTX ISA (9.0), which only R580+ drivers JIT, and T4 hosts often run older
-# ones (R535, R550). Nothing in this file needs more than ISA 7.0 (CUDA 11.0, R450 drivers), so the
-# header says 7.0; ptxas checks every instruction against the declared ISA, and it must accept it.
-sed -i 's/^\.version [0-9]*\.[0-9]*$/.version 7.0/' "$out/bench_kernels_sm75.ptx"
-ptxas=$(dirname "$nvcc")/ptxas
-if [ -x "$ptxas" ]; then
-  "$ptxas" -arch=sm_75 -o /dev/null "$out/bench_kernels_sm75.ptx" ||
-    { echo "gen-ptx: bench_kernels_sm75.ptx is not valid PTX ISA 7.0 for sm_75 (see above)" >&2; exit 1; }
-fi
 # sm_90a: wgmma and setmaxnreg exist only there; the driver JITs this PTX for compute capability 9.0
 # alone, and bench loads it only there.
 "$nvcc" -ptx -arch=compute_90a -O3 -std=c++17 -o "$out/bench_kernels_sm90a.ptx" kernels/bench_kernels_sm90a.cu
+# nvcc 13 stamps its own PTX ISA (9.0), which only R580+ drivers JIT; GPU nodes often run older
+# branches (R535, R550, R570). No file needs more than the ISA that introduced its target: 7.0
+# (CUDA 11.0, R450) for compute_80 and compute_75, 8.0 (CUDA 12.0, R525) for sm_90a's wgmma. The
+# header says so; ptxas checks every instruction against the declared ISA, and it must accept it.
+ptxas=$(dirname "$nvcc")/ptxas
+lower() {  # FILE ISA SM
+  sed -i "s/^\.version [0-9]*\.[0-9]*\$/.version $2/" "$out/$1"
+  if [ -x "$ptxas" ]; then
+    "$ptxas" -arch="$3" -o /dev/null "$out/$1" ||
+      { echo "gen-ptx: $1 is not valid PTX ISA $2 for $3 (see above)" >&2; exit 1; }
+  fi
+}
+lower bench_kernels.ptx 7.0 sm_80
+lower bench_kernels_sm75.ptx 7.0 sm_75
+lower bench_kernels_sm90a.ptx 8.0 sm_90a
 echo "gen-ptx: wrote $out/bench_kernels.ptx, $out/bench_kernels_sm75.ptx and $out/bench_kernels_sm90a.ptx ($("$nvcc" --version | tail -2 | head -1))"
