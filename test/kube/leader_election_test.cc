@@ -133,6 +133,8 @@ TEST_F(LeaderElectionTest, RunLeadsUntilStoppedThenReleasesAndTheOtherTakesOverA
   EXPECT_NE(Spec()["holderIdentity"], "a") << "released";
   while (!(*b)->IsLeader()) std::this_thread::sleep_for(milliseconds(5));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(4000)) << "released: b need not wait the 8 s lease";
+  // IsLeader() turns true before on_started_leading runs on its thread: wait for the call (bounded).
+  for (int i = 0; i < 400 && b_started.load() == 0; ++i) std::this_thread::sleep_for(milliseconds(5));
   EXPECT_EQ(b_started.load(), 1);
   EXPECT_EQ(Spec()["leaseTransitions"], 1);
   tb.request_stop();
