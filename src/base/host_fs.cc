@@ -243,28 +243,30 @@ std::string HostFs::Resolve(absl::string_view host_path) const {
   return Local(real.ok() ? *real : path);
 }
 
-StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
-  int fd = OpenBelowRoot(host_path, O_RDONLY);
-  if (fd < 0) return ErrnoToStatus(errno, "read", host_path);
-  std::string out;
-  char buf[8192];
+namespace {
+// Reads `fd` to its end into *out, refusing more than `max_bytes` (errors name `host_path`).
+Status ReadToEnd(int fd, absl::string_view host_path, size_t max_bytes, std::string* out) {
+  char buf[65536];
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return ErrnoToStatus(err, "read", host_path);
+      return ErrnoToStatus(errno, "read", host_path);
     }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_bytes) {
-      ::close(fd);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("read ", host_path, ": larger than ", max_bytes, " bytes"));
+    if (n == 0) return absl::OkStatus();
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("read ", host_path, ": larger than ", max_bytes, " bytes"));
     }
   }
-  ::close(fd);
+}
+}  // namespace
+
+StatusOr<std::string> HostFs::ReadFile(absl::string_view host_path, size_t max_bytes) const {
+  const Fd fd(OpenBelowRoot(host_path, O_RDONLY));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "read", host_path);
+  std::string out;
+  GPUNODE_RETURN_IF_ERROR(ReadToEnd(fd.get(), host_path, max_bytes, &out));
   return out;
 }
 
@@ -282,41 +284,23 @@ StatusOr<HostFs::Versioned> HostFs::ReadVersioned(absl::string_view host_path, s
   }
   v.identity = IdentityOf(st);
   v.mode = st.st_mode & 07777;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(errno, "read", host_path);
-    }
-    if (n == 0) break;
-    v.text.append(buf, static_cast<size_t>(n));
-    if (v.text.size() > max_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("read ", host_path, ": larger than ", max_bytes, " bytes"));
-    }
-  }
+  GPUNODE_RETURN_IF_ERROR(ReadToEnd(fd.get(), host_path, max_bytes, &v.text));
   v.identity.content_hash = std::hash<std::string>()(v.text);
   return v;
 }
 
 StatusOr<std::string> HostFs::ReadPrefix(absl::string_view host_path, size_t max_bytes) const {
-  int fd = OpenBelowRoot(host_path, O_RDONLY);
-  if (fd < 0) return ErrnoToStatus(errno, "read", host_path);
+  const Fd fd(OpenBelowRoot(host_path, O_RDONLY));
+  if (fd.get() < 0) return ErrnoToStatus(errno, "read", host_path);
   std::string out(max_bytes, '\0');
   size_t got = 0;
   while (got < max_bytes) {
-    ssize_t n = ::read(fd, out.data() + got, max_bytes - got);
+    const ssize_t n = ::read(fd.get(), out.data() + got, max_bytes - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoToStatus(err, "read", host_path);
-    }
+    if (n < 0) return ErrnoToStatus(errno, "read", host_path);
     if (n == 0) break;
     got += static_cast<size_t>(n);
   }
-  ::close(fd);
   out.resize(got);
   return out;
 }
